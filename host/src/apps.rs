@@ -1,0 +1,592 @@
+//! The apps of a root as every adapter sees them: the one call path
+//! ([`Apps::call`], [`Apps::render`]) and the lifecycle steps (build,
+//! activate). Adapters (the command line, the page, the control connection)
+//! hold one `Apps` and never reach the runtime another way.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::caps;
+use crate::caps::store::{AppStore, Mode};
+use crate::config::Config;
+use crate::gate::record::{Recorder, Row};
+use crate::gate::{Caller, Decision, Gate, Knock, Pass};
+use crate::manifest::{Access, AppId, Effect, Manifest};
+use crate::release;
+use crate::root::Root;
+use crate::runtime::{AppError, CallPlan, Entry, Outcome, Prepared, Runtime};
+
+/// What kind of failure a call met; adapters map it to exit codes and statuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorKind {
+    /// No such app, release, route or page.
+    NotFound,
+    /// The input did not fit.
+    InvalidInput,
+    /// The state did not allow it.
+    Conflict,
+    /// The host, a capability or the gate refused.
+    Denied,
+    /// The guest was stopped (trap, deadline, limit).
+    Trap,
+    /// Something else failed.
+    Internal,
+}
+
+/// A call that did not succeed: one sentence for a person, and its kind.
+#[derive(Debug, Clone, thiserror::Error, Serialize)]
+#[error("{message}")]
+pub struct CallError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl CallError {
+    fn new(kind: ErrorKind, message: impl Into<String>) -> CallError {
+        CallError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// A successful call: the route's JSON answer and what ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct Answer {
+    pub output: serde_json::Value,
+    pub release: String,
+    pub effect: Effect,
+    pub duration_ms: f64,
+}
+
+/// A release loaded for serving: its contract, its linked component and its
+/// compiled input schemas.
+struct Loaded {
+    manifest: Manifest,
+    prepared: Prepared,
+    validators: HashMap<String, jsonschema::Validator>,
+}
+
+/// The apps of one root.
+pub struct Apps {
+    root: Root,
+    runtime: Runtime,
+    gate: Arc<Gate>,
+    recorder: Recorder,
+    loaded: Mutex<HashMap<String, Arc<Loaded>>>,
+    stores: Mutex<HashMap<std::path::PathBuf, Arc<AppStore>>>,
+}
+
+impl Apps {
+    pub fn new(root: Root, config: &Config) -> anyhow::Result<Apps> {
+        Ok(Apps {
+            root,
+            runtime: Runtime::new(config)?,
+            gate: Gate::new(std::time::Duration::from_secs(config.approval_window_secs)),
+            recorder: Recorder::new(),
+            loaded: Mutex::default(),
+            stores: Mutex::default(),
+        })
+    }
+
+    pub fn root(&self) -> &Root {
+        &self.root
+    }
+
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// The gate every call of these apps passes.
+    pub fn gate(&self) -> &Arc<Gate> {
+        &self.gate
+    }
+
+    /// Waits until every decision made so far is in its record.
+    pub fn flush_record(&self) {
+        self.recorder.flush();
+    }
+
+    /// The store of the data folder `data`, opened once per process.
+    pub fn store(&self, data: &Path) -> anyhow::Result<Arc<AppStore>> {
+        let mut stores = self.stores.lock().expect("stores");
+        if let Some(s) = stores.get(data) {
+            return Ok(s.clone());
+        }
+        let s = AppStore::open(data)?;
+        stores.insert(data.to_path_buf(), s.clone());
+        Ok(s)
+    }
+
+    fn load(&self, app: &AppId, release_id: &str) -> Result<Arc<Loaded>, CallError> {
+        if let Some(l) = self.loaded.lock().expect("loaded").get(release_id) {
+            return Ok(l.clone());
+        }
+        let internal = |e: anyhow::Error| {
+            CallError::new(
+                ErrorKind::Internal,
+                format!("cannot load the release of {app}: {e:#}"),
+            )
+        };
+        let paths = self.root.app(app);
+        let manifest = release::manifest(&paths, release_id).map_err(internal)?;
+        let bytes = std::fs::read(paths.release(release_id).join(release::COMPONENT_FILE))
+            .map_err(|e| internal(e.into()))?;
+        let component = self
+            .runtime
+            .compile_cached(&self.root.compiled_cache(), &bytes)
+            .map_err(internal)?;
+        let prepared = self.runtime.prepare(&component).map_err(internal)?;
+        let mut validators = HashMap::new();
+        for r in &manifest.routes {
+            let v = jsonschema::validator_for(&r.input)
+                .map_err(|e| internal(anyhow::anyhow!("{e}")))?;
+            validators.insert(r.name.clone(), v);
+        }
+        let loaded = Arc::new(Loaded {
+            manifest,
+            prepared,
+            validators,
+        });
+        self.loaded
+            .lock()
+            .expect("loaded")
+            .insert(release_id.to_string(), loaded.clone());
+        Ok(loaded)
+    }
+
+    fn active(&self, app: &AppId) -> Result<String, CallError> {
+        let paths = self.root.app(app);
+        if !paths.exists() {
+            return Err(CallError::new(
+                ErrorKind::NotFound,
+                format!("there is no app `{app}`; `autoapp create {app}` makes one"),
+            ));
+        }
+        match release::active(&paths) {
+            Ok(Some(id)) => Ok(id),
+            Ok(None) => Err(CallError::new(
+                ErrorKind::NotFound,
+                format!(
+                    "{app} has no active release; build it with `autoapp build {app}` and activate a candidate with `autoapp activate {app} RELEASE`"
+                ),
+            )),
+            Err(e) => Err(CallError::new(ErrorKind::Internal, format!("{e:#}"))),
+        }
+    }
+
+    /// Calls `route` of the app's active release with `input` (JSON text), as
+    /// `caller`: the route and input are checked, the gate decides (and may
+    /// wait for the person), the call runs, and the decision and outcome are
+    /// recorded.
+    pub async fn call(
+        &self,
+        caller: &Caller,
+        app: &AppId,
+        route: &str,
+        input: &str,
+    ) -> Result<Answer, CallError> {
+        let started = Instant::now();
+        let release_id = self.active(app)?;
+        let loaded = self.load(app, &release_id)?;
+        let Some(r) = loaded.manifest.route(route) else {
+            let names: Vec<&str> = loaded
+                .manifest
+                .routes
+                .iter()
+                .map(|r| r.name.as_str())
+                .collect();
+            return Err(CallError::new(
+                ErrorKind::NotFound,
+                format!(
+                    "{app} has no route `{}`; its routes are {}",
+                    route.escape_debug(),
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+            ));
+        };
+        let effect = r.effect;
+        let data = self.root.app(app).data();
+        let row =
+            |decision: Decision, reason: &str, outcome: &str, request_id: &str, hash: &str| Row {
+                time: release::now_rfc3339(),
+                request_id: request_id.to_string(),
+                channel: caller.channel().to_string(),
+                caller: caller.label().to_string(),
+                app: app.to_string(),
+                release: release_id.clone(),
+                route: route.to_string(),
+                effect: effect.to_string(),
+                arguments_hash: hash.to_string(),
+                decision: decision.as_str().to_string(),
+                reason: reason.to_string(),
+                outcome: outcome.to_string(),
+                duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+            };
+        let value = match check_input(&loaded, route, input) {
+            Ok(v) => v,
+            Err(e) => {
+                let reason = "the input did not fit the route's schema";
+                self.recorder
+                    .write(&data, row(Decision::Refused, reason, "not-run", "", ""));
+                return Err(e);
+            }
+        };
+        let knock = Knock {
+            caller,
+            app,
+            release: &release_id,
+            route,
+            effect,
+            preview: false,
+            input: &value,
+        };
+        let pass = match self.gate.guard(knock).await {
+            Ok(pass) => pass,
+            Err(refusal) => {
+                self.recorder.write(
+                    &data,
+                    row(
+                        refusal.decision,
+                        &refusal.reason,
+                        "not-run",
+                        &refusal.request_id,
+                        &refusal.arguments_hash,
+                    ),
+                );
+                return Err(CallError::new(ErrorKind::Denied, refusal.reason));
+            }
+        };
+        // The guest receives the canonical form of what was checked and hashed.
+        let text = crate::gate::canonical_json(&value);
+        let result = self
+            .run(
+                &pass,
+                &loaded,
+                app,
+                &data,
+                effect,
+                Entry::Route {
+                    route,
+                    input: &text,
+                },
+                route,
+            )
+            .await;
+        let (outcome, reason) = match &result {
+            Ok(_) => ("ok", String::new()),
+            Err(e) if e.kind == ErrorKind::Trap => ("trap", "the guest was stopped".to_string()),
+            Err(e) => ("error", format!("{:?}", e.kind).to_lowercase()),
+        };
+        self.recorder.write(
+            &data,
+            row(
+                pass.decision(),
+                &reason,
+                outcome,
+                pass.request_id(),
+                pass.arguments_hash(),
+            ),
+        );
+        let output = result?;
+        Ok(Answer {
+            output,
+            release: release_id,
+            effect,
+            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        })
+    }
+
+    /// Renders `page` of the app's active release for `query` (JSON text);
+    /// a render runs as a read.
+    pub async fn render(
+        &self,
+        _caller: &Caller,
+        app: &AppId,
+        page: &str,
+        query: &str,
+    ) -> Result<serde_json::Value, CallError> {
+        let release_id = self.active(app)?;
+        let loaded = self.load(app, &release_id)?;
+        let query: serde_json::Value = serde_json::from_str(query).map_err(|e| {
+            CallError::new(
+                ErrorKind::InvalidInput,
+                format!("the page query is not JSON ({e})"),
+            )
+        })?;
+        if !query.is_object() {
+            return Err(CallError::new(
+                ErrorKind::InvalidInput,
+                "the page query must be a JSON object",
+            ));
+        }
+        let query = query.to_string();
+        let data = self.root.app(app).data();
+        let pass = self.gate.view();
+        self.run(
+            &pass,
+            &loaded,
+            app,
+            &data,
+            Effect::Read,
+            Entry::View {
+                page,
+                query: &query,
+            },
+            page,
+        )
+        .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn run(
+        &self,
+        pass: &Pass,
+        loaded: &Loaded,
+        app: &AppId,
+        data: &Path,
+        effect: Effect,
+        entry: Entry<'_>,
+        what: &str,
+    ) -> Result<serde_json::Value, CallError> {
+        let config = self.runtime.config();
+        let store = self
+            .store(data)
+            .map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
+        let mode = if effect.writes() {
+            Mode::ReadWrite
+        } else {
+            Mode::ReadOnly
+        };
+        let deadline = Instant::now() + config.call_deadline();
+        let call_store = store.begin(mode, deadline).map_err(|e| {
+            CallError::new(
+                ErrorKind::Conflict,
+                format!("the store of {app} is not available ({e:#}); try again"),
+            )
+        })?;
+        let log = caps::log::CallLog::new(app.as_str(), what, config.log_lines_per_call);
+        let plan = if effect == Effect::External {
+            let given = self
+                .given(app, &loaded.manifest)
+                .map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
+            CallPlan {
+                effect,
+                store: call_store,
+                log,
+                network: caps::network::CallNetwork::new(
+                    given.network,
+                    deadline,
+                    config.net_limits(),
+                ),
+                files: caps::files::CallFiles::new(given.folders),
+                spawn: caps::spawn::CallSpawn::new(
+                    given.programs,
+                    deadline,
+                    (config.spawn_output_max_kib as usize) << 10,
+                    self.root.dir().join("cache").join("scratch"),
+                ),
+            }
+        } else {
+            CallPlan {
+                effect,
+                store: call_store,
+                log,
+                network: caps::network::CallNetwork::none(),
+                files: caps::files::CallFiles::none(),
+                spawn: caps::spawn::CallSpawn::none(false),
+            }
+        };
+        let (outcome, settle) = self.runtime.run(pass, &loaded.prepared, plan, entry).await;
+        if settle.log.dropped() > 0 {
+            tracing::warn!(
+                app = app.as_str(),
+                what,
+                dropped = settle.log.dropped(),
+                "log lines over the per-call cap were dropped"
+            );
+        }
+        let kind_of = |e: &Entry<'_>| match e {
+            Entry::Route { .. } => "route",
+            Entry::View { .. } => "page",
+        };
+        let result = match outcome {
+            Outcome::Ok(text) => match serde_json::from_str::<serde_json::Value>(&text) {
+                Ok(v) => Ok(v),
+                Err(_) => Err(CallError::new(
+                    ErrorKind::Internal,
+                    format!(
+                        "{app} answered {} `{what}` with something that is not JSON; nothing it wrote was kept",
+                        kind_of(&entry)
+                    ),
+                )),
+            },
+            Outcome::Error(e) => Err(app_error(e)),
+            Outcome::Trap(stopped) => Err(CallError::new(
+                ErrorKind::Trap,
+                format!(
+                    "{app} was stopped in {} `{what}`: it {stopped}; nothing it wrote was kept",
+                    kind_of(&entry)
+                ),
+            )),
+        };
+        settle
+            .store
+            .finish(result.is_ok())
+            .map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
+        result
+    }
+
+    /// What an external call of `app` is given: each capability its release
+    /// declares **and** the person granted (read now, so a revocation holds
+    /// from the next call on).
+    fn given(&self, app: &AppId, manifest: &Manifest) -> anyhow::Result<Given> {
+        let g = crate::grants::load(&self.root.app(app))?;
+        let declared = &manifest.capabilities;
+        let network = declared
+            .network
+            .iter()
+            .filter(|o| g.network.contains(o))
+            .cloned()
+            .collect();
+        let folders = declared
+            .files
+            .iter()
+            .filter_map(|f| {
+                let granted = g.files.get(&f.name)?;
+                // The grant holds for the path it was given for.
+                let path = crate::grants::resolve_path(&f.path).ok()?;
+                (path == granted.path).then(|| caps::files::Folder {
+                    name: f.name.clone(),
+                    host: granted.path.clone(),
+                    write: f.access == Access::Write && granted.access == Access::Write,
+                })
+            })
+            .collect();
+        let programs = declared
+            .spawn
+            .iter()
+            .filter_map(|s| Some((s.program.clone(), g.spawn.get(&s.program)?.clone())))
+            .collect();
+        Ok(Given {
+            network,
+            folders,
+            programs,
+        })
+    }
+
+    /// Makes `release` (an id or unique prefix) the active release of `app`:
+    /// applies its new migrations, then switches the active pointer.
+    pub fn activate(&self, app: &AppId, release_prefix: &str) -> anyhow::Result<Activated> {
+        let paths = self.root.app(app);
+        anyhow::ensure!(
+            paths.exists(),
+            "there is no app `{app}`; `autoapp create {app}` makes one"
+        );
+        let id = release::resolve(&paths, release_prefix)?;
+        let previous = release::active(&paths).ok().flatten();
+        anyhow::ensure!(
+            previous.as_deref() != Some(id.as_str()),
+            "release {} is already the active release of {app}; nothing to do",
+            short(&id)
+        );
+        let manifest = release::manifest(&paths, &id)?;
+        let ungranted = crate::grants::ungranted(&paths, &manifest)?;
+        if !ungranted.is_empty() {
+            anyhow::bail!(
+                "release {} asks for {}, which nobody granted; grant it with `autoapp grant {app} {}` (or `--all-asked`) and activate again",
+                short(&id),
+                ungranted.join(", "),
+                ungranted.join(" ")
+            );
+        }
+        // Load first: a release that cannot be served is not activated.
+        self.load(app, &id).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let migrations = release::migrations(&paths, &id, &manifest)?;
+        let store = self.store(&paths.data())?;
+        let applied = store.migrate(&migrations)?;
+        release::set_active(&paths, &id)?;
+        Ok(Activated {
+            app: app.to_string(),
+            release: id,
+            previous,
+            migrations_applied: applied,
+        })
+    }
+}
+
+/// The capabilities one external call is given.
+struct Given {
+    network: Vec<crate::manifest::Origin>,
+    folders: Vec<caps::files::Folder>,
+    programs: std::collections::BTreeMap<String, std::path::PathBuf>,
+}
+
+/// What an activation did.
+#[derive(Debug, Serialize)]
+pub struct Activated {
+    pub app: String,
+    pub release: String,
+    pub previous: Option<String>,
+    pub migrations_applied: usize,
+}
+
+/// The first 12 characters of a release id, for messages.
+pub fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}
+
+fn check_input(loaded: &Loaded, route: &str, input: &str) -> Result<serde_json::Value, CallError> {
+    let value: serde_json::Value = serde_json::from_str(input).map_err(|e| {
+        CallError::new(
+            ErrorKind::InvalidInput,
+            format!("the input of `{route}` is not JSON ({e}); give a JSON object like '{{}}'"),
+        )
+    })?;
+    let validator = loaded
+        .validators
+        .get(route)
+        .expect("every route has a validator");
+    let problems: Vec<String> = validator
+        .iter_errors(&value)
+        .take(5)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect();
+    if !problems.is_empty() {
+        return Err(CallError::new(
+            ErrorKind::InvalidInput,
+            format!(
+                "the input does not fit route `{route}`: {}; `autoapp explain` shows its schema",
+                problems.join("; ")
+            ),
+        ));
+    }
+    Ok(value)
+}
+
+fn app_error(e: AppError) -> CallError {
+    let (kind, msg) = match e {
+        AppError::InvalidInput(m) => (ErrorKind::InvalidInput, m),
+        AppError::NotFound(m) => (ErrorKind::NotFound, m),
+        AppError::Conflict(m) => (ErrorKind::Conflict, m),
+        AppError::Denied(m) => (ErrorKind::Denied, m),
+        AppError::Internal(m) => (ErrorKind::Internal, m),
+    };
+    CallError::new(kind, msg)
+}

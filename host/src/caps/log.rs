@@ -1,0 +1,126 @@
+//! The `log` capability, and the guest's own stdout/stderr.
+//!
+//! Lines go to the host's `tracing` log with the app id and route, bounded per
+//! call (`log_lines_per_call`) and per line ([`MAX_LINE`]).
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use crate::runtime::bindings::autoapp::app::log::{Host, Level};
+
+/// The longest line kept; the rest is cut.
+pub const MAX_LINE: usize = 4096;
+
+/// One call's log.
+pub struct CallLog {
+    app: String,
+    route: String,
+    written: u32,
+    max: u32,
+    dropped: u32,
+}
+
+impl CallLog {
+    pub fn new(app: &str, route: &str, max: u32) -> CallLog {
+        CallLog {
+            app: app.to_string(),
+            route: route.to_string(),
+            written: 0,
+            max,
+            dropped: 0,
+        }
+    }
+
+    /// How many lines were dropped over the cap.
+    pub fn dropped(&self) -> u32 {
+        self.dropped
+    }
+}
+
+fn cut(s: &str) -> &str {
+    if s.len() <= MAX_LINE {
+        return s;
+    }
+    let mut end = MAX_LINE;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+impl Host for crate::runtime::CallState {
+    fn write(&mut self, level: Level, message: String) {
+        let log = &mut self.log;
+        if log.written >= log.max {
+            log.dropped += 1;
+            return;
+        }
+        log.written += 1;
+        let message = cut(&message).escape_debug().to_string();
+        let (app, route) = (log.app.as_str(), log.route.as_str());
+        match level {
+            Level::Debug => tracing::debug!(target: "app", app, route, "{message}"),
+            Level::Info => tracing::info!(target: "app", app, route, "{message}"),
+            Level::Warn => tracing::warn!(target: "app", app, route, "{message}"),
+            Level::Error => tracing::error!(target: "app", app, route, "{message}"),
+        }
+    }
+}
+
+/// A guest's stdout or stderr: keeps the first bytes up to a cap and silently
+/// drops the rest (a guest that prints too much is not made to fail).
+#[derive(Clone)]
+pub struct GuestOutput {
+    buf: Arc<Mutex<Vec<u8>>>,
+    cap: usize,
+}
+
+impl GuestOutput {
+    pub fn new(cap: usize) -> GuestOutput {
+        GuestOutput {
+            buf: Arc::default(),
+            cap,
+        }
+    }
+
+    /// The last lines written, as text.
+    pub fn tail(&self) -> String {
+        let buf = self.buf.lock().expect("guest output");
+        let start = buf.len().saturating_sub(2048);
+        String::from_utf8_lossy(&buf[start..]).into_owned()
+    }
+}
+
+impl wasmtime_wasi::cli::IsTerminal for GuestOutput {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl wasmtime_wasi::cli::StdoutStream for GuestOutput {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+impl tokio::io::AsyncWrite for GuestOutput {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let mut buf = self.buf.lock().expect("guest output");
+        let room = self.cap.saturating_sub(buf.len());
+        buf.extend_from_slice(&data[..data.len().min(room)]);
+        Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}

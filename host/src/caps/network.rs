@@ -1,0 +1,477 @@
+//! The `network` capability: `wasi:http/outgoing-handler` behind a filter.
+//!
+//! A call is given the origins its release declared **and** the person granted,
+//! and only when its route is `external`. For every request:
+//!
+//! 1. the URL's scheme, host and port must match a given origin (a `*.domain`
+//!    origin matches subdomains of `domain`), else `HttpRequestDenied`;
+//! 2. the address — the literal in the URL, or every address the name resolves
+//!    to — may not be loopback, private, link-local, CGNAT, unspecified,
+//!    multicast or otherwise special (IPv4-mapped and NAT64 IPv6 included),
+//!    unless the origin names that very address literally, else
+//!    `DestinationIpProhibited`;
+//! 3. the connection goes to the address that was checked (no second lookup,
+//!    so a name cannot be rebound between check and use);
+//! 4. redirects are returned to the guest, never followed; the request and
+//!    response bodies are capped; connecting and waiting are bounded by the
+//!    call's deadline.
+//!
+//! `wasi:sockets` is denied outright in the call's WASI context (see
+//! `runtime`), so this is the only way out.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body::{Body, Frame};
+use http_body_util::BodyExt as _;
+use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
+
+use crate::manifest::Origin;
+
+/// Limits of one call's network use.
+#[derive(Debug, Clone, Copy)]
+pub struct NetLimits {
+    pub request_max_bytes: u64,
+    pub response_max_bytes: u64,
+    pub connect_timeout: Duration,
+}
+
+/// One call's view of the network.
+pub struct CallNetwork {
+    allowed: Arc<Vec<Origin>>,
+    deadline: Instant,
+    limits: NetLimits,
+}
+
+impl CallNetwork {
+    /// A call that may reach nothing.
+    pub fn none() -> CallNetwork {
+        CallNetwork {
+            allowed: Arc::default(),
+            deadline: Instant::now(),
+            limits: NetLimits {
+                request_max_bytes: 0,
+                response_max_bytes: 0,
+                connect_timeout: Duration::ZERO,
+            },
+        }
+    }
+
+    /// A call that may reach `allowed` (declared ∩ granted) until `deadline`.
+    pub fn new(allowed: Vec<Origin>, deadline: Instant, limits: NetLimits) -> CallNetwork {
+        CallNetwork {
+            allowed: Arc::new(allowed),
+            deadline,
+            limits,
+        }
+    }
+}
+
+type ResponseFuture = Box<dyn std::future::Future<Output = Result<(), HttpError>> + Send>;
+type SendFuture = Box<
+    dyn std::future::Future<Output = Result<(http::Response<WasiBody>, ResponseFuture), HttpError>>
+        + Send,
+>;
+
+impl WasiHttpHooks for CallNetwork {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: ResponseFuture,
+    ) -> SendFuture {
+        let allowed = self.allowed.clone();
+        let deadline = self.deadline;
+        let limits = self.limits;
+        Box::new(async move { filtered_send(&allowed, deadline, limits, request, options).await })
+    }
+}
+
+impl Origin {
+    /// Whether a request to `scheme://host:port` is within this origin.
+    pub fn matches(&self, scheme: &str, host: &str, port: u16) -> bool {
+        if self.scheme != scheme || self.port != port {
+            return false;
+        }
+        if self.wildcard {
+            host.len() > self.host.len() + 1
+                && host.ends_with(&self.host)
+                && host.as_bytes()[host.len() - self.host.len() - 1] == b'.'
+        } else {
+            self.host == host
+        }
+    }
+
+    /// Whether this origin names `ip` literally (`http://127.0.0.1:8080`).
+    fn names_address(&self, ip: IpAddr) -> bool {
+        !self.wildcard
+            && self
+                .host
+                .parse::<IpAddr>()
+                .is_ok_and(|mine| mine.to_canonical() == ip.to_canonical())
+    }
+}
+
+/// Whether `ip` is an address an app may not reach unless granted by name:
+/// anything but a public unicast address.
+pub fn is_special(ip: IpAddr) -> bool {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => special_v4(v4),
+        IpAddr::V6(v6) => special_v6(v6),
+    }
+}
+
+fn special_v4(ip: Ipv4Addr) -> bool {
+    let [a, b, ..] = ip.octets();
+    ip.is_unspecified()
+        || ip.is_loopback()
+        || ip.is_private()
+        || ip.is_link_local()
+        || ip.is_broadcast()
+        || ip.is_multicast()
+        || ip.is_documentation()
+        || a == 0                              // "this network"
+        || (a == 100 && (64..128).contains(&b)) // CGNAT 100.64.0.0/10
+        || (a == 192 && b == 0 && ip.octets()[2] == 0) // IETF protocol assignments
+        || (a == 198 && (b == 18 || b == 19))  // benchmarking
+        || a >= 240 // reserved
+}
+
+fn special_v6(ip: Ipv6Addr) -> bool {
+    let seg = ip.segments();
+    if ip.is_unspecified() || ip.is_loopback() || ip.is_multicast() {
+        return true;
+    }
+    if (seg[0] & 0xfe00) == 0xfc00 || (seg[0] & 0xffc0) == 0xfe80 || (seg[0] & 0xffc0) == 0xfec0 {
+        return true; // unique local, link-local, site-local
+    }
+    // NAT64 (64:ff9b::/96) and IPv4-compatible (::a.b.c.d) embed an IPv4 address.
+    let embedded = Ipv4Addr::new(
+        (seg[6] >> 8) as u8,
+        seg[6] as u8,
+        (seg[7] >> 8) as u8,
+        seg[7] as u8,
+    );
+    if seg[0] == 0x64 && seg[1] == 0xff9b && seg[2..6] == [0, 0, 0, 0] {
+        return special_v4(embedded);
+    }
+    if seg[..6] == [0, 0, 0, 0, 0, 0] {
+        return true;
+    }
+    // 6to4 (2002::/16) embeds an IPv4 address in bits 16..48.
+    if seg[0] == 0x2002 {
+        let v4 = Ipv4Addr::new(
+            (seg[1] >> 8) as u8,
+            seg[1] as u8,
+            (seg[2] >> 8) as u8,
+            seg[2] as u8,
+        );
+        return special_v4(v4);
+    }
+    // Documentation 2001:db8::/32.
+    seg[0] == 0x2001 && seg[1] == 0x0db8
+}
+
+async fn filtered_send(
+    allowed: &[Origin],
+    deadline: Instant,
+    limits: NetLimits,
+    mut request: http::Request<WasiBody>,
+    options: Option<RequestOptions>,
+) -> Result<(http::Response<WasiBody>, ResponseFuture), HttpError> {
+    let uri = request.uri().clone();
+    let scheme = uri.scheme_str().unwrap_or("").to_ascii_lowercase();
+    let host = uri
+        .host()
+        .ok_or(HttpError::HttpRequestUriInvalid)?
+        .to_ascii_lowercase();
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let tls = match scheme.as_str() {
+        "https" => true,
+        "http" => false,
+        _ => return Err(HttpError::HttpRequestDenied),
+    };
+    let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+    let Some(origin) = allowed.iter().find(|o| o.matches(&scheme, &host, port)) else {
+        tracing::info!(
+            scheme,
+            host,
+            port,
+            "denied an outgoing request to an origin not granted to this call"
+        );
+        return Err(HttpError::HttpRequestDenied);
+    };
+
+    let remaining = || deadline.saturating_duration_since(Instant::now());
+    let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
+        Ok(ip) => vec![SocketAddr::new(ip, port)],
+        Err(_) => {
+            let lookup = tokio::net::lookup_host((host.as_str(), port));
+            match tokio::time::timeout(remaining().min(limits.connect_timeout), lookup).await {
+                Err(_) => return Err(HttpError::DnsTimeout),
+                Ok(Err(e)) => {
+                    return Err(HttpError::DnsError {
+                        rcode: Some(e.to_string()),
+                        info_code: None,
+                    });
+                }
+                Ok(Ok(a)) => a.collect(),
+            }
+        }
+    };
+    if addrs.is_empty() {
+        return Err(HttpError::DestinationNotFound);
+    }
+    // Every address the name has must be allowed: a name that resolves to
+    // one public and one private address is refused, whichever comes first.
+    if let Some(bad) = addrs
+        .iter()
+        .find(|a| is_special(a.ip()) && !origin.names_address(a.ip()))
+    {
+        tracing::info!(host, address = %bad.ip(), "denied an outgoing request to a non-public address");
+        return Err(HttpError::DestinationIpProhibited);
+    }
+
+    // The body may not exceed the request cap.
+    if let Some(len) = request.headers().get(http::header::CONTENT_LENGTH) {
+        let len: u64 = len
+            .to_str()
+            .ok()
+            .and_then(|l| l.parse().ok())
+            .unwrap_or(u64::MAX);
+        if len > limits.request_max_bytes {
+            return Err(HttpError::HttpRequestBodySize(Some(len)));
+        }
+    }
+    let body = std::mem::replace(
+        request.body_mut(),
+        http_body_util::Empty::new()
+            .map_err(|n| match n {})
+            .boxed_unsync(),
+    );
+    *request.body_mut() = Capped::request(body, limits.request_max_bytes).boxed_unsync();
+    *request.uri_mut() = http::Uri::builder()
+        .path_and_query(uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"))
+        .build()
+        .map_err(|_| HttpError::HttpRequestUriInvalid)?;
+
+    let connect_timeout = options
+        .and_then(|o| o.connect_timeout)
+        .unwrap_or(limits.connect_timeout)
+        .min(limits.connect_timeout)
+        .min(remaining());
+    let first_byte_timeout = options
+        .and_then(|o| o.first_byte_timeout)
+        .unwrap_or(remaining())
+        .min(remaining());
+    let stream =
+        match tokio::time::timeout(connect_timeout, tokio::net::TcpStream::connect(addrs[0])).await
+        {
+            Err(_) => return Err(HttpError::ConnectionTimeout),
+            Ok(Err(e)) => return Err(HttpError::Connect(e)),
+            Ok(Ok(s)) => s,
+        };
+    let io: Box<dyn Io> = if tls {
+        let name = match host.parse::<IpAddr>() {
+            Ok(ip) => rustls::pki_types::ServerName::from(ip),
+            Err(_) => rustls::pki_types::ServerName::try_from(host.clone())
+                .map_err(|_| HttpError::HttpRequestUriInvalid)?,
+        };
+        let connect = tls_connector().connect(name, stream);
+        match tokio::time::timeout(connect_timeout.max(Duration::from_millis(1)), connect).await {
+            Err(_) => return Err(HttpError::ConnectionTimeout),
+            Ok(Err(e)) => return Err(HttpError::Tls(e)),
+            Ok(Ok(s)) => Box::new(s),
+        }
+    } else {
+        Box::new(stream)
+    };
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(wasmtime_wasi_http::io::TokioIo::new(io))
+            .await
+            .map_err(HttpError::from)?;
+    let driver = tokio::spawn(conn);
+    let response =
+        match tokio::time::timeout(first_byte_timeout, sender.send_request(request)).await {
+            Err(_) => return Err(HttpError::ConnectionReadTimeout),
+            Ok(Err(e)) => return Err(HttpError::from(e)),
+            Ok(Ok(r)) => r,
+        };
+    let max = limits.response_max_bytes;
+    if let Some(len) = response.headers().get(http::header::CONTENT_LENGTH) {
+        let len: u64 = len.to_str().ok().and_then(|l| l.parse().ok()).unwrap_or(0);
+        if len > max {
+            driver.abort();
+            return Err(HttpError::HttpResponseBodySize(Some(len)));
+        }
+    }
+    let response = response
+        .map(|b| Capped::response(b.map_err(HttpError::from).boxed_unsync(), max).boxed_unsync());
+    let io_done: ResponseFuture = Box::new(async move {
+        match driver.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(HttpError::from(e)),
+            Err(_) => Ok(()),
+        }
+    });
+    Ok((response, io_done))
+}
+
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static> Io for T {}
+
+fn tls_connector() -> tokio_rustls::TlsConnector {
+    static CONFIG: std::sync::OnceLock<Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
+    let config = CONFIG.get_or_init(|| {
+        let roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+        };
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        Arc::new(config)
+    });
+    tokio_rustls::TlsConnector::from(config.clone())
+}
+
+/// A body that fails once more than `max` bytes went through it.
+struct Capped {
+    inner: WasiBody,
+    seen: u64,
+    max: u64,
+    request: bool,
+}
+
+impl Capped {
+    fn request(inner: WasiBody, max: u64) -> Capped {
+        Capped {
+            inner,
+            seen: 0,
+            max,
+            request: true,
+        }
+    }
+
+    fn response(inner: WasiBody, max: u64) -> Capped {
+        Capped {
+            inner,
+            seen: 0,
+            max,
+            request: false,
+        }
+    }
+}
+
+impl Body for Capped {
+    type Data = Bytes;
+    type Error = HttpError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, HttpError>>> {
+        let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(f))) => f,
+            other => return other,
+        };
+        if let Some(data) = frame.data_ref() {
+            self.seen += data.len() as u64;
+            if self.seen > self.max {
+                let err = if self.request {
+                    HttpError::HttpRequestBodySize(Some(self.seen))
+                } else {
+                    HttpError::HttpResponseBodySize(Some(self.seen))
+                };
+                return Poll::Ready(Some(Err(err)));
+            }
+        }
+        Poll::Ready(Some(Ok(frame)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn o(s: &str) -> Origin {
+        Origin::parse(s).unwrap()
+    }
+
+    #[test]
+    fn origins_match_scheme_host_and_port_exactly() {
+        assert!(o("https://example.com").matches("https", "example.com", 443));
+        assert!(!o("https://example.com").matches("http", "example.com", 80));
+        assert!(!o("https://example.com").matches("https", "example.com", 8443));
+        assert!(!o("https://example.com").matches("https", "evil-example.com", 443));
+        assert!(!o("https://example.com").matches("https", "example.com.evil.net", 443));
+        assert!(o("https://*.example.com").matches("https", "api.example.com", 443));
+        assert!(o("https://*.example.com").matches("https", "a.b.example.com", 443));
+        assert!(!o("https://*.example.com").matches("https", "example.com", 443));
+        assert!(!o("https://*.example.com").matches("https", "badexample.com", 443));
+    }
+
+    #[test]
+    fn non_public_addresses_are_special_in_every_spelling() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "255.255.255.255",
+            "224.0.0.1",
+            "::1",
+            "::",
+            "fc00::1",
+            "fd12::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "64:ff9b::7f00:1",
+            "::127.0.0.1",
+            "2002:7f00:1::",
+            "ff02::1",
+        ] {
+            assert!(is_special(ip.parse().unwrap()), "{ip} is special");
+        }
+        for ip in [
+            "93.184.216.34",
+            "1.1.1.1",
+            "2606:4700:4700::1111",
+            "::ffff:1.1.1.1",
+            "64:ff9b::101:101",
+        ] {
+            assert!(!is_special(ip.parse().unwrap()), "{ip} is public");
+        }
+    }
+
+    #[test]
+    fn only_a_literal_origin_names_an_address() {
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        assert!(o("http://127.0.0.1:8080").names_address(ip));
+        assert!(o("http://127.0.0.1:8080").names_address("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(!o("http://localhost:8080").names_address(ip));
+        assert!(!o("http://127.0.0.2:8080").names_address(ip));
+    }
+}

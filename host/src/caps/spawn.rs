@@ -1,0 +1,209 @@
+//! The `spawn` capability: running granted programs.
+//!
+//! Only programs the release declared **and** the person granted, and only in
+//! an `external` route. The program is the absolute path resolved when it was
+//! granted; the arguments are passed as an array (never through a shell); the
+//! environment is empty but for a fixed `PATH` and `LANG`; the working folder
+//! is a fresh scratch folder removed afterwards; the process gets its own
+//! process group, which is killed whole at the call's deadline; what it prints
+//! is capped.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Instant;
+
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::runtime::AppError;
+use crate::runtime::bindings::autoapp::app::spawn::{Host, Output};
+
+/// The only environment a spawned program gets.
+pub const CHILD_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+pub const CHILD_LANG: &str = "C.UTF-8";
+
+/// One call's programs.
+pub struct CallSpawn {
+    external: bool,
+    /// Program name (as declared) → absolute path (as granted).
+    programs: BTreeMap<String, PathBuf>,
+    deadline: Instant,
+    output_max: usize,
+    scratch_root: PathBuf,
+}
+
+impl CallSpawn {
+    /// A call that may run nothing; `external` says whether its route could
+    /// have been given programs (for the message).
+    pub fn none(external: bool) -> CallSpawn {
+        CallSpawn {
+            external,
+            programs: BTreeMap::new(),
+            deadline: Instant::now(),
+            output_max: 0,
+            scratch_root: PathBuf::new(),
+        }
+    }
+
+    /// A call of an external route that may run `programs` until `deadline`.
+    pub fn new(
+        programs: BTreeMap<String, PathBuf>,
+        deadline: Instant,
+        output_max: usize,
+        scratch_root: PathBuf,
+    ) -> CallSpawn {
+        CallSpawn {
+            external: true,
+            programs,
+            deadline,
+            output_max,
+            scratch_root,
+        }
+    }
+}
+
+impl Host for crate::runtime::CallState {
+    async fn run(
+        &mut self,
+        program: String,
+        args: Vec<String>,
+        stdin: Vec<u8>,
+    ) -> Result<Output, AppError> {
+        let s = &self.spawn;
+        if !s.external {
+            return Err(AppError::Denied(
+                "programs can only run in a route whose effect is external".into(),
+            ));
+        }
+        let Some(path) = s.programs.get(&program).cloned() else {
+            return Err(AppError::Denied(format!(
+                "the program `{}` is not granted to this app",
+                program.escape_debug()
+            )));
+        };
+        if args.iter().any(|a| a.contains('\0')) {
+            return Err(AppError::InvalidInput(
+                "an argument contains a NUL byte".into(),
+            ));
+        }
+        run_confined(
+            &path,
+            &args,
+            stdin,
+            s.deadline,
+            s.output_max,
+            &s.scratch_root,
+        )
+        .await
+    }
+}
+
+async fn run_confined(
+    path: &PathBuf,
+    args: &[String],
+    stdin: Vec<u8>,
+    deadline: Instant,
+    output_max: usize,
+    scratch_root: &PathBuf,
+) -> Result<Output, AppError> {
+    let internal = |what: &str, e: std::io::Error| AppError::Internal(format!("{what}: {e}"));
+    std::fs::create_dir_all(scratch_root)
+        .map_err(|e| internal("cannot make a scratch folder", e))?;
+    let scratch =
+        tempdir_in(scratch_root).map_err(|e| internal("cannot make a scratch folder", e))?;
+    let mut child = tokio::process::Command::new(path)
+        .args(args)
+        .env_clear()
+        .env("PATH", CHILD_PATH)
+        .env("LANG", CHILD_LANG)
+        .env("HOME", &scratch.0)
+        .env("TMPDIR", &scratch.0)
+        .current_dir(&scratch.0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| internal("the program could not start", e))?;
+    let pgid = child
+        .id()
+        .and_then(|id| rustix::process::Pid::from_raw(id as i32));
+    let kill_group = || {
+        if let Some(pgid) = pgid {
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        }
+    };
+
+    let mut child_stdin = child.stdin.take().expect("piped stdin");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let feed = async move {
+        let _ = child_stdin.write_all(&stdin).await;
+        drop(child_stdin);
+    };
+    let work = async {
+        let (_, out, err, status) = tokio::join!(
+            feed,
+            capped(stdout, output_max),
+            capped(stderr, output_max),
+            child.wait()
+        );
+        (out, err, status)
+    };
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    let result = tokio::time::timeout(remaining, work).await;
+    // Whatever happened, nothing of the group outlives the call.
+    kill_group();
+    match result {
+        Ok((stdout, stderr, Ok(status))) => Ok(Output {
+            status: status.code().unwrap_or(-1),
+            stdout,
+            stderr,
+        }),
+        Ok((_, _, Err(e))) => Err(internal("cannot wait for the program", e)),
+        Err(_) => {
+            let _ = child.kill().await;
+            Err(AppError::Denied(
+                "the program ran past the call's deadline and was killed with its process group"
+                    .into(),
+            ))
+        }
+    }
+}
+
+/// Reads all of `r`, keeping at most `max` bytes (the rest is drained and dropped).
+async fn capped(mut r: impl AsyncRead + Unpin, max: usize) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return kept,
+            Ok(n) => {
+                let room = max.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+}
+
+/// A folder removed when dropped.
+struct ScratchDir(PathBuf);
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir_in(root: &std::path::Path) -> std::io::Result<ScratchDir> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = root.join(format!(
+        "{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir(&dir)?;
+    Ok(ScratchDir(dir))
+}

@@ -1,0 +1,668 @@
+//! The `store` capability: SQL over the app's own SQLite database.
+//!
+//! Every app has one database, `data/app.sqlite`, in WAL mode. A call gets a
+//! [`CallStore`]: a pooled connection inside one transaction, in the mode its
+//! route's effect allows. A SQLite authorizer, installed for every call, is the
+//! rule that holds whatever SQL the guest sends:
+//!
+//! - in a `read` call only `SELECT` and reads of the app's tables compile
+//!   (`query_only` is set too, as a second wall);
+//! - in every call, `ATTACH`, `DETACH`, `PRAGMA`, transaction control,
+//!   savepoints, temporary objects, virtual tables other than FTS5 and R*Tree,
+//!   and any access to the host's `_autoapp*` tables are refused: the host owns
+//!   the transaction, the file and how it is kept safe.
+//!
+//! A progress handler interrupts a statement that runs past the call's deadline
+//! (epoch interruption cannot reach into host code).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::Context as _;
+use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
+use rusqlite::types::{Value as SqlValue, ValueRef};
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+use crate::runtime::AppError;
+use crate::runtime::bindings::autoapp::app::store::{Host, Rows, Value};
+
+/// The app's database file inside its data folder.
+pub const STORE_FILE: &str = "app.sqlite";
+
+/// The most rows one query may return; guards the host's and the guest's memory.
+pub const MAX_ROWS: usize = 10_000;
+
+/// The most bytes of values one query may return.
+pub const MAX_RESULT_BYTES: usize = 16 << 20;
+
+/// Connections kept open per app between calls.
+const POOL_SIZE: usize = 8;
+
+/// SQLite virtual-machine steps between two deadline checks.
+const PROGRESS_STEPS: i32 = 10_000;
+
+/// Tables of the host inside the app's database: never visible to the guest.
+const HOST_TABLE_PREFIX: &str = "_autoapp";
+
+/// The table that records which migrations were applied.
+const MIGRATIONS_TABLE: &str = "_autoapp_migrations";
+
+/// What a call may do with the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    ReadOnly,
+    ReadWrite,
+}
+
+/// One app's database and its pool of connections.
+pub struct AppStore {
+    path: PathBuf,
+    pool: Mutex<Vec<Connection>>,
+}
+
+impl AppStore {
+    /// Opens (creating if needed) the store in `data_dir`.
+    pub fn open(data_dir: &Path) -> anyhow::Result<Arc<AppStore>> {
+        std::fs::create_dir_all(data_dir)
+            .with_context(|| format!("cannot create the data folder {}", data_dir.display()))?;
+        let store = Arc::new(AppStore {
+            path: data_dir.join(STORE_FILE),
+            pool: Mutex::new(Vec::new()),
+        });
+        let conn = store.connect()?;
+        store.put_back(conn);
+        Ok(store)
+    }
+
+    fn connect(&self) -> anyhow::Result<Connection> {
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+        )
+        .with_context(|| format!("cannot open the store {}", self.path.display()))?;
+        // WAL with synchronous=NORMAL: a committed call survives the process
+        // crashing; an OS crash may lose the last few commits, never corrupt.
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             PRAGMA synchronous = NORMAL;
+             PRAGMA foreign_keys = ON;
+             PRAGMA trusted_schema = OFF;",
+        )
+        .context("cannot configure the store")?;
+        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)?;
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
+            true,
+        )?;
+        Ok(conn)
+    }
+
+    fn take(&self) -> anyhow::Result<Connection> {
+        let pooled = self.pool.lock().expect("store pool").pop();
+        match pooled {
+            Some(c) => Ok(c),
+            None => self.connect(),
+        }
+    }
+
+    fn put_back(&self, conn: Connection) {
+        let mut pool = self.pool.lock().expect("store pool");
+        if pool.len() < POOL_SIZE {
+            pool.push(conn);
+        }
+    }
+
+    /// Opens a transaction for one call.
+    pub fn begin(self: &Arc<Self>, mode: Mode, deadline: Instant) -> anyhow::Result<CallStore> {
+        let mut conn = self.take()?;
+        let busy = deadline.saturating_duration_since(Instant::now());
+        conn.busy_timeout(busy)?;
+        let denial: Arc<Mutex<Option<String>>> = Arc::default();
+        match mode {
+            Mode::ReadOnly => conn.execute_batch("PRAGMA query_only = ON; BEGIN DEFERRED;")?,
+            Mode::ReadWrite => conn.execute_batch("PRAGMA query_only = OFF; BEGIN IMMEDIATE;")?,
+        }
+        {
+            let denial = denial.clone();
+            conn.authorizer(Some(move |ctx: AuthContext<'_>| {
+                match authorize(mode, &ctx) {
+                    Ok(()) => Authorization::Allow,
+                    Err(why) => {
+                        *denial.lock().expect("denial") = Some(why);
+                        Authorization::Deny
+                    }
+                }
+            }))?;
+        }
+        conn.progress_handler(PROGRESS_STEPS, Some(move || Instant::now() >= deadline))?;
+        Ok(CallStore {
+            conn: Some(conn),
+            home: self.clone(),
+            mode,
+            denial,
+        })
+    }
+
+    /// The migrations already applied, in order: `(name, sha256)`.
+    pub fn applied_migrations(&self) -> anyhow::Result<Vec<(String, String)>> {
+        let conn = self.take()?;
+        let result = read_applied(&conn);
+        self.put_back(conn);
+        result
+    }
+
+    /// Applies `migrations` (name, sql) after the ones already applied, all in
+    /// one transaction: either every new migration is applied or none is.
+    /// Refuses when the applied ones are not a prefix of `migrations`.
+    pub fn migrate(&self, migrations: &[(String, String)]) -> anyhow::Result<usize> {
+        use sha2::Digest as _;
+        let mut conn = self.take()?;
+        let result = (|| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            tx.execute_batch(&format!(
+                "CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (
+                    seq INTEGER PRIMARY KEY, name TEXT NOT NULL, sha256 TEXT NOT NULL,
+                    applied_at TEXT NOT NULL)"
+            ))?;
+            let applied = read_applied(&tx)?;
+            let wanted: Vec<(String, String)> = migrations
+                .iter()
+                .map(|(n, sql)| (n.clone(), hex::encode(sha2::Sha256::digest(sql.as_bytes()))))
+                .collect();
+            check_forward(&applied, &wanted)?;
+            let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+            for (i, ((name, sql), (_, sha))) in migrations
+                .iter()
+                .zip(&wanted)
+                .enumerate()
+                .skip(applied.len())
+            {
+                tx.execute_batch(sql)
+                    .with_context(|| format!("migration {name} failed"))?;
+                tx.execute(
+                    &format!("INSERT INTO {MIGRATIONS_TABLE} (seq, name, sha256, applied_at) VALUES (?1, ?2, ?3, ?4)"),
+                    rusqlite::params![i as i64 + 1, name, sha, now],
+                )?;
+            }
+            tx.commit()?;
+            Ok(wanted.len() - applied.len())
+        })();
+        self.put_back(conn);
+        result
+    }
+}
+
+/// The migrations a release brings must extend the applied ones: same names,
+/// same contents, in the same order, and more of them or as many.
+pub fn check_forward(
+    applied: &[(String, String)],
+    wanted: &[(String, String)],
+) -> anyhow::Result<()> {
+    for (i, (name, sha)) in applied.iter().enumerate() {
+        match wanted.get(i) {
+            None => anyhow::bail!(
+                "this release knows {} migrations but the data has {} applied (the last is {name}); migrations are forward only, so activate a release that includes them all",
+                wanted.len(),
+                applied.len()
+            ),
+            Some((wn, wsha)) if wn != name || wsha != sha => anyhow::bail!(
+                "this release's migration number {} is {wn} but the data applied {name}{}; migrations are forward only: keep the applied files unchanged and add new ones after them",
+                i + 1,
+                if wn == name {
+                    " with different contents"
+                } else {
+                    ""
+                }
+            ),
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn read_applied(conn: &Connection) -> anyhow::Result<Vec<(String, String)>> {
+    let exists: bool = conn.query_row(
+        "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+        [MIGRATIONS_TABLE],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    if !exists {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn.prepare(&format!(
+        "SELECT name, sha256 FROM {MIGRATIONS_TABLE} ORDER BY seq"
+    ))?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Decides one action of a statement the guest sent. `Err` says why not.
+fn authorize(mode: Mode, ctx: &AuthContext<'_>) -> Result<(), String> {
+    use AuthAction as A;
+    let host_table = |t: &str| {
+        t.get(..HOST_TABLE_PREFIX.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(HOST_TABLE_PREFIX))
+    };
+    if ctx.database_name.is_some_and(|d| d != "main")
+        && !matches!(ctx.action, A::Select | A::Function { .. } | A::Recursive)
+    {
+        return Err("only the app's own database (`main`) can be used".into());
+    }
+    match ctx.action {
+        A::Select | A::Recursive => Ok(()),
+        A::Read { table_name, .. } if host_table(table_name) => {
+            Err(format!("the table {table_name} belongs to the host"))
+        }
+        A::Read { .. } => Ok(()),
+        A::Function { function_name } => {
+            let f = function_name.to_ascii_lowercase();
+            if matches!(f.as_str(), "load_extension" | "fts3_tokenizer" | "readfile" | "writefile" | "edit") {
+                Err(format!("the function {function_name} is not available"))
+            } else {
+                Ok(())
+            }
+        }
+        A::Pragma { .. } => Err("PRAGMA statements are not available: the host keeps the database's settings".into()),
+        A::Attach { .. } | A::Detach { .. } => {
+            Err("ATTACH and DETACH are not available: an app has exactly one database".into())
+        }
+        A::Transaction { .. } | A::Savepoint { .. } => Err(
+            "transaction control is not available: each call of a write route is already one transaction, committed when the route succeeds".into(),
+        ),
+        A::CreateTempIndex { .. }
+        | A::CreateTempTable { .. }
+        | A::CreateTempTrigger { .. }
+        | A::CreateTempView { .. }
+        | A::DropTempIndex { .. }
+        | A::DropTempTable { .. }
+        | A::DropTempTrigger { .. }
+        | A::DropTempView { .. } => Err("temporary tables, views and triggers are not available; use a table".into()),
+        _ if mode == Mode::ReadOnly => Err("this route's effect is read, so the store is read-only; declare the route with effect = \"write\" to change data".into()),
+        A::Insert { table_name }
+        | A::Delete { table_name }
+        | A::Update { table_name, .. }
+        | A::CreateTable { table_name }
+        | A::DropTable { table_name }
+        | A::CreateIndex { table_name, .. }
+        | A::DropIndex { table_name, .. }
+        | A::CreateTrigger { table_name, .. }
+        | A::DropTrigger { table_name, .. }
+        | A::AlterTable { table_name, .. }
+        | A::Analyze { table_name } => {
+            if host_table(table_name) {
+                Err(format!("the table {table_name} belongs to the host"))
+            } else {
+                Ok(())
+            }
+        }
+        A::CreateView { .. } | A::DropView { .. } | A::Reindex { .. } => Ok(()),
+        A::CreateVtable { module_name, .. } | A::DropVtable { module_name, .. } => {
+            if matches!(module_name.to_ascii_lowercase().as_str(), "fts5" | "rtree") {
+                Ok(())
+            } else {
+                Err(format!("the virtual table module {module_name} is not available (fts5 and rtree are)"))
+            }
+        }
+        _ => Err("this statement is not available to apps".into()),
+    }
+}
+
+/// The store as one call sees it: one connection inside one transaction.
+pub struct CallStore {
+    conn: Option<Connection>,
+    home: Arc<AppStore>,
+    mode: Mode,
+    denial: Arc<Mutex<Option<String>>>,
+}
+
+impl CallStore {
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Ends the call's transaction: commits when `commit` and the call may
+    /// write, rolls back otherwise. The connection goes back to the pool only
+    /// when it is clean.
+    pub fn finish(mut self, commit: bool) -> anyhow::Result<()> {
+        let Some(mut conn) = self.conn.take() else {
+            return Ok(());
+        };
+        conn.authorizer(None::<fn(AuthContext<'_>) -> Authorization>)?;
+        conn.progress_handler(0, None::<fn() -> bool>)?;
+        let end = if commit && self.mode == Mode::ReadWrite {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        };
+        match conn.execute_batch(end) {
+            Ok(()) => {
+                self.home.put_back(conn);
+                Ok(())
+            }
+            Err(e) => {
+                // Make sure nothing half-done survives, then drop the connection.
+                let _ = conn.execute_batch("ROLLBACK");
+                Err(e).context("cannot commit the call's writes; nothing it wrote was kept")
+            }
+        }
+    }
+
+    fn conn(&mut self) -> Result<&mut Connection, AppError> {
+        self.conn
+            .as_mut()
+            .ok_or_else(|| AppError::Internal("the store is closed".into()))
+    }
+
+    fn map_err(&self, e: rusqlite::Error) -> AppError {
+        let denial = self.denial.lock().expect("denial").take();
+        // SQLite's own failures, whether or not rusqlite attached the SQL.
+        let failure = match e {
+            rusqlite::Error::SqliteFailure(f, msg) => {
+                Ok((f.code, msg.unwrap_or_else(|| f.to_string())))
+            }
+            rusqlite::Error::SqlInputError { error, msg, .. } => Ok((error.code, msg)),
+            other => Err(other),
+        };
+        match failure {
+            // The authorizer refused part of the statement: say why, whatever
+            // code SQLite chose to report it with.
+            Ok(_) if denial.is_some() => AppError::Denied(denial.unwrap_or_default()),
+            Ok((code, msg)) => match code {
+                ErrorCode::AuthorizationForStatementDenied => {
+                    AppError::Denied("this statement is not available to apps".into())
+                }
+                ErrorCode::OperationInterrupted => AppError::Denied(
+                    "the statement ran past the call's deadline and was interrupted".into(),
+                ),
+                ErrorCode::ReadOnly => AppError::Denied(
+                    "this route's effect is read, so the store is read-only".into(),
+                ),
+                ErrorCode::ConstraintViolation => AppError::Conflict(msg),
+                ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => {
+                    AppError::Conflict("the store is busy; try again".into())
+                }
+                ErrorCode::TooBig => AppError::Denied("a value is too big for the store".into()),
+                _ if msg.starts_with("not authorized") => {
+                    AppError::Denied(format!("{msg}: this is not available to apps"))
+                }
+                _ if msg.contains("VACUUM") => AppError::Denied(
+                    "VACUUM is not available: the host keeps the database file".into(),
+                ),
+                _ => AppError::InvalidInput(msg),
+            },
+            Err(rusqlite::Error::MultipleStatement) => {
+                AppError::InvalidInput("send one SQL statement per call".into())
+            }
+            Err(rusqlite::Error::ExecuteReturnedResults) => AppError::InvalidInput(
+                "this statement returns rows: use query instead of execute".into(),
+            ),
+            Err(rusqlite::Error::InvalidParameterCount(got, want)) => AppError::InvalidInput(
+                format!("the statement has {want} parameters but {got} values were given"),
+            ),
+            Err(other) => AppError::InvalidInput(other.to_string()),
+        }
+    }
+}
+
+impl Drop for CallStore {
+    fn drop(&mut self) {
+        // A call that was never settled (a trap unwinding, a dropped future)
+        // keeps nothing.
+        if let Some(conn) = self.conn.take() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+fn bind(params: Vec<Value>) -> Vec<SqlValue> {
+    params
+        .into_iter()
+        .map(|v| match v {
+            Value::Null => SqlValue::Null,
+            Value::Integer(i) => SqlValue::Integer(i),
+            Value::Real(r) => SqlValue::Real(r),
+            Value::Text(t) => SqlValue::Text(t),
+            Value::Blob(b) => SqlValue::Blob(b),
+        })
+        .collect()
+}
+
+fn value_of(v: ValueRef<'_>) -> (Value, usize) {
+    match v {
+        ValueRef::Null => (Value::Null, 1),
+        ValueRef::Integer(i) => (Value::Integer(i), 8),
+        ValueRef::Real(r) => (Value::Real(r), 8),
+        ValueRef::Text(t) => (
+            Value::Text(String::from_utf8_lossy(t).into_owned()),
+            t.len(),
+        ),
+        ValueRef::Blob(b) => (Value::Blob(b.to_vec()), b.len()),
+    }
+}
+
+impl CallStore {
+    pub fn execute(&mut self, sql: &str, params: Vec<Value>) -> Result<u64, AppError> {
+        let params = bind(params);
+        let r = self.conn().map_err(Ok).and_then(|c| {
+            let mut stmt = c.prepare(sql).map_err(Err)?;
+            stmt.execute(rusqlite::params_from_iter(params))
+                .map_err(Err)
+        });
+        match r {
+            Ok(n) => Ok(n as u64),
+            Err(e) => Err(self.to_app_error(e)),
+        }
+    }
+
+    pub fn query(&mut self, sql: &str, params: Vec<Value>) -> Result<Rows, AppError> {
+        let params = bind(params);
+        let r = self.conn().map_err(Ok).and_then(|c| {
+            let mut stmt = c.prepare(sql).map_err(Err)?;
+            let columns: Vec<String> = stmt.column_names().map(|s| s.to_string()).collect();
+            let width = columns.len();
+            let mut rows = stmt.query(rusqlite::params_from_iter(params)).map_err(Err)?;
+            let mut out = Vec::new();
+            let mut bytes = 0usize;
+            while let Some(row) = rows.next().map_err(Err)? {
+                if out.len() == MAX_ROWS {
+                    return Err(Ok(AppError::Denied(format!(
+                        "the query returns more than {MAX_ROWS} rows; page through it with LIMIT and OFFSET"
+                    ))));
+                }
+                let mut vals = Vec::with_capacity(width);
+                for i in 0..width {
+                    let (v, n) = value_of(row.get_ref(i).map_err(Err)?);
+                    bytes += n;
+                    vals.push(v);
+                }
+                if bytes > MAX_RESULT_BYTES {
+                    return Err(Ok(AppError::Denied(format!(
+                        "the query returns more than {} MiB; select fewer columns or page with LIMIT",
+                        MAX_RESULT_BYTES >> 20
+                    ))));
+                }
+                out.push(vals);
+            }
+            Ok(Rows { columns, rows: out })
+        });
+        match r {
+            Ok(rows) => Ok(rows),
+            Err(e) => Err(self.to_app_error(e)),
+        }
+    }
+
+    fn to_app_error(&self, e: Result<AppError, rusqlite::Error>) -> AppError {
+        match e {
+            Ok(app) => app,
+            Err(sql) => self.map_err(sql),
+        }
+    }
+}
+
+impl crate::runtime::bindings::autoapp::app::types::Host for crate::runtime::CallState {}
+
+impl Host for crate::runtime::CallState {
+    fn execute(&mut self, sql: String, params: Vec<Value>) -> Result<u64, AppError> {
+        self.store.execute(&sql, params)
+    }
+
+    fn query(&mut self, sql: String, params: Vec<Value>) -> Result<Rows, AppError> {
+        self.store.query(&sql, params)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn store() -> (tempfile::TempDir, Arc<AppStore>) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = AppStore::open(dir.path()).unwrap();
+        s.migrate(&[(
+            "0001.sql".into(),
+            "CREATE TABLE t (x INTEGER UNIQUE)".into(),
+        )])
+        .unwrap();
+        (dir, s)
+    }
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_secs(5)
+    }
+
+    #[test]
+    fn a_read_call_cannot_change_anything() {
+        let (_d, s) = store();
+        let mut c = s.begin(Mode::ReadOnly, soon()).unwrap();
+        for sql in [
+            "INSERT INTO t VALUES (1)",
+            "DELETE FROM t",
+            "CREATE TABLE u (y)",
+            "DROP TABLE t",
+        ] {
+            let e = c.execute(sql, vec![]).unwrap_err();
+            assert!(
+                matches!(e, AppError::Denied(ref m) if m.contains("read-only")),
+                "{sql}: {e:?}"
+            );
+        }
+        let e = c
+            .query("INSERT INTO t VALUES (2) RETURNING x", vec![])
+            .unwrap_err();
+        assert!(matches!(e, AppError::Denied(_)), "{e:?}");
+        c.finish(true).unwrap();
+        let mut c = s.begin(Mode::ReadOnly, soon()).unwrap();
+        assert!(matches!(
+            c.query("SELECT count(*) FROM t", vec![]).unwrap().rows[0][0],
+            Value::Integer(0)
+        ));
+    }
+
+    #[test]
+    fn no_call_may_attach_pragma_or_control_the_transaction() {
+        let (d, s) = store();
+        let other = d.path().join("other.sqlite");
+        let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+        for sql in [
+            format!("ATTACH DATABASE '{}' AS o", other.display()),
+            "PRAGMA journal_mode = DELETE".to_string(),
+            "PRAGMA writable_schema = ON".to_string(),
+            "COMMIT".to_string(),
+            "BEGIN".to_string(),
+            "SAVEPOINT s".to_string(),
+            "CREATE TEMP TABLE x (y)".to_string(),
+            "SELECT * FROM _autoapp_migrations".to_string(),
+            "DELETE FROM _AUTOAPP_migrations".to_string(),
+            "VACUUM".to_string(),
+        ] {
+            let e = c.execute(&sql, vec![]).unwrap_err();
+            assert!(
+                matches!(e, AppError::Denied(_) | AppError::InvalidInput(_)),
+                "{sql}: {e:?}"
+            );
+        }
+        assert!(!other.exists());
+        c.finish(true).unwrap();
+        assert_eq!(s.applied_migrations().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_call_that_is_not_committed_keeps_nothing() {
+        let (_d, s) = store();
+        let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+        assert_eq!(
+            c.execute("INSERT INTO t VALUES (?1)", vec![Value::Integer(7)])
+                .unwrap(),
+            1
+        );
+        c.finish(false).unwrap();
+        let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+        c.execute("INSERT INTO t VALUES (8)", vec![]).unwrap();
+        drop(c); // a call whose future was dropped
+        let mut c = s.begin(Mode::ReadOnly, soon()).unwrap();
+        assert!(matches!(
+            c.query("SELECT count(*) FROM t", vec![]).unwrap().rows[0][0],
+            Value::Integer(0)
+        ));
+    }
+
+    #[test]
+    fn constraint_violations_are_conflicts_and_syntax_errors_are_invalid_input() {
+        let (_d, s) = store();
+        let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+        c.execute("INSERT INTO t VALUES (1)", vec![]).unwrap();
+        assert!(matches!(
+            c.execute("INSERT INTO t VALUES (1)", vec![]),
+            Err(AppError::Conflict(_))
+        ));
+        assert!(matches!(
+            c.execute("INSERT INTO nope VALUES (1)", vec![]),
+            Err(AppError::InvalidInput(_))
+        ));
+        assert!(matches!(
+            c.execute("SELEC 1", vec![]),
+            Err(AppError::InvalidInput(_))
+        ));
+    }
+
+    #[test]
+    fn a_statement_past_the_deadline_is_interrupted() {
+        let (_d, s) = store();
+        let mut c = s
+            .begin(Mode::ReadOnly, Instant::now() + Duration::from_millis(100))
+            .unwrap();
+        let e = c
+            .query("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT count(*) FROM r", vec![])
+            .unwrap_err();
+        assert!(
+            matches!(e, AppError::Denied(ref m) if m.contains("deadline")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn migrations_are_forward_only() {
+        let (_d, s) = store();
+        let e = s
+            .migrate(&[("0001.sql".into(), "CREATE TABLE t (x INTEGER)".into())])
+            .unwrap_err();
+        assert!(e.to_string().contains("different contents"), "{e}");
+        let e = s.migrate(&[]).unwrap_err();
+        assert!(e.to_string().contains("forward only"), "{e}");
+        let n = s
+            .migrate(&[
+                (
+                    "0001.sql".into(),
+                    "CREATE TABLE t (x INTEGER UNIQUE)".into(),
+                ),
+                ("0002.sql".into(), "CREATE TABLE u (y)".into()),
+            ])
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+}

@@ -1,0 +1,491 @@
+//! The command line: argument parsing and printing, glue over the library.
+//! Every call made here is channel `user`: a process running as the person is
+//! the person.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use serde::Serialize;
+
+use crate::apps::{Apps, short};
+use crate::config::Config;
+use crate::gate::Caller;
+use crate::manifest::AppId;
+use crate::root::Root;
+use crate::{build, grants, release, template};
+
+/// Autoapp runs your applications as WebAssembly components on your own
+/// computer, and keeps you in charge of what they — and the AI agents that
+/// call them — may do.
+///
+/// A typical session: `autoapp create notes`, edit the workspace it prints,
+/// `autoapp build notes`, `autoapp activate notes <release>`, then
+/// `autoapp call notes notes.list`. Start with `autoapp demo` to see it work.
+#[derive(Debug, Parser)]
+#[command(name = "autoapp", version, about, long_about, max_term_width = 100)]
+pub struct Cli {
+    /// Where the launcher keeps everything [default: $AUTOAPP_ROOT, else ~/.autoapp]
+    #[arg(long, global = true, value_name = "DIR")]
+    root: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Build the bundled example apps, activate them and run a short tour of calls.
+    Demo,
+    /// Make a new app from the starter template (or register an existing workspace).
+    ///
+    /// Without --at the workspace is <root>/apps/<app>/workspace. With --at, the
+    /// folder must be new or empty (or already hold this app's autoapp.toml), and
+    /// may not be inside the root or another app's workspace.
+    Create {
+        /// The app's id: lowercase letters, digits and '-', starting with a letter.
+        app: String,
+        /// Put the workspace in this folder instead of the root.
+        #[arg(long, value_name = "DIR")]
+        at: Option<PathBuf>,
+    },
+    /// Build the app's workspace into a candidate release.
+    ///
+    /// Runs `cargo build --release --target wasm32-wasip2` in the workspace (installing
+    /// the target with rustup when it is missing), checks the component against the
+    /// manifest and the WIT, precompiles it, and writes an immutable release whose id
+    /// is the SHA-256 of component, manifest and migrations.
+    Build {
+        app: String,
+        /// Use this component (built by any toolchain) instead of running cargo;
+        /// the manifest and migrations still come from the workspace.
+        #[arg(long, value_name = "FILE.wasm")]
+        component: Option<PathBuf>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the app's candidate releases (built, not active).
+    Candidates {
+        app: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show what a release asks for: routes and effects, capabilities, what changed.
+    ///
+    /// Names every route with its effect and input schema, every capability asked,
+    /// each external route beside the capabilities it can use, what is new or gone
+    /// compared with the active release, and which capabilities are not granted.
+    Explain {
+        app: String,
+        /// The release id or a unique prefix [default: the newest release].
+        release: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Allow the app a capability it asks for: network:<origin>, files:<name>, spawn:<program>.
+    Grant {
+        app: String,
+        /// Grant everything the newest release asks for.
+        #[arg(long, conflicts_with = "capabilities")]
+        all_asked: bool,
+        #[arg(value_name = "CAPABILITY")]
+        capabilities: Vec<String>,
+    },
+    /// Take back capabilities granted to the app.
+    Revoke {
+        app: String,
+        #[arg(value_name = "CAPABILITY", required = true)]
+        capabilities: Vec<String>,
+    },
+    /// Make a release the app's active release (the person's action alone).
+    ///
+    /// Refuses a release that asks for a capability nobody granted, or whose
+    /// migrations do not extend the ones already applied; then applies its new
+    /// migrations and switches to it.
+    Activate {
+        app: String,
+        /// The release id, or a unique prefix of it.
+        release: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Call a route of the app's active release as yourself, and print its JSON answer.
+    Call {
+        app: String,
+        route: String,
+        /// The input, a JSON object [default: {}].
+        json_input: Option<String>,
+    },
+    /// Show the gate's record: every call's decision and outcome, newest last.
+    ///
+    /// One row per call: time, channel, caller, release, route, effect, the
+    /// arguments' hash (never the arguments), the decision (allowed, confirmed,
+    /// denied, refused), the reason, and the outcome (ok, error, trap, not-run).
+    Runs {
+        app: String,
+        /// How many of the newest rows to show.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the WIT package (and the WASI packages it uses) for a toolchain.
+    Wit {
+        /// The folder to write to [default: ./wit].
+        #[arg(long, value_name = "DIR", default_value = "wit")]
+        out: PathBuf,
+    },
+}
+
+/// A failure to report: one sentence, and the exit code.
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl<E: std::fmt::Display> From<E> for Failure {
+    fn from(e: E) -> Failure {
+        Failure {
+            code: 1,
+            message: e.to_string(),
+        }
+    }
+}
+
+fn fail<T>(message: impl Into<String>) -> Result<T, Failure> {
+    Err(Failure {
+        code: 1,
+        message: message.into(),
+    })
+}
+
+/// The binary's entry point.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            let _ = writeln!(std::io::stderr(), "autoapp: {}", f.message.trim_end());
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AUTOAPP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,app=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+fn app_id(s: &str) -> Result<AppId, Failure> {
+    AppId::parse(s).map_err(|e| Failure {
+        code: 2,
+        message: e,
+    })
+}
+
+fn print_json<T: Serialize>(v: &T) -> Result<(), Failure> {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).map_err(|e| e.to_string())?
+    );
+    Ok(())
+}
+
+fn progress(msg: &str) {
+    eprintln!("  {msg}");
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    let root = Root::resolve(cli.root.as_deref())?;
+    match cli.command {
+        Command::Create { app, at } => {
+            let id = app_id(&app)?;
+            let c = template::create(&root, &id, at.as_deref())?;
+            if c.adopted {
+                println!(
+                    "registered {} with its existing workspace {}",
+                    c.app,
+                    c.workspace.display()
+                );
+            } else {
+                println!("created {} in {}", c.app, c.workspace.display());
+            }
+            println!("next: edit it, then `autoapp build {}`", c.app);
+            Ok(())
+        }
+        Command::Wit { out } => {
+            let files = template::write_wit(&out)?;
+            println!(
+                "wrote {} files of {} to {}",
+                files.len(),
+                crate::runtime::WIT_PACKAGE,
+                out.display()
+            );
+            Ok(())
+        }
+        Command::Build {
+            app,
+            component,
+            json,
+        } => {
+            let id = app_id(&app)?;
+            let apps = open_apps(&root)?;
+            let built = build_app(&apps, &id, component.as_deref())?;
+            if json {
+                print_json(&serde_json::json!({
+                    "app": built.info.app, "release": built.info.id, "version": built.info.version,
+                    "new": built.new, "source": built.info.source,
+                }))
+            } else {
+                let what = if built.new {
+                    "built"
+                } else {
+                    "already built (identical inputs)"
+                };
+                println!(
+                    "{id} {} {what}: candidate {}",
+                    built.info.version, built.info.id
+                );
+                println!(
+                    "activate it with `autoapp activate {id} {}`",
+                    short(&built.info.id)
+                );
+                Ok(())
+            }
+        }
+        Command::Candidates { app, json } => {
+            let id = app_id(&app)?;
+            let paths = root.app(&id);
+            if !paths.exists() {
+                return fail(format!(
+                    "there is no app `{id}`; `autoapp create {id}` makes one"
+                ));
+            }
+            let active = release::active(&paths)?;
+            let all = release::list(&paths)?;
+            let candidates: Vec<&release::ReleaseInfo> = all
+                .iter()
+                .filter(|r| Some(&r.id) != active.as_ref())
+                .collect();
+            if json {
+                let active = all.iter().find(|r| Some(&r.id) == active.as_ref());
+                return print_json(
+                    &serde_json::json!({ "active": active, "candidates": candidates }),
+                );
+            }
+            match all.iter().find(|r| Some(&r.id) == active.as_ref()) {
+                Some(a) => println!(
+                    "active: {} {} (built {})",
+                    short(&a.id),
+                    a.version,
+                    a.created_at
+                ),
+                None => println!("active: none"),
+            }
+            if candidates.is_empty() {
+                println!("no candidates; `autoapp build {id}` makes one");
+            } else {
+                println!(
+                    "{:<14} {:<10} {:<22} source",
+                    "candidate", "version", "built"
+                );
+                for r in candidates {
+                    println!(
+                        "{:<14} {:<10} {:<22} {}",
+                        short(&r.id),
+                        r.version,
+                        r.created_at,
+                        r.source
+                    );
+                }
+            }
+            Ok(())
+        }
+        Command::Explain {
+            app,
+            release: which,
+            json,
+        } => {
+            let id = app_id(&app)?;
+            let paths = root.app(&id);
+            if !paths.exists() {
+                return fail(format!(
+                    "there is no app `{id}`; `autoapp create {id}` makes one"
+                ));
+            }
+            let rid = match which {
+                Some(p) => release::resolve(&paths, &p)?,
+                None => match release::list(&paths)?.pop() {
+                    Some(r) => r.id,
+                    None => {
+                        return fail(format!(
+                            "{id} has no release yet; build one with `autoapp build {id}`"
+                        ));
+                    }
+                },
+            };
+            let e = crate::explain::explain(&paths, &rid)?;
+            if json {
+                print_json(&e)
+            } else {
+                print!("{}", crate::explain::render(&e));
+                Ok(())
+            }
+        }
+        Command::Grant {
+            app,
+            all_asked,
+            capabilities,
+        } => {
+            let id = app_id(&app)?;
+            let paths = root.app(&id);
+            let newest = release::list(&paths)?.pop().ok_or_else(|| Failure {
+                code: 1,
+                message: format!("{id} has no release yet; build it first with `autoapp build {id}`, then grant what it asks"),
+            })?;
+            let manifest = release::manifest(&paths, &newest.id)?;
+            let names = if all_asked {
+                grants::asked(&manifest)
+            } else {
+                capabilities
+            };
+            if names.is_empty() {
+                return if all_asked {
+                    fail(format!("{id} asks for no capability; nothing to grant"))
+                } else {
+                    Err(Failure { code: 2, message: "name the capabilities to grant (network:<origin>, files:<name>, spawn:<program>) or pass --all-asked".into() })
+                };
+            }
+            for line in grants::grant(&paths, &manifest, &names)? {
+                println!("granted {line}");
+            }
+            Ok(())
+        }
+        Command::Revoke { app, capabilities } => {
+            let id = app_id(&app)?;
+            for line in grants::revoke(&root.app(&id), &capabilities)? {
+                println!("revoked {line}");
+            }
+            Ok(())
+        }
+        Command::Activate { app, release, json } => {
+            let id = app_id(&app)?;
+            let apps = open_apps(&root)?;
+            let a = apps.activate(&id, &release).map_err(|e| format!("{e:#}"))?;
+            if json {
+                print_json(&a)
+            } else {
+                println!(
+                    "activated {} {} ({} new migration{} applied)",
+                    a.app,
+                    short(&a.release),
+                    a.migrations_applied,
+                    if a.migrations_applied == 1 { "" } else { "s" }
+                );
+                Ok(())
+            }
+        }
+        Command::Call {
+            app,
+            route,
+            json_input,
+        } => {
+            let id = app_id(&app)?;
+            let apps = open_apps(&root)?;
+            let input = json_input.unwrap_or_else(|| "{}".to_string());
+            let answer = block_on(apps.call(&Caller::command_line(), &id, &route, &input))?;
+            print_json(&answer.output)
+        }
+        Command::Runs { app, limit, json } => {
+            let id = app_id(&app)?;
+            let paths = root.app(&id);
+            if !paths.exists() {
+                return fail(format!(
+                    "there is no app `{id}`; `autoapp create {id}` makes one"
+                ));
+            }
+            let rows = crate::gate::record::read(&paths.data(), limit)?;
+            if json {
+                return print_json(&rows);
+            }
+            if rows.is_empty() {
+                println!("no calls recorded for {id} yet");
+                return Ok(());
+            }
+            println!(
+                "{:<20} {:<8} {:<14} {:<16} {:<9} {:<10} {:<8} {:>8}  {:<12} reason",
+                "time",
+                "channel",
+                "caller",
+                "route",
+                "effect",
+                "decision",
+                "outcome",
+                "ms",
+                "arguments"
+            );
+            for r in rows {
+                println!(
+                    "{:<20} {:<8} {:<14} {:<16} {:<9} {:<10} {:<8} {:>8.1}  {:<12} {}",
+                    r.time,
+                    r.channel,
+                    r.caller.chars().take(14).collect::<String>(),
+                    r.route,
+                    r.effect,
+                    r.decision,
+                    r.outcome,
+                    r.duration_ms,
+                    r.arguments_hash.get(..12).unwrap_or("-"),
+                    r.reason
+                );
+            }
+            Ok(())
+        }
+        Command::Demo => crate::demo::run(&root).map_err(|e| Failure {
+            code: 1,
+            message: format!("{e:#}"),
+        }),
+    }
+}
+
+/// The service over `root`, with its configuration.
+pub fn open_apps(root: &Root) -> Result<Apps, Failure> {
+    let config = Config::load(root.dir())?;
+    Ok(Apps::new(root.clone(), &config).map_err(|e| format!("{e:#}"))?)
+}
+
+/// Builds `id`, printing progress to stderr.
+pub fn build_app(
+    apps: &Apps,
+    id: &AppId,
+    component: Option<&Path>,
+) -> Result<build::Built, Failure> {
+    eprintln!("building {id}");
+    build::build(apps.root(), apps.runtime(), id, component, &progress).map_err(|e| match e {
+        build::BuildError::Other(e) => Failure {
+            code: 1,
+            message: format!("{e:#}"),
+        },
+        e => Failure {
+            code: 1,
+            message: e.to_string(),
+        },
+    })
+}
+
+/// Runs a future on a runtime made for one command.
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime starts")
+        .block_on(f)
+}

@@ -1,0 +1,142 @@
+//! The launcher's configuration: the built-in defaults of `config/autoapp.toml`,
+//! overlaid by the keys a person wrote to `<root>/config.toml`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+/// The documented defaults, compiled in so the binary needs no file beside it.
+pub const DEFAULT_CONFIG: &str = include_str!("../../config/autoapp.toml");
+
+/// The file in the root that overrides some keys.
+pub const CONFIG_FILE: &str = "config.toml";
+
+/// Every key of `config/autoapp.toml`; each is documented there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub call_deadline_ms: u64,
+    pub epoch_tick_ms: u64,
+    pub memory_max_mib: u64,
+    pub stack_max_kib: u64,
+    pub max_instances: u32,
+    pub log_lines_per_call: u32,
+    pub approval_window_secs: u64,
+    pub http_request_max_kib: u64,
+    pub http_response_max_kib: u64,
+    pub http_connect_timeout_ms: u64,
+    pub spawn_output_max_kib: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        toml::from_str(DEFAULT_CONFIG).expect("config/autoapp.toml is valid")
+    }
+}
+
+impl Config {
+    /// The defaults overlaid by `<root>/config.toml` when it exists.
+    pub fn load(root: &Path) -> anyhow::Result<Config> {
+        let path = root.join(CONFIG_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        Self::overlay(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{} is not a valid configuration: {e}; the keys and their defaults are in config/autoapp.toml",
+                path.display()
+            )
+        })
+    }
+
+    /// The defaults overlaid by the keys in `text`.
+    pub fn overlay(text: &str) -> Result<Config, String> {
+        let mut base: toml::Table = toml::from_str(DEFAULT_CONFIG).expect("defaults parse");
+        let over: toml::Table = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        for (k, v) in over {
+            if !base.contains_key(&k) {
+                return Err(format!("unknown key `{}`", k.escape_debug()));
+            }
+            base.insert(k, v);
+        }
+        let c: Config = toml::Value::Table(base)
+            .try_into()
+            .map_err(|e: toml::de::Error| e.message().to_string())?;
+        c.check()?;
+        Ok(c)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let positive = [
+            ("call_deadline_ms", self.call_deadline_ms),
+            ("epoch_tick_ms", self.epoch_tick_ms),
+            ("memory_max_mib", self.memory_max_mib),
+            ("stack_max_kib", self.stack_max_kib),
+            ("max_instances", u64::from(self.max_instances)),
+            ("approval_window_secs", self.approval_window_secs),
+            ("http_connect_timeout_ms", self.http_connect_timeout_ms),
+        ];
+        for (k, v) in positive {
+            if v == 0 {
+                return Err(format!("{k} must be more than 0"));
+            }
+        }
+        if self.memory_max_mib > 4096 {
+            return Err("memory_max_mib may be at most 4096 (a 32-bit memory)".into());
+        }
+        if self.epoch_tick_ms > self.call_deadline_ms {
+            return Err("epoch_tick_ms must not be longer than call_deadline_ms".into());
+        }
+        Ok(())
+    }
+
+    pub fn call_deadline(&self) -> Duration {
+        Duration::from_millis(self.call_deadline_ms)
+    }
+
+    pub fn epoch_tick(&self) -> Duration {
+        Duration::from_millis(self.epoch_tick_ms)
+    }
+
+    pub fn net_limits(&self) -> crate::caps::network::NetLimits {
+        crate::caps::network::NetLimits {
+            request_max_bytes: self.http_request_max_kib << 10,
+            response_max_bytes: self.http_response_max_kib << 10,
+            connect_timeout: Duration::from_millis(self.http_connect_timeout_ms),
+        }
+    }
+
+    pub fn memory_max_bytes(&self) -> usize {
+        (self.memory_max_mib as usize) << 20
+    }
+
+    pub fn stack_max_bytes(&self) -> usize {
+        (self.stack_max_kib as usize) << 10
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_documented_defaults_load() {
+        let c = Config::default();
+        assert_eq!(c.approval_window_secs, 600);
+        assert!(c.call_deadline_ms > 0);
+    }
+
+    #[test]
+    fn a_key_is_overridden_and_an_unknown_key_is_refused() {
+        let c = Config::overlay("call_deadline_ms = 250").unwrap();
+        assert_eq!(c.call_deadline_ms, 250);
+        assert_eq!(c.memory_max_mib, Config::default().memory_max_mib);
+        let e = Config::overlay("call_deadline = 5").unwrap_err();
+        assert!(e.contains("unknown key `call_deadline`"), "{e}");
+        assert!(Config::overlay("memory_max_mib = 0").is_err());
+    }
+}

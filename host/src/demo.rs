@@ -1,0 +1,111 @@
+//! `autoapp demo`: builds the bundled example apps from `guests/`, activates
+//! them, and runs a short tour of real calls, saying what each step did.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+
+use crate::apps::short;
+use crate::cli::{block_on, build_app, open_apps};
+use crate::gate::Caller;
+use crate::manifest::AppId;
+use crate::release;
+use crate::root::{Root, write_atomic};
+
+/// The example apps the demo builds, in order.
+pub const DEMO_APPS: &[&str] = &["notes"];
+
+/// Where the bundled examples are: the `guests/` folder of the checkout this
+/// binary was built from.
+pub fn guests_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("guests")
+}
+
+pub fn run(root: &Root) -> anyhow::Result<()> {
+    let guests = guests_dir();
+    anyhow::ensure!(
+        guests.is_dir(),
+        "the bundled example apps are not at {} (the demo runs from a checkout of the repository: `cargo run --release -- demo`)",
+        guests.display()
+    );
+    let guests = std::fs::canonicalize(&guests)?;
+    // One cargo target folder for every example, so shared crates build once.
+    if std::env::var_os("CARGO_TARGET_DIR").is_none() {
+        // SAFETY-free: set before any thread that reads the environment starts.
+        let target = root.dir().join("cache").join("guest-target");
+        #[allow(unsafe_code)]
+        // SAFETY: called on the main thread before the tokio runtime or any
+        // other thread exists, so no other thread reads the environment.
+        unsafe {
+            std::env::set_var("CARGO_TARGET_DIR", target);
+        }
+    }
+    println!("Autoapp demo — root {}", root.dir().display());
+    let apps = open_apps(root).map_err(|f| anyhow::anyhow!(f_message(f)))?;
+    for name in DEMO_APPS {
+        let id = AppId::parse(name).map_err(anyhow::Error::msg)?;
+        let paths = root.app(&id);
+        if !paths.exists() {
+            std::fs::create_dir_all(&paths.dir)?;
+            write_atomic(
+                &paths.workspace_pointer(),
+                format!("{}\n", guests.join(name).display()).as_bytes(),
+            )?;
+            println!(
+                "registered the example {id} (workspace {})",
+                guests.join(name).display()
+            );
+        }
+        let built = build_app(&apps, &id, None).map_err(|f| anyhow::anyhow!(f_message(f)))?;
+        println!(
+            "built {id} {}: release {}",
+            built.info.version,
+            short(&built.info.id)
+        );
+        if release::active(&paths)?.as_deref() == Some(built.info.id.as_str()) {
+            println!("{id} {} is already active", short(&built.info.id));
+        } else {
+            let a = apps
+                .activate(&id, &built.info.id)
+                .with_context(|| format!("cannot activate {id}"))?;
+            println!(
+                "activated {id} {} ({} new migrations applied)",
+                short(&a.release),
+                a.migrations_applied
+            );
+        }
+    }
+
+    println!("\nA short tour, each a real call through the host as you (channel user):");
+    let notes = AppId::parse("notes").map_err(anyhow::Error::msg)?;
+    let me = Caller::command_line();
+    let tour = [
+        (
+            "notes.add",
+            serde_json::json!({ "title": "Try Autoapp", "body": "Written by the demo", "tags": ["demo"] }),
+        ),
+        ("notes.list", serde_json::json!({})),
+    ];
+    for (route, input) in tour {
+        println!("\n$ autoapp call notes {route} '{input}'");
+        match block_on(apps.call(&me, &notes, route, &input.to_string())) {
+            Ok(a) => println!("{}", serde_json::to_string_pretty(&a.output)?),
+            Err(e) => anyhow::bail!("the demo call {route} failed: {e}"),
+        }
+    }
+    println!("\n$ (the notes index page, as the renderer receives it)");
+    let view =
+        block_on(apps.render(&me, &notes, "index", "{}")).map_err(|e| anyhow::anyhow!("{e}"))?;
+    println!("{}", serde_json::to_string_pretty(&view)?);
+    let root_flag = format!(" --root {}", root.dir().display());
+    println!(
+        "\nDone. Try it yourself:\n  autoapp{root_flag} call notes notes.list\n  autoapp{root_flag} create my-app"
+    );
+    Ok(())
+}
+
+fn f_message(f: crate::cli::Failure) -> String {
+    f.message
+}

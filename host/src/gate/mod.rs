@@ -1,0 +1,620 @@
+//! The gate: the one door every call passes. It decides from the **channel**
+//! (who is calling, set by the adapter that received the call), the route's
+//! **effect** (from the release's contract) and whether the call runs in a
+//! **preview**:
+//!
+//! - `read` runs for anybody;
+//! - `write` and `external` on any channel but `user` ask the person, bound to
+//!   `{requestId, appId, releaseId, route, argumentsHash}`; the answer is
+//!   consumed once, an answer naming another release or arguments hash is a
+//!   denial, and a question not answered within `approval_window` is a denial
+//!   that says nobody declined it;
+//! - with nobody attached (no tab of the app or the panel open) a question
+//!   cannot be asked, so such a call is refused at once;
+//! - a preview refuses `external` for everybody.
+//!
+//! Guest code runs only with a [`Pass`], which only [`Gate::guard`] makes.
+//! The gate knows no transport: adapters construct a [`Caller`] and hand it in.
+
+pub mod record;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+use sha2::Digest as _;
+use tokio::sync::{broadcast, oneshot};
+
+use crate::manifest::{AppId, Effect};
+
+/// Who is calling. Only adapters construct one (through [`Caller`]), from the
+/// connection that received the call, never from anything the caller sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Channel {
+    /// The person: the command line, their own page.
+    User,
+    /// An AI agent inside the host.
+    Ai,
+    /// An MCP client, through `autoapp mcp` and the control connection.
+    Mcp,
+    /// A workflow the person set up.
+    Workflow,
+}
+
+impl Channel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Channel::User => "user",
+            Channel::Ai => "ai",
+            Channel::Mcp => "mcp",
+            Channel::Workflow => "workflow",
+        }
+    }
+}
+
+impl fmt::Display for Channel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A call's caller: the channel, and a label for the record and the question
+/// shown to the person (never a permission). The fields are private: a caller
+/// is made only by the constructor of the adapter that received the call.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    channel: Channel,
+    label: String,
+}
+
+/// The longest caller label kept; the rest is cut.
+const MAX_LABEL: usize = 80;
+
+fn clean_label(label: &str) -> String {
+    label
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_LABEL)
+        .collect()
+}
+
+impl Caller {
+    /// The person at the command line.
+    pub fn command_line() -> Caller {
+        Caller {
+            channel: Channel::User,
+            label: "command line".into(),
+        }
+    }
+
+    /// The person in their own page of the app or the panel.
+    pub fn page() -> Caller {
+        Caller {
+            channel: Channel::User,
+            label: "page".into(),
+        }
+    }
+
+    /// A client of the control connection (`autoapp mcp`): channel `mcp`.
+    /// `client` is what the client calls itself, kept only as a label.
+    pub fn control(client: &str) -> Caller {
+        Caller {
+            channel: Channel::Mcp,
+            label: clean_label(client),
+        }
+    }
+
+    /// A workflow run by the host: channel `workflow`.
+    pub fn workflow(name: &str) -> Caller {
+        Caller {
+            channel: Channel::Workflow,
+            label: clean_label(name),
+        }
+    }
+
+    /// An AI agent running inside the host: channel `ai`.
+    pub fn ai(name: &str) -> Caller {
+        Caller {
+            channel: Channel::Ai,
+            label: clean_label(name),
+        }
+    }
+
+    pub fn channel(&self) -> Channel {
+        self.channel
+    }
+
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+}
+
+/// What the gate's rule says for a channel, an effect and a preview.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rule {
+    Allow,
+    Ask,
+    Refuse(String),
+}
+
+/// The gate's rule (DESIGN.md, "The gate").
+pub fn rule(channel: Channel, effect: Effect, preview: bool) -> Rule {
+    match (effect, channel) {
+        (Effect::External, _) if preview => Rule::Refuse(
+            "a preview runs on a copy of the data, not a copy of the world, so external routes are refused in it".into(),
+        ),
+        (Effect::Read, _) | (_, Channel::User) => Rule::Allow,
+        (Effect::Write | Effect::External, _) => Rule::Ask,
+    }
+}
+
+/// How a call fared at the gate, as the record writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// Ran without asking.
+    Allowed,
+    /// Ran because the person said yes to its question.
+    Confirmed,
+    /// The person said no, the answer did not match, or nobody answered in time.
+    Denied,
+    /// Refused by rule, without asking (nobody to ask, a preview, bad input).
+    Refused,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allowed => "allowed",
+            Decision::Confirmed => "confirmed",
+            Decision::Denied => "denied",
+            Decision::Refused => "refused",
+        }
+    }
+}
+
+/// SHA-256 of the canonical JSON of `input`: object keys sorted, no spaces.
+pub fn arguments_hash(input: &serde_json::Value) -> String {
+    hex::encode(sha2::Sha256::digest(canonical_json(input).as_bytes()))
+}
+
+/// `input` as canonical JSON text (keys sorted at every depth).
+pub fn canonical_json(v: &serde_json::Value) -> String {
+    fn write(v: &serde_json::Value, out: &mut String) {
+        match v {
+            serde_json::Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, k) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&serde_json::Value::String(k.clone()).to_string());
+                    out.push(':');
+                    write(&m[k], out);
+                }
+                out.push('}');
+            }
+            serde_json::Value::Array(a) => {
+                out.push('[');
+                for (i, x) in a.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(x, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut s = String::new();
+    write(v, &mut s);
+    s
+}
+
+/// A question waiting for the person.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Question {
+    pub request_id: String,
+    pub app_id: String,
+    pub release_id: String,
+    pub route: String,
+    pub effect: Effect,
+    pub arguments_hash: String,
+    /// The arguments as the caller sent them, for the person to read.
+    pub arguments: serde_json::Value,
+    pub channel: Channel,
+    pub caller: String,
+    pub asked_at: String,
+    pub expires_at: String,
+    /// Seconds left when this copy was made.
+    pub seconds_left: u64,
+    #[serde(skip)]
+    deadline: tokio::time::Instant,
+}
+
+/// What the gate tells listeners (the page's live updates).
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum GateEvent {
+    Asked {
+        question: Question,
+    },
+    Answered {
+        request_id: String,
+        app_id: String,
+        outcome: String,
+    },
+}
+
+enum Reply {
+    Yes,
+    No,
+    Mismatch(&'static str),
+}
+
+struct Waiting {
+    question: Question,
+    reply: oneshot::Sender<Reply>,
+}
+
+#[derive(Default)]
+struct State {
+    pending: HashMap<String, Waiting>,
+    /// Open attachments per app; `None` is the panel, which sees every app.
+    attached: HashMap<Option<AppId>, usize>,
+}
+
+/// A call at the door: everything the gate decides from.
+pub struct Knock<'a> {
+    pub caller: &'a Caller,
+    pub app: &'a AppId,
+    pub release: &'a str,
+    pub route: &'a str,
+    pub effect: Effect,
+    pub preview: bool,
+    /// The checked input.
+    pub input: &'a serde_json::Value,
+}
+
+/// Leave to run guest code. Only [`Gate::guard`] and [`Gate::view`] make one.
+#[derive(Debug)]
+pub struct Pass {
+    decision: Decision,
+    request_id: String,
+    arguments_hash: String,
+}
+
+impl Pass {
+    pub fn decision(&self) -> Decision {
+        self.decision
+    }
+
+    pub fn request_id(&self) -> &str {
+        &self.request_id
+    }
+
+    pub fn arguments_hash(&self) -> &str {
+        &self.arguments_hash
+    }
+}
+
+/// A call the gate did not let through.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub decision: Decision,
+    pub reason: String,
+    pub request_id: String,
+    pub arguments_hash: String,
+}
+
+/// Why an answer was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerError {
+    #[error(
+        "there is no question {0} waiting: it was answered already, it expired, or it never existed"
+    )]
+    NoSuchQuestion(String),
+    #[error(
+        "the answer names another {0} than the question; it counts as a denial and the call was refused"
+    )]
+    Mismatch(&'static str),
+}
+
+/// The gate of one launcher process.
+pub struct Gate {
+    state: Mutex<State>,
+    window: Duration,
+    events: broadcast::Sender<GateEvent>,
+}
+
+impl Gate {
+    pub fn new(window: Duration) -> Arc<Gate> {
+        let (events, _) = broadcast::channel(256);
+        Arc::new(Gate {
+            state: Mutex::default(),
+            window,
+            events,
+        })
+    }
+
+    /// The approval window, for messages.
+    pub fn window(&self) -> Duration {
+        self.window
+    }
+
+    /// Decides a call; waits for the person when the rule says ask.
+    pub async fn guard(&self, knock: Knock<'_>) -> Result<Pass, Refusal> {
+        let request_id = new_request_id();
+        let arguments_hash = arguments_hash(knock.input);
+        let refuse = |decision: Decision, reason: String| Refusal {
+            decision,
+            reason,
+            request_id: request_id.clone(),
+            arguments_hash: arguments_hash.clone(),
+        };
+        match rule(knock.caller.channel(), knock.effect, knock.preview) {
+            Rule::Allow => {
+                return Ok(Pass {
+                    decision: Decision::Allowed,
+                    request_id: request_id.clone(),
+                    arguments_hash: arguments_hash.clone(),
+                });
+            }
+            Rule::Refuse(why) => return Err(refuse(Decision::Refused, why)),
+            Rule::Ask => {}
+        }
+        let now = tokio::time::Instant::now();
+        let deadline = now + self.window;
+        let wall = SystemTime::now();
+        let question = Question {
+            request_id: request_id.clone(),
+            app_id: knock.app.to_string(),
+            release_id: knock.release.to_string(),
+            route: knock.route.to_string(),
+            effect: knock.effect,
+            arguments_hash: arguments_hash.clone(),
+            arguments: knock.input.clone(),
+            channel: knock.caller.channel(),
+            caller: knock.caller.label().to_string(),
+            asked_at: rfc3339(wall),
+            expires_at: rfc3339(wall + self.window),
+            seconds_left: self.window.as_secs(),
+            deadline,
+        };
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut st = self.state.lock().expect("gate state");
+            let attached = st.attached.get(&None).copied().unwrap_or(0) > 0
+                || st
+                    .attached
+                    .get(&Some(knock.app.clone()))
+                    .copied()
+                    .unwrap_or(0)
+                    > 0;
+            if !attached {
+                return Err(refuse(
+                    Decision::Refused,
+                    format!(
+                        "route `{}` is a {} and the caller is not the person, who must approve it, but nobody could be asked: no page of {} or of the panel is open; open one and try again",
+                        knock.route, knock.effect, knock.app
+                    ),
+                ));
+            }
+            st.pending.insert(
+                request_id.clone(),
+                Waiting {
+                    question: question.clone(),
+                    reply: tx,
+                },
+            );
+        }
+        let _ = self.events.send(GateEvent::Asked { question });
+        // A call that stops waiting (its caller went away) takes its question along.
+        let cleanup = PendingGuard {
+            gate: self,
+            request_id: &request_id,
+        };
+        let reply = tokio::time::timeout_at(deadline, rx).await;
+        drop(cleanup);
+        let minutes = self.window.as_secs().div_ceil(60);
+        match reply {
+            Ok(Ok(Reply::Yes)) => Ok(Pass {
+                decision: Decision::Confirmed,
+                request_id: request_id.clone(),
+                arguments_hash: arguments_hash.clone(),
+            }),
+            Ok(Ok(Reply::No)) => Err(refuse(
+                Decision::Denied,
+                "the person declined this call".into(),
+            )),
+            Ok(Ok(Reply::Mismatch(what))) => Err(refuse(
+                Decision::Denied,
+                format!(
+                    "the answer named another {what} than this call, which counts as a denial; ask again"
+                ),
+            )),
+            Ok(Err(_)) | Err(_) => {
+                self.forget(&request_id, "expired");
+                Err(refuse(
+                    Decision::Denied,
+                    format!(
+                        "not answered within {minutes} minute{}; nobody declined it",
+                        if minutes == 1 { "" } else { "s" }
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// A pass for rendering a page: a render runs as a read, on any channel.
+    pub fn view(&self) -> Pass {
+        Pass {
+            decision: Decision::Allowed,
+            request_id: new_request_id(),
+            arguments_hash: String::new(),
+        }
+    }
+
+    /// The questions waiting, oldest first.
+    pub fn pending(&self) -> Vec<Question> {
+        let st = self.state.lock().expect("gate state");
+        let now = tokio::time::Instant::now();
+        let mut qs: Vec<Question> = st
+            .pending
+            .values()
+            .map(|w| {
+                let mut q = w.question.clone();
+                q.seconds_left = q.deadline.saturating_duration_since(now).as_secs();
+                q
+            })
+            .collect();
+        qs.sort_by(|a, b| {
+            a.asked_at
+                .cmp(&b.asked_at)
+                .then(a.request_id.cmp(&b.request_id))
+        });
+        qs
+    }
+
+    /// The person's answer to question `request_id`. It must name the
+    /// question's release and arguments hash; any answer consumes the question.
+    pub fn answer(
+        &self,
+        request_id: &str,
+        release_id: &str,
+        arguments_hash: &str,
+        yes: bool,
+    ) -> Result<(), AnswerError> {
+        let waiting = {
+            let mut st = self.state.lock().expect("gate state");
+            st.pending
+                .remove(request_id)
+                .ok_or_else(|| AnswerError::NoSuchQuestion(request_id.to_string()))?
+        };
+        let q = &waiting.question;
+        let (reply, outcome, result) = if q.release_id != release_id {
+            (
+                Reply::Mismatch("release"),
+                "mismatch",
+                Err(AnswerError::Mismatch("release")),
+            )
+        } else if q.arguments_hash != arguments_hash {
+            (
+                Reply::Mismatch("arguments"),
+                "mismatch",
+                Err(AnswerError::Mismatch("arguments")),
+            )
+        } else if yes {
+            (Reply::Yes, "approved", Ok(()))
+        } else {
+            (Reply::No, "declined", Ok(()))
+        };
+        let _ = self.events.send(GateEvent::Answered {
+            request_id: q.request_id.clone(),
+            app_id: q.app_id.clone(),
+            outcome: outcome.into(),
+        });
+        let _ = waiting.reply.send(reply);
+        result
+    }
+
+    /// Marks `app` (or, with `None`, the panel, which covers every app) as
+    /// attached while the returned value lives.
+    pub fn attach(self: &Arc<Self>, app: Option<AppId>) -> Attachment {
+        *self
+            .state
+            .lock()
+            .expect("gate state")
+            .attached
+            .entry(app.clone())
+            .or_insert(0) += 1;
+        Attachment {
+            gate: self.clone(),
+            app,
+        }
+    }
+
+    /// Whether a question about `app` could be asked now.
+    pub fn is_attached(&self, app: &AppId) -> bool {
+        let st = self.state.lock().expect("gate state");
+        st.attached.get(&None).copied().unwrap_or(0) > 0
+            || st.attached.get(&Some(app.clone())).copied().unwrap_or(0) > 0
+    }
+
+    /// Live updates: questions asked and answered.
+    pub fn subscribe(&self) -> broadcast::Receiver<GateEvent> {
+        self.events.subscribe()
+    }
+
+    fn forget(&self, request_id: &str, outcome: &str) {
+        let removed = self
+            .state
+            .lock()
+            .expect("gate state")
+            .pending
+            .remove(request_id);
+        if let Some(w) = removed {
+            let _ = self.events.send(GateEvent::Answered {
+                request_id: request_id.to_string(),
+                app_id: w.question.app_id,
+                outcome: outcome.into(),
+            });
+        }
+    }
+}
+
+struct PendingGuard<'a> {
+    gate: &'a Gate,
+    request_id: &'a str,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.gate.forget(self.request_id, "withdrawn");
+    }
+}
+
+/// An open page of an app (or of the panel) that questions can be shown in.
+pub struct Attachment {
+    gate: Arc<Gate>,
+    app: Option<AppId>,
+}
+
+impl Drop for Attachment {
+    fn drop(&mut self) {
+        let mut st = self.gate.state.lock().expect("gate state");
+        if let Some(n) = st.attached.get_mut(&self.app) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                st.attached.remove(&self.app);
+            }
+        }
+    }
+}
+
+fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// A request id: 128 random bits as hex.
+fn new_request_id() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the system's random source works");
+    hex::encode(bytes)
+}
+
+/// For tests of the gate's timing: how long until `q` expires.
+pub fn time_left(q: &Question) -> Duration {
+    q.deadline
+        .saturating_duration_since(tokio::time::Instant::now())
+}
+
+#[cfg(test)]
+mod tests;

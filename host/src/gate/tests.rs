@@ -1,0 +1,377 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+
+const WINDOW: Duration = Duration::from_secs(600);
+
+fn app() -> AppId {
+    AppId::parse("notes").unwrap()
+}
+
+fn knock<'a>(
+    caller: &'a Caller,
+    app: &'a AppId,
+    effect: Effect,
+    preview: bool,
+    input: &'a serde_json::Value,
+) -> Knock<'a> {
+    Knock {
+        caller,
+        app,
+        release: "rel-1",
+        route: "notes.add",
+        effect,
+        preview,
+        input,
+    }
+}
+
+/// Lets spawned tasks run until they wait.
+async fn settle() {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[test]
+fn reads_run_for_anybody_and_writes_ask_everyone_but_the_person() {
+    for ch in [Channel::User, Channel::Ai, Channel::Mcp, Channel::Workflow] {
+        assert_eq!(rule(ch, Effect::Read, false), Rule::Allow);
+        assert_eq!(rule(ch, Effect::Read, true), Rule::Allow);
+        let want = if ch == Channel::User {
+            Rule::Allow
+        } else {
+            Rule::Ask
+        };
+        assert_eq!(rule(ch, Effect::Write, false), want);
+        assert_eq!(rule(ch, Effect::External, false), want);
+        assert!(matches!(rule(ch, Effect::External, true), Rule::Refuse(_)));
+    }
+}
+
+#[test]
+fn the_arguments_hash_does_not_depend_on_key_order_or_spacing() {
+    let a: serde_json::Value =
+        serde_json::from_str(r#"{"b": 1, "a": {"y": [1, 2], "x": "s"}}"#).unwrap();
+    let b: serde_json::Value = serde_json::from_str(r#"{"a":{"x":"s","y":[1,2]},"b":1}"#).unwrap();
+    assert_eq!(canonical_json(&a), r#"{"a":{"x":"s","y":[1,2]},"b":1}"#);
+    assert_eq!(arguments_hash(&a), arguments_hash(&b));
+    let c: serde_json::Value = serde_json::from_str(r#"{"a":{"x":"s","y":[2,1]},"b":1}"#).unwrap();
+    assert_ne!(arguments_hash(&a), arguments_hash(&c));
+}
+
+#[test]
+fn a_caller_label_is_never_a_channel() {
+    assert_eq!(Caller::control("user").channel(), Channel::Mcp);
+    assert_eq!(
+        Caller::control("I am the person, channel=user").channel(),
+        Channel::Mcp
+    );
+    assert_eq!(Caller::control(&"x".repeat(500)).label().len(), MAX_LABEL);
+    assert_eq!(Caller::control("evil\nline").label(), "evilline");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_on_mcp_waits_for_an_answer_and_runs_once_when_approved() {
+    let gate = Gate::new(WINDOW);
+    let _tab = gate.attach(Some(app()));
+    let (caller, a, input) = (
+        Caller::control("agent"),
+        app(),
+        serde_json::json!({"title": "x"}),
+    );
+    let g = gate.clone();
+    let call = tokio::spawn(async move {
+        let (caller, a, input) = (caller, a, input);
+        g.guard(knock(&caller, &a, Effect::Write, false, &input))
+            .await
+            .map(|p| p.decision())
+    });
+    settle().await;
+    let q = gate.pending().pop().expect("a question is waiting");
+    assert_eq!(
+        (q.channel, q.route.as_str(), q.caller.as_str()),
+        (Channel::Mcp, "notes.add", "agent")
+    );
+    assert_eq!(q.arguments, serde_json::json!({"title": "x"}));
+    assert!(!call.is_finished(), "the call waits");
+    gate.answer(&q.request_id, &q.release_id, &q.arguments_hash, true)
+        .unwrap();
+    assert_eq!(call.await.unwrap().unwrap(), Decision::Confirmed);
+    // The same approval cannot run it twice.
+    assert_eq!(
+        gate.answer(&q.request_id, &q.release_id, &q.arguments_hash, true),
+        Err(AnswerError::NoSuchQuestion(q.request_id.clone()))
+    );
+    assert!(gate.pending().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_no_is_a_denial() {
+    let gate = Gate::new(WINDOW);
+    let _panel = gate.attach(None);
+    let g = gate.clone();
+    let call = tokio::spawn(async move {
+        let (c, a, i) = (Caller::ai("assistant"), app(), serde_json::json!({}));
+        g.guard(knock(&c, &a, Effect::External, false, &i)).await
+    });
+    settle().await;
+    let q = gate.pending().pop().unwrap();
+    gate.answer(&q.request_id, &q.release_id, &q.arguments_hash, false)
+        .unwrap();
+    let r = call.await.unwrap().unwrap_err();
+    assert_eq!(
+        (r.decision, r.reason.as_str()),
+        (Decision::Denied, "the person declined this call")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_for_another_release_or_other_arguments_is_a_denial() {
+    for (release_ok, hash_ok, what) in [(false, true, "release"), (true, false, "arguments")] {
+        let gate = Gate::new(WINDOW);
+        let _tab = gate.attach(Some(app()));
+        let g = gate.clone();
+        let call = tokio::spawn(async move {
+            let (c, a, i) = (Caller::control("agent"), app(), serde_json::json!({"n": 1}));
+            g.guard(knock(&c, &a, Effect::Write, false, &i)).await
+        });
+        settle().await;
+        let q = gate.pending().pop().unwrap();
+        let release = if release_ok {
+            q.release_id.clone()
+        } else {
+            "rel-2".to_string()
+        };
+        let hash = if hash_ok {
+            q.arguments_hash.clone()
+        } else {
+            arguments_hash(&serde_json::json!({"n": 2}))
+        };
+        assert_eq!(
+            gate.answer(&q.request_id, &release, &hash, true),
+            Err(AnswerError::Mismatch(what))
+        );
+        let r = call.await.unwrap().unwrap_err();
+        assert_eq!(r.decision, Decision::Denied);
+        assert!(
+            r.reason.contains(&format!("named another {what}")),
+            "{}",
+            r.reason
+        );
+        assert!(
+            gate.pending().is_empty(),
+            "a mismatched answer consumes the question"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_question_that_expires_is_reported_as_unanswered_not_declined() {
+    let gate = Gate::new(WINDOW);
+    let _tab = gate.attach(Some(app()));
+    let g = gate.clone();
+    let call = tokio::spawn(async move {
+        let (c, a, i) = (Caller::workflow("nightly"), app(), serde_json::json!({}));
+        g.guard(knock(&c, &a, Effect::Write, false, &i)).await
+    });
+    settle().await;
+    let q = gate.pending().pop().unwrap();
+    assert_eq!(time_left(&q), WINDOW);
+    tokio::time::advance(WINDOW + Duration::from_secs(1)).await;
+    let r = call.await.unwrap().unwrap_err();
+    assert_eq!(r.decision, Decision::Denied);
+    assert_eq!(
+        r.reason,
+        "not answered within 10 minutes; nobody declined it"
+    );
+    assert!(gate.pending().is_empty());
+    assert!(matches!(
+        gate.answer(&q.request_id, &q.release_id, &q.arguments_hash, true),
+        Err(AnswerError::NoSuchQuestion(_))
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_nobody_attached_a_write_is_refused_at_once_and_a_read_runs() {
+    let gate = Gate::new(WINDOW);
+    let (c, a, i) = (Caller::control("agent"), app(), serde_json::json!({}));
+    let r = gate
+        .guard(knock(&c, &a, Effect::Write, false, &i))
+        .await
+        .unwrap_err();
+    assert_eq!(r.decision, Decision::Refused);
+    assert!(r.reason.contains("nobody could be asked"), "{}", r.reason);
+    assert_eq!(
+        gate.guard(knock(&c, &a, Effect::Read, false, &i))
+            .await
+            .unwrap()
+            .decision(),
+        Decision::Allowed
+    );
+    // Another app's tab does not count; the panel does; a closed tab stops counting.
+    let other = gate.attach(Some(AppId::parse("other").unwrap()));
+    assert!(!gate.is_attached(&a));
+    drop(other);
+    let panel = gate.attach(None);
+    assert!(gate.is_attached(&a));
+    drop(panel);
+    assert!(!gate.is_attached(&a));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_preview_refuses_external_even_for_the_person() {
+    let gate = Gate::new(WINDOW);
+    let (c, a, i) = (Caller::command_line(), app(), serde_json::json!({}));
+    let r = gate
+        .guard(knock(&c, &a, Effect::External, true, &i))
+        .await
+        .unwrap_err();
+    assert_eq!(r.decision, Decision::Refused);
+    assert!(r.reason.contains("preview"), "{}", r.reason);
+    assert_eq!(
+        gate.guard(knock(&c, &a, Effect::Write, true, &i))
+            .await
+            .unwrap()
+            .decision(),
+        Decision::Allowed
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_that_gives_up_takes_its_question_along() {
+    let gate = Gate::new(WINDOW);
+    let _tab = gate.attach(Some(app()));
+    let g = gate.clone();
+    let call = tokio::spawn(async move {
+        let (c, a, i) = (Caller::control("agent"), app(), serde_json::json!({}));
+        g.guard(knock(&c, &a, Effect::Write, false, &i)).await
+    });
+    settle().await;
+    assert_eq!(gate.pending().len(), 1);
+    call.abort();
+    let _ = call.await;
+    assert!(gate.pending().is_empty());
+}
+
+mod property {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Call {
+            channel: u8,
+            effect: u8,
+            preview: bool,
+        },
+        Answer {
+            pick: usize,
+            release_ok: bool,
+            hash_ok: bool,
+            yes: bool,
+        },
+        Wait {
+            secs: u64,
+        },
+        Detach,
+        Attach,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u8..4, 0u8..3, any::<bool>()).prop_map(|(channel, effect, preview)| Op::Call { channel, effect, preview }),
+            4 => (0usize..8, any::<bool>(), any::<bool>(), any::<bool>())
+                .prop_map(|(pick, release_ok, hash_ok, yes)| Op::Answer { pick, release_ok, hash_ok, yes }),
+            2 => (0u64..400).prop_map(|secs| Op::Wait { secs }),
+            1 => Just(Op::Detach),
+            1 => Just(Op::Attach),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// No write or external call on a channel other than the person's ever
+        /// passes without exactly one matching, unexpired, unconsumed approval.
+        #[test]
+        fn no_write_by_another_channel_passes_without_exactly_one_matching_approval(ops in proptest::collection::vec(op(), 1..40)) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
+            rt.block_on(async move {
+                let gate = Gate::new(WINDOW);
+                let mut attachment = Some(gate.attach(Some(app())));
+                let channels = [Channel::User, Channel::Ai, Channel::Mcp, Channel::Workflow];
+                let effects = [Effect::Read, Effect::Write, Effect::External];
+                // request id → accepted approvals (a matching yes that the gate took).
+                let mut approvals: std::collections::HashMap<String, usize> = Default::default();
+                let mut calls = Vec::new();
+                let mut n = 0;
+                for op in ops {
+                    match op {
+                        Op::Call { channel, effect, preview } => {
+                            let (ch, ef) = (channels[channel as usize], effects[effect as usize]);
+                            let g = gate.clone();
+                            n += 1;
+                            let input = serde_json::json!({ "n": n });
+                            let caller = match ch {
+                                Channel::User => Caller::command_line(),
+                                Channel::Ai => Caller::ai("a"),
+                                Channel::Mcp => Caller::control("m"),
+                                Channel::Workflow => Caller::workflow("w"),
+                            };
+                            let handle = tokio::spawn(async move {
+                                let a = app();
+                                g.guard(knock(&caller, &a, ef, preview, &input)).await.map(|p| (p.decision(), p.request_id().to_string()))
+                            });
+                            calls.push((ch, ef, preview, handle));
+                        }
+                        Op::Answer { pick, release_ok, hash_ok, yes } => {
+                            let pending = gate.pending();
+                            if pending.is_empty() { continue; }
+                            let q = &pending[pick % pending.len()];
+                            let release = if release_ok { q.release_id.clone() } else { "other".into() };
+                            let hash = if hash_ok { q.arguments_hash.clone() } else { "0".repeat(64) };
+                            let r = gate.answer(&q.request_id, &release, &hash, yes);
+                            if r.is_ok() && yes {
+                                *approvals.entry(q.request_id.clone()).or_default() += 1;
+                            }
+                            // Whatever it said, a second answer is never taken.
+                            prop_assert!(matches!(gate.answer(&q.request_id, &q.release_id, &q.arguments_hash, true), Err(AnswerError::NoSuchQuestion(_))));
+                        }
+                        Op::Wait { secs } => tokio::time::advance(Duration::from_secs(secs)).await,
+                        Op::Detach => attachment = None,
+                        Op::Attach => if attachment.is_none() { attachment = Some(gate.attach(Some(app()))) },
+                    }
+                    settle().await;
+                }
+                tokio::time::advance(WINDOW * 2).await;
+                settle().await;
+                for (ch, ef, preview, handle) in calls {
+                    let result = handle.await.unwrap();
+                    let asks = ch != Channel::User && ef != Effect::Read;
+                    match result {
+                        Ok((Decision::Allowed, _)) => {
+                            prop_assert!(!asks, "{ch} {ef} ran without asking");
+                            prop_assert!(!(preview && ef == Effect::External));
+                        }
+                        Ok((Decision::Confirmed, id)) => {
+                            prop_assert!(asks);
+                            prop_assert_eq!(approvals.get(&id).copied(), Some(1), "confirmed without exactly one approval");
+                        }
+                        Ok((d, _)) => prop_assert!(false, "a pass with decision {:?}", d),
+                        Err(r) => prop_assert!(!approvals.contains_key(&r.request_id), "an approved call was refused"),
+                    }
+                }
+                Ok(())
+            })?;
+        }
+    }
+}
+
+#[test]
+fn gate_is_shared_across_threads() {
+    fn is_send_sync<T: Send + Sync>(_: &T) {}
+    let g: Arc<Gate> = Gate::new(WINDOW);
+    is_send_sync(&g);
+}

@@ -1,0 +1,236 @@
+//! Grants: the capabilities the person allowed an app, kept in
+//! `apps/<id>/grants.json`. What a call may use is the intersection of what its
+//! release declares and what is granted here.
+//!
+//! A capability is named on the command line as `network:<origin>`,
+//! `files:<name>` or `spawn:<program>`. File paths and programs are resolved
+//! when granted (`~` expanded, symlinks resolved, programs found on `PATH`), so
+//! what runs later is what the person saw.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+use crate::manifest::{Access, Manifest, Origin};
+use crate::root::{AppPaths, write_atomic};
+
+const GRANTS_FILE: &str = "grants.json";
+
+/// A granted folder, resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilesGrant {
+    /// The absolute, resolved path.
+    pub path: PathBuf,
+    pub access: Access,
+}
+
+/// Everything granted to one app.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grants {
+    #[serde(default)]
+    pub network: Vec<Origin>,
+    #[serde(default)]
+    pub files: BTreeMap<String, FilesGrant>,
+    /// Program name as declared → absolute path found when granted.
+    #[serde(default)]
+    pub spawn: BTreeMap<String, PathBuf>,
+}
+
+fn file(app: &AppPaths) -> PathBuf {
+    app.dir.join(GRANTS_FILE)
+}
+
+/// The app's grants (none when nothing was granted).
+pub fn load(app: &AppPaths) -> anyhow::Result<Grants> {
+    match std::fs::read_to_string(file(app)) {
+        Ok(t) => {
+            serde_json::from_str(&t).with_context(|| format!("{} is damaged", file(app).display()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Grants::default()),
+        Err(e) => Err(e).context("cannot read the grants"),
+    }
+}
+
+fn save(app: &AppPaths, g: &Grants) -> anyhow::Result<()> {
+    write_atomic(&file(app), serde_json::to_string_pretty(g)?.as_bytes())
+}
+
+/// The capability names of everything `manifest` asks for.
+pub fn asked(manifest: &Manifest) -> Vec<String> {
+    let c = &manifest.capabilities;
+    c.network
+        .iter()
+        .map(|o| format!("network:{o}"))
+        .chain(c.files.iter().map(|f| format!("files:{}", f.name)))
+        .chain(c.spawn.iter().map(|s| format!("spawn:{}", s.program)))
+        .collect()
+}
+
+/// What `manifest` asks for that is not granted (by capability name).
+pub fn ungranted(app: &AppPaths, manifest: &Manifest) -> anyhow::Result<Vec<String>> {
+    let g = load(app)?;
+    let c = &manifest.capabilities;
+    let mut out = Vec::new();
+    for o in &c.network {
+        if !g.network.contains(o) {
+            out.push(format!("network:{o}"));
+        }
+    }
+    for f in &c.files {
+        match g.files.get(&f.name) {
+            Some(fg)
+                if fg.access >= f.access
+                    && Some(fg.path.as_path()) == resolve_path(&f.path).ok().as_deref() => {}
+            _ => out.push(format!("files:{}", f.name)),
+        }
+    }
+    for s in &c.spawn {
+        if !g.spawn.contains_key(&s.program) {
+            out.push(format!("spawn:{}", s.program));
+        }
+    }
+    Ok(out)
+}
+
+/// Grants each named capability, as `manifest` declares it. Returns what was
+/// granted, each as a line for the person.
+pub fn grant(app: &AppPaths, manifest: &Manifest, names: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut g = load(app)?;
+    let mut done = Vec::new();
+    for name in names {
+        let (kind, what) = name.split_once(':').ok_or_else(|| {
+            anyhow::anyhow!("`{}` is not a capability; write network:<origin>, files:<name> or spawn:<program> (see `autoapp explain {}`)", name.escape_debug(), app.id)
+        })?;
+        match kind {
+            "network" => {
+                let o = Origin::parse(what).map_err(|e| anyhow::anyhow!("{e}"))?;
+                anyhow::ensure!(
+                    manifest.capabilities.network.contains(&o),
+                    "{} does not ask for network {o}; grant only what `autoapp explain {}` lists",
+                    app.id,
+                    app.id
+                );
+                if !g.network.contains(&o) {
+                    g.network.push(o.clone());
+                }
+                done.push(format!("network {o}"));
+            }
+            "files" => {
+                let f = manifest.capabilities.files.iter().find(|f| f.name == what).ok_or_else(|| {
+                    anyhow::anyhow!("{} asks for no folder named `{}`; grant only what `autoapp explain {}` lists", app.id, what.escape_debug(), app.id)
+                })?;
+                let path = resolve_path(&f.path)?;
+                anyhow::ensure!(
+                    path.is_dir(),
+                    "{} is not a folder; create it, then grant files:{} again",
+                    path.display(),
+                    f.name
+                );
+                done.push(format!(
+                    "files {} → {} ({})",
+                    f.name,
+                    path.display(),
+                    if f.access == Access::Write {
+                        "read and write"
+                    } else {
+                        "read only"
+                    }
+                ));
+                g.files.insert(
+                    f.name.clone(),
+                    FilesGrant {
+                        path,
+                        access: f.access,
+                    },
+                );
+            }
+            "spawn" => {
+                let s = manifest.capabilities.spawn.iter().find(|s| s.program == what).ok_or_else(|| {
+                    anyhow::anyhow!("{} asks to run no program `{}`; grant only what `autoapp explain {}` lists", app.id, what.escape_debug(), app.id)
+                })?;
+                let path = find_program(&s.program)?;
+                done.push(format!("spawn {} → {}", s.program, path.display()));
+                g.spawn.insert(s.program.clone(), path);
+            }
+            _ => anyhow::bail!(
+                "`{}` is not a kind of capability; the kinds are network, files and spawn",
+                kind.escape_debug()
+            ),
+        }
+    }
+    save(app, &g)?;
+    Ok(done)
+}
+
+/// Takes back each named capability; names not granted are reported.
+pub fn revoke(app: &AppPaths, names: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut g = load(app)?;
+    let mut done = Vec::new();
+    for name in names {
+        let removed = match name.split_once(':') {
+            Some(("network", what)) => {
+                let o = Origin::parse(what).map_err(|e| anyhow::anyhow!("{e}"))?;
+                let before = g.network.len();
+                g.network.retain(|x| *x != o);
+                before != g.network.len()
+            }
+            Some(("files", what)) => g.files.remove(what).is_some(),
+            Some(("spawn", what)) => g.spawn.remove(what).is_some(),
+            _ => anyhow::bail!(
+                "`{}` is not a capability; write network:<origin>, files:<name> or spawn:<program>",
+                name.escape_debug()
+            ),
+        };
+        anyhow::ensure!(
+            removed,
+            "{name} is not granted to {}; `autoapp explain {}` shows what is",
+            app.id,
+            app.id
+        );
+        done.push(name.clone());
+    }
+    save(app, &g)?;
+    Ok(done)
+}
+
+/// `~/x` → `$HOME/x`, then symlinks resolved.
+pub fn resolve_path(p: &str) -> anyhow::Result<PathBuf> {
+    let path = match p.strip_prefix("~/") {
+        Some(rest) => {
+            let home =
+                std::env::var_os("HOME").context("HOME is not set, so ~ cannot be resolved")?;
+            Path::new(&home).join(rest)
+        }
+        None => PathBuf::from(p),
+    };
+    std::fs::canonicalize(&path).with_context(|| format!("{} does not exist", path.display()))
+}
+
+/// An absolute program path as given, or the first match on `PATH`.
+pub fn find_program(program: &str) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let executable = |p: &Path| {
+        p.metadata()
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
+    if program.starts_with('/') {
+        let p =
+            std::fs::canonicalize(program).with_context(|| format!("{program} does not exist"))?;
+        anyhow::ensure!(executable(&p), "{program} is not an executable file");
+        return Ok(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        let candidate = dir.join(program);
+        if executable(&candidate) {
+            return std::fs::canonicalize(&candidate)
+                .with_context(|| format!("cannot resolve {}", candidate.display()));
+        }
+    }
+    anyhow::bail!(
+        "the program `{program}` is not on PATH; install it, or declare it by absolute path"
+    )
+}

@@ -1,0 +1,20 @@
+//! Autoapp: runs a person's applications as WebAssembly components on their own
+//! computer, and keeps that person in charge of what they may do.
+//!
+//! `ARCHITECTURE.md` at the repository's root is the map of this crate.
+
+pub mod apps;
+pub mod build;
+pub mod caps;
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod explain;
+pub mod gate;
+pub mod grants;
+pub mod manifest;
+pub mod release;
+pub mod root;
+pub mod runtime;
+pub mod template;
+pub mod workspace;

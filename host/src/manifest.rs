@@ -1,0 +1,920 @@
+//! The manifest, `autoapp.toml`: parsing, validation, the route contract and the
+//! syntax of capabilities.
+//!
+//! Validation reports every problem at once, each with its fix, so a person
+//! mends the file in one pass. This module reads the file it is given and does
+//! no other I/O: whether a migration file exists is the build's question.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+
+/// The manifest's file name inside a workspace and a release.
+pub const MANIFEST_FILE: &str = "autoapp.toml";
+
+/// Longest route name accepted; guards tool lists and logs against absurd names.
+pub const MAX_ROUTE_NAME: usize = 64;
+
+/// An app's id: `[a-z][a-z0-9-]{0,39}`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct AppId(String);
+
+impl AppId {
+    /// Checks `s` against the id rule and says what is wrong with it.
+    pub fn parse(s: &str) -> Result<AppId, String> {
+        let ok = s.len() <= 40
+            && s.starts_with(|c: char| c.is_ascii_lowercase())
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if ok {
+            Ok(AppId(s.to_string()))
+        } else {
+            Err(format!(
+                "`{}` is not an app id: use 1 to 40 characters, lowercase letters, digits and '-', starting with a letter (like `notes` or `my-news`)",
+                s.escape_debug()
+            ))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for AppId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<String> for AppId {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        AppId::parse(&s)
+    }
+}
+
+impl From<AppId> for String {
+    fn from(id: AppId) -> String {
+        id.0
+    }
+}
+
+/// What a route does, and so what a call of it is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effect {
+    /// Reads the store; nothing it sends can change anything.
+    Read,
+    /// Reads and writes the store; reaches nothing outside it.
+    Write,
+    /// Writes the store and uses the capabilities declared and granted.
+    External,
+}
+
+impl Effect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effect::Read => "read",
+            Effect::Write => "write",
+            Effect::External => "external",
+        }
+    }
+
+    /// Whether a call of this effect gets a store it can write.
+    pub fn writes(self) -> bool {
+        !matches!(self, Effect::Read)
+    }
+}
+
+impl fmt::Display for Effect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One declared route.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Route {
+    pub name: String,
+    pub effect: Effect,
+    pub summary: String,
+    /// The JSON Schema of the route's input (always an object schema).
+    pub input: Json,
+}
+
+/// A network origin an app asks for: `scheme://host[:port]`, where the host may
+/// be `*.domain` to match any subdomain of `domain`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Origin {
+    pub scheme: String,
+    /// Lowercase host; an IPv6 literal is kept without brackets.
+    pub host: String,
+    /// Whether `host` is a `*.` wildcard (then `host` holds the suffix).
+    pub wildcard: bool,
+    pub port: u16,
+}
+
+impl Origin {
+    /// Parses `scheme://host[:port]` and says what is wrong with it.
+    pub fn parse(s: &str) -> Result<Origin, String> {
+        let bad = |why: &str| {
+            format!(
+                "network origin `{}` {why}; write it as scheme://host[:port] (like \"https://example.com\" or \"https://*.example.com:8443\")",
+                s.escape_debug()
+            )
+        };
+        let (scheme, rest) = s.split_once("://").ok_or_else(|| bad("has no scheme"))?;
+        let scheme = scheme.to_ascii_lowercase();
+        let default_port = match scheme.as_str() {
+            "http" => 80,
+            "https" => 443,
+            _ => return Err(bad("uses a scheme other than http or https")),
+        };
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if rest.contains(['/', '?', '#']) {
+            return Err(bad("has a path, query or fragment (origins have none)"));
+        }
+        if rest.contains('@') {
+            return Err(bad("has a user name or password"));
+        }
+        let (host, port) = if let Some(after) = rest.strip_prefix('[') {
+            let (h, tail) = after
+                .split_once(']')
+                .ok_or_else(|| bad("has an unclosed '['"))?;
+            if h.parse::<std::net::Ipv6Addr>().is_err() {
+                return Err(bad("has a bracketed host that is not an IPv6 address"));
+            }
+            let port = match tail {
+                "" => None,
+                t => Some(
+                    t.strip_prefix(':')
+                        .ok_or_else(|| bad("has text after ']'"))?,
+                ),
+            };
+            (h.to_ascii_lowercase(), port)
+        } else {
+            match rest.rsplit_once(':') {
+                Some((h, p)) => (h.to_ascii_lowercase(), Some(p)),
+                None => (rest.to_ascii_lowercase(), None),
+            }
+        };
+        let port = match port {
+            None => default_port,
+            Some(p) => p
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p != 0)
+                .ok_or_else(|| bad("has a port that is not a number from 1 to 65535"))?,
+        };
+        let (wildcard, host) = match host.strip_prefix("*.") {
+            Some(suffix) => (true, suffix.to_string()),
+            None => (false, host),
+        };
+        if host.is_empty() {
+            return Err(bad("has no host"));
+        }
+        let ipv6 = host.contains(':');
+        if !ipv6 {
+            let label_ok = |l: &str| {
+                !l.is_empty()
+                    && l.len() <= 63
+                    && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+            };
+            if host.len() > 253 || !host.split('.').all(label_ok) {
+                return Err(bad("has a host that is not a valid name or address"));
+            }
+        }
+        if wildcard && (ipv6 || host.parse::<std::net::Ipv4Addr>().is_ok() || !host.contains('.')) {
+            return Err(bad("puts a wildcard before an address or a top-level name"));
+        }
+        Ok(Origin {
+            scheme,
+            host,
+            wildcard,
+            port,
+        })
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let star = if self.wildcard { "*." } else { "" };
+        let default = matches!(
+            (self.scheme.as_str(), self.port),
+            ("http", 80) | ("https", 443)
+        );
+        if self.host.contains(':') {
+            write!(f, "{}://[{}]", self.scheme, self.host)?;
+        } else {
+            write!(f, "{}://{star}{}", self.scheme, self.host)?;
+        }
+        if !default {
+            write!(f, ":{}", self.port)?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether a granted folder may be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// A folder an app asks for, seen by the guest at `/files/<name>`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct FilesCap {
+    pub name: String,
+    /// As written in the manifest: absolute, or starting with `~/`.
+    pub path: String,
+    pub access: Access,
+}
+
+/// A program an app asks to run.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SpawnCap {
+    /// A program name looked up on `PATH` when granted, or an absolute path.
+    pub program: String,
+    /// The argument pattern, when the manifest fixes one.
+    pub args: Option<Vec<String>>,
+}
+
+/// Everything the app asks for beyond its own store.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Capabilities {
+    pub network: Vec<Origin>,
+    pub files: Vec<FilesCap>,
+    pub spawn: Vec<SpawnCap>,
+}
+
+impl Capabilities {
+    pub fn is_empty(&self) -> bool {
+        self.network.is_empty() && self.files.is_empty() && self.spawn.is_empty()
+    }
+}
+
+/// A validated manifest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub id: AppId,
+    pub name: String,
+    pub version: String,
+    pub description: Option<String>,
+    pub routes: Vec<Route>,
+    pub capabilities: Capabilities,
+    /// Migration files, relative to the workspace (or the release), in order.
+    pub migrations: Vec<String>,
+}
+
+impl Manifest {
+    pub fn route(&self, name: &str) -> Option<&Route> {
+        self.routes.iter().find(|r| r.name == name)
+    }
+}
+
+/// Every problem found in a manifest.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ManifestError {
+    /// Where the manifest was read from, for the message.
+    pub file: String,
+    pub problems: Vec<String>,
+}
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.problems.as_slice() {
+            [one] => write!(f, "{}: {one}.", self.file),
+            many => {
+                write!(
+                    f,
+                    "{} has {} problems; fix each and build again:",
+                    self.file,
+                    many.len()
+                )?;
+                for p in many {
+                    write!(f, "\n  - {p}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Reads and validates the manifest at `path`.
+pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
+        file: file.clone(),
+        problems: vec![match e.kind() {
+            std::io::ErrorKind::NotFound => format!(
+                "there is no {MANIFEST_FILE} here; every app needs one (see docs/manifest.md)"
+            ),
+            _ => format!("cannot be read ({e})"),
+        }],
+    })?;
+    parse(&text, &file)
+}
+
+/// Parses and validates manifest text; `file` names it in messages.
+pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
+    let mut p = Problems::default();
+    let table: toml::Table = match toml::from_str(text) {
+        Ok(t) => t,
+        Err(e) => {
+            let msg = e.message().trim_end_matches('.').to_string();
+            let at = e
+                .span()
+                .map(|s| {
+                    let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
+                    format!(" at line {line}")
+                })
+                .unwrap_or_default();
+            return Err(ManifestError {
+                file: file.to_string(),
+                problems: vec![format!("is not valid TOML{at}: {msg}")],
+            });
+        }
+    };
+    p.unknown_keys(
+        &table,
+        "the top level",
+        &["app", "route", "capabilities", "data"],
+    );
+
+    // [app]
+    let empty = toml::Table::new();
+    let app = match table.get("app") {
+        Some(toml::Value::Table(t)) => t,
+        Some(_) => {
+            p.add("`app` must be a table: write [app] with id, name and version");
+            &empty
+        }
+        None => {
+            p.add("[app] is missing: add [app] with id = \"...\", name = \"...\", version = \"0.1.0\"");
+            &empty
+        }
+    };
+    if table.contains_key("app") {
+        p.unknown_keys(app, "[app]", &["id", "name", "version", "description"]);
+    }
+    let id = match p.string(app, "[app]", "id") {
+        Some(s) => match AppId::parse(&s) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                p.add(format!("[app] id: {e}"));
+                None
+            }
+        },
+        None => None,
+    };
+    let name = p.string(app, "[app]", "name").unwrap_or_default();
+    if table.contains_key("app") && name.trim().is_empty() && app.contains_key("name") {
+        p.add("[app] name is empty: give the app a name a person reads, like \"Notes\"");
+    }
+    let version = p.string(app, "[app]", "version").unwrap_or_default();
+    if !version.is_empty() && !is_version(&version) {
+        p.add(format!(
+            "[app] version `{}` is not a version: write MAJOR.MINOR.PATCH, like \"0.1.0\"",
+            version.escape_debug()
+        ));
+    }
+    let description = match app.get("description") {
+        None => None,
+        Some(toml::Value::String(s)) => Some(s.clone()),
+        Some(_) => {
+            p.add("[app] description must be a string");
+            None
+        }
+    };
+
+    // [[route]]
+    let mut routes = Vec::new();
+    match table.get("route") {
+        None => {}
+        Some(toml::Value::Array(items)) => {
+            let mut seen = BTreeSet::new();
+            for (i, item) in items.iter().enumerate() {
+                let where_ = format!("[[route]] number {}", i + 1);
+                let Some(t) = item.as_table() else {
+                    p.add(format!(
+                        "{where_} must be a table: write [[route]] on its own line"
+                    ));
+                    continue;
+                };
+                if let Some(name) = t.get("name").and_then(|n| n.as_str())
+                    && !seen.insert(name.to_string())
+                {
+                    p.add(format!(
+                        "route `{}` is declared twice: give each [[route]] its own name",
+                        name.escape_debug()
+                    ));
+                }
+                if let Some(r) = parse_route(t, &where_, &mut p) {
+                    routes.push(r);
+                }
+            }
+        }
+        Some(_) => p.add("`route` must be an array of tables: write each route as [[route]]"),
+    }
+
+    // [capabilities]
+    let capabilities = match table.get("capabilities") {
+        None => Capabilities::default(),
+        Some(toml::Value::Table(t)) => parse_capabilities(t, &mut p),
+        Some(_) => {
+            p.add("`capabilities` must be a table: write [capabilities]");
+            Capabilities::default()
+        }
+    };
+
+    // [data]
+    let mut migrations = Vec::new();
+    match table.get("data") {
+        None => {}
+        Some(toml::Value::Table(t)) => {
+            p.unknown_keys(t, "[data]", &["migrations"]);
+            match t.get("migrations") {
+                None => {}
+                Some(toml::Value::Array(items)) => {
+                    let mut seen = BTreeSet::new();
+                    for item in items {
+                        let Some(s) = item.as_str() else {
+                            p.add("[data] migrations must list file paths as strings");
+                            continue;
+                        };
+                        match check_migration_path(s) {
+                            Ok(()) => {
+                                if !seen.insert(s.to_string()) {
+                                    p.add(format!(
+                                        "[data] migrations lists `{}` twice: list each file once",
+                                        s.escape_debug()
+                                    ));
+                                }
+                                migrations.push(s.to_string());
+                            }
+                            Err(e) => p.add(e),
+                        }
+                    }
+                }
+                Some(_) => {
+                    p.add("[data] migrations must be an array, like [\"migrations/0001_init.sql\"]")
+                }
+            }
+        }
+        Some(_) => p.add("`data` must be a table: write [data]"),
+    }
+
+    // Rules across sections.
+    for r in routes.iter().filter(|r| r.effect == Effect::External) {
+        if capabilities.is_empty() {
+            p.add(format!(
+                "route `{}` is external but [capabilities] asks for nothing: add the network origins, files or programs it uses (network = [\"https://...\"], files = [...], spawn = [...]), or make its effect write",
+                r.name
+            ));
+        }
+    }
+    if !capabilities.is_empty() && !routes.iter().any(|r| r.effect == Effect::External) {
+        p.add("[capabilities] asks for something but no route is external, so nothing could use it: remove the capabilities or declare the route that uses them with effect = \"external\"");
+    }
+
+    if !p.0.is_empty() {
+        return Err(ManifestError {
+            file: file.to_string(),
+            problems: p.0,
+        });
+    }
+    Ok(Manifest {
+        id: id.expect("a manifest without problems has an id"),
+        name,
+        version,
+        description,
+        routes,
+        capabilities,
+        migrations,
+    })
+}
+
+fn parse_route(t: &toml::Table, where_: &str, p: &mut Problems) -> Option<Route> {
+    p.unknown_keys(t, where_, &["name", "effect", "summary", "input"]);
+    let name = p.string(t, where_, "name");
+    let where_ = match &name {
+        Some(n) => format!("route `{}`", n.escape_debug()),
+        None => where_.to_string(),
+    };
+    if let Some(n) = &name {
+        let ok = n.len() <= MAX_ROUTE_NAME
+            && n.starts_with(|c: char| c.is_ascii_lowercase())
+            && n.chars().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-')
+            });
+        if !ok {
+            p.add(format!(
+                "{where_}: the name must match [a-z][a-z0-9_.-]* and be at most {MAX_ROUTE_NAME} characters, like \"notes.add\""
+            ));
+        }
+    }
+    let effect = match t.get("effect") {
+        Some(toml::Value::String(s)) => match s.as_str() {
+            "read" => Some(Effect::Read),
+            "write" => Some(Effect::Write),
+            "external" => Some(Effect::External),
+            other => {
+                p.add(format!(
+                    "{where_}: effect `{}` is not one of read, write, external",
+                    other.escape_debug()
+                ));
+                None
+            }
+        },
+        Some(_) => {
+            p.add(format!(
+                "{where_}: effect must be the string \"read\", \"write\" or \"external\""
+            ));
+            None
+        }
+        None => {
+            p.add(format!(
+                "{where_} has no effect: add effect = \"read\", \"write\" or \"external\""
+            ));
+            None
+        }
+    };
+    let summary = match t.get("summary") {
+        Some(toml::Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
+        Some(toml::Value::String(_)) | None => {
+            p.add(format!(
+                "{where_} has no summary: add summary = \"...\", one line saying what it does (people and AI agents read it)"
+            ));
+            None
+        }
+        Some(_) => {
+            p.add(format!("{where_}: summary must be a string"));
+            None
+        }
+    };
+    let input = match t.get("input") {
+        None => Some(serde_json::json!({
+            "type": "object", "properties": {}, "additionalProperties": false
+        })),
+        Some(v) => {
+            let json = serde_json::to_value(v).unwrap_or(Json::Null);
+            match check_input_schema(&json) {
+                Ok(()) => Some(json),
+                Err(e) => {
+                    p.add(format!("{where_}: {e}"));
+                    None
+                }
+            }
+        }
+    };
+    Some(Route {
+        name: name?,
+        effect: effect?,
+        summary: summary?,
+        input: input?,
+    })
+}
+
+/// The input schema must be a JSON Schema that describes an object.
+fn check_input_schema(schema: &Json) -> Result<(), String> {
+    let Some(obj) = schema.as_object() else {
+        return Err("input must be a JSON Schema object, like input = { type = \"object\", properties = { ... } }".into());
+    };
+    if obj.get("type") != Some(&Json::String("object".into())) {
+        return Err(
+            "input must describe an object: add type = \"object\" (routes take a JSON object)"
+                .into(),
+        );
+    }
+    jsonschema::validator_for(schema)
+        .map(|_| ())
+        .map_err(|e| format!("input is not a valid JSON Schema ({e}); see docs/manifest.md"))
+}
+
+fn parse_capabilities(t: &toml::Table, p: &mut Problems) -> Capabilities {
+    p.unknown_keys(t, "[capabilities]", &["network", "files", "spawn"]);
+    let mut caps = Capabilities::default();
+    if let Some(v) = t.get("network") {
+        match v.as_array() {
+            Some(items) => {
+                for item in items {
+                    match item.as_str().map(Origin::parse) {
+                        Some(Ok(o)) => {
+                            if caps.network.contains(&o) {
+                                p.add(format!("[capabilities] network lists `{o}` twice"));
+                            } else {
+                                caps.network.push(o);
+                            }
+                        }
+                        Some(Err(e)) => p.add(format!("[capabilities] {e}")),
+                        None => p.add("[capabilities] network must list origins as strings, like [\"https://example.com\"]"),
+                    }
+                }
+            }
+            None => {
+                p.add("[capabilities] network must be an array, like [\"https://example.com\"]")
+            }
+        }
+    }
+    if let Some(v) = t.get("files") {
+        match v.as_array() {
+            Some(items) => {
+                for item in items {
+                    let Some(ft) = item.as_table() else {
+                        p.add("[capabilities] files must list tables, like { name = \"inbox\", path = \"~/inbox\", access = \"read\" }");
+                        continue;
+                    };
+                    p.unknown_keys(
+                        ft,
+                        "a [capabilities] files entry",
+                        &["name", "path", "access"],
+                    );
+                    let name = p.string(ft, "a [capabilities] files entry", "name");
+                    let path = p.string(ft, "a [capabilities] files entry", "path");
+                    let access = match ft.get("access").map(|a| a.as_str()) {
+                        None | Some(Some("read")) => Some(Access::Read),
+                        Some(Some("write")) => Some(Access::Write),
+                        _ => {
+                            p.add("[capabilities] files: access must be \"read\" or \"write\"");
+                            None
+                        }
+                    };
+                    if let Some(n) = &name {
+                        let ok = n.len() <= 40
+                            && n.starts_with(|c: char| c.is_ascii_lowercase())
+                            && n.chars().all(|c| {
+                                c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_'
+                            });
+                        if !ok {
+                            p.add(format!("[capabilities] files: name `{}` must match [a-z][a-z0-9_-]* (it becomes /files/<name>)", n.escape_debug()));
+                        } else if caps.files.iter().any(|f| &f.name == n) {
+                            p.add(format!("[capabilities] files: name `{n}` is used twice; give each folder its own name"));
+                        }
+                    }
+                    if let Some(pa) = &path
+                        && !(pa.starts_with('/') || pa.starts_with("~/"))
+                    {
+                        p.add(format!(
+                            "[capabilities] files: path `{}` must be absolute or start with ~/",
+                            pa.escape_debug()
+                        ));
+                    }
+                    if let (Some(name), Some(path), Some(access)) = (name, path, access) {
+                        caps.files.push(FilesCap { name, path, access });
+                    }
+                }
+            }
+            None => p.add("[capabilities] files must be an array of tables"),
+        }
+    }
+    if let Some(v) = t.get("spawn") {
+        match v.as_array() {
+            Some(items) => {
+                for item in items {
+                    let Some(st) = item.as_table() else {
+                        p.add("[capabilities] spawn must list tables, like { program = \"git\" }");
+                        continue;
+                    };
+                    p.unknown_keys(st, "a [capabilities] spawn entry", &["program", "args"]);
+                    let program = p.string(st, "a [capabilities] spawn entry", "program");
+                    if let Some(pr) = &program {
+                        let ok = !pr.is_empty()
+                            && (pr.starts_with('/') || !pr.contains('/'))
+                            && !pr.contains('\0');
+                        if !ok {
+                            p.add(format!("[capabilities] spawn: program `{}` must be a program name (looked up on PATH when granted) or an absolute path", pr.escape_debug()));
+                        }
+                    }
+                    let args = match st.get("args") {
+                        None => None,
+                        Some(toml::Value::Array(a)) if a.iter().all(|x| x.is_str()) => Some(
+                            a.iter()
+                                .map(|x| x.as_str().unwrap_or_default().to_string())
+                                .collect(),
+                        ),
+                        Some(_) => {
+                            p.add("[capabilities] spawn: args must be an array of strings, like [\"--to=html\", \"*\"]");
+                            None
+                        }
+                    };
+                    if let Some(program) = program {
+                        caps.spawn.push(SpawnCap { program, args });
+                    }
+                }
+            }
+            None => p.add("[capabilities] spawn must be an array of tables"),
+        }
+    }
+    caps
+}
+
+fn check_migration_path(s: &str) -> Result<(), String> {
+    let path = Path::new(s);
+    let inside = !s.is_empty()
+        && path.is_relative()
+        && path
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !inside {
+        return Err(format!(
+            "[data] migration `{}` must be a relative path inside the workspace, like \"migrations/0001_init.sql\"",
+            s.escape_debug()
+        ));
+    }
+    if !s.ends_with(".sql") {
+        return Err(format!(
+            "[data] migration `{}` must be a .sql file",
+            s.escape_debug()
+        ));
+    }
+    Ok(())
+}
+
+fn is_version(s: &str) -> bool {
+    let core = s.split(['-', '+']).next().unwrap_or("");
+    let parts: Vec<&str> = core.split('.').collect();
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+}
+
+#[derive(Default)]
+struct Problems(Vec<String>);
+
+impl Problems {
+    fn add(&mut self, s: impl Into<String>) {
+        self.0.push(s.into());
+    }
+
+    fn string(&mut self, t: &toml::Table, where_: &str, key: &str) -> Option<String> {
+        match t.get(key) {
+            Some(toml::Value::String(s)) => Some(s.clone()),
+            Some(_) => {
+                self.add(format!("{where_}: {key} must be a string"));
+                None
+            }
+            None => {
+                self.add(format!("{where_} has no {key}: add {key} = \"...\""));
+                None
+            }
+        }
+    }
+
+    fn unknown_keys(&mut self, t: &toml::Table, where_: &str, known: &[&str]) {
+        for k in t.keys().filter(|k| !known.contains(&k.as_str())) {
+            self.add(format!(
+                "{where_} has an unknown key `{}`: the keys are {}",
+                k.escape_debug(),
+                known.join(", ")
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[app]
+id = "news"
+name = "News"
+version = "0.2.0"
+
+[[route]]
+name = "headlines.list"
+effect = "read"
+summary = "The stored headlines"
+input = { type = "object", properties = { limit = { type = "integer", minimum = 1, maximum = 100 } } }
+
+[[route]]
+name = "headlines.refresh"
+effect = "external"
+summary = "Fetch and store"
+
+[capabilities]
+network = ["https://hn.algolia.com", "https://*.example.com:8443"]
+files = [{ name = "inbox", path = "~/Documents/inbox", access = "read" }]
+spawn = [{ program = "git" }]
+
+[data]
+migrations = ["migrations/0001_init.sql"]
+"#;
+
+    #[test]
+    fn a_good_manifest_parses_with_defaults_filled_in() {
+        let m = parse(GOOD, "autoapp.toml").unwrap();
+        assert_eq!(m.id.as_str(), "news");
+        assert_eq!(m.routes.len(), 2);
+        assert_eq!(m.routes[1].effect, Effect::External);
+        assert_eq!(m.routes[1].input["additionalProperties"], Json::Bool(false));
+        assert_eq!(
+            m.capabilities.network[1].to_string(),
+            "https://*.example.com:8443"
+        );
+        assert_eq!(m.capabilities.files[0].access, Access::Read);
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once_with_its_fix() {
+        let bad = r#"
+[app]
+id = "Bad Id"
+version = "one"
+colour = "red"
+
+[[route]]
+name = "a"
+effect = "read"
+summary = "x"
+
+[[route]]
+name = "a"
+effect = "delete"
+summary = "x"
+
+[[route]]
+name = "b"
+effect = "write"
+summary = "y"
+input = { type = "string" }
+
+[[route]]
+name = "c"
+effect = "external"
+summary = "z"
+"#;
+        let e = parse(bad, "autoapp.toml").unwrap_err();
+        let all = e.to_string();
+        for needle in [
+            "unknown key `colour`",
+            "not an app id",
+            "has no name",
+            "not a version",
+            "effect `delete` is not one of",
+            "declared twice",
+            "must describe an object",
+            "asks for nothing",
+        ] {
+            assert!(all.contains(needle), "missing {needle:?} in:\n{all}");
+        }
+        assert!(e.problems.len() >= 8, "{all}");
+    }
+
+    #[test]
+    fn capabilities_without_an_external_route_are_refused() {
+        let m = "[app]\nid='a'\nname='A'\nversion='0.1.0'\n[[route]]\nname='x'\neffect='write'\nsummary='s'\n[capabilities]\nnetwork=['https://a.com']\n";
+        let e = parse(m, "f").unwrap_err().to_string();
+        assert!(e.contains("no route is external"), "{e}");
+    }
+
+    #[test]
+    fn origins_are_parsed_strictly() {
+        assert_eq!(Origin::parse("http://127.0.0.1:8080").unwrap().port, 8080);
+        assert_eq!(Origin::parse("https://[::1]").unwrap().host, "::1");
+        assert_eq!(
+            Origin::parse("HTTPS://Example.COM/").unwrap().to_string(),
+            "https://example.com"
+        );
+        for bad in [
+            "example.com",
+            "ftp://example.com",
+            "https://example.com/path",
+            "https://user@example.com",
+            "https://example.com:0",
+            "https://*.com",
+            "https://*.127.0.0.1",
+            "https://exa mple.com",
+            "https://",
+        ] {
+            assert!(Origin::parse(bad).is_err(), "{bad} should be refused");
+        }
+    }
+
+    #[test]
+    fn migration_paths_may_not_leave_the_workspace() {
+        assert!(check_migration_path("migrations/0001.sql").is_ok());
+        assert!(check_migration_path("../x.sql").is_err());
+        assert!(check_migration_path("/etc/x.sql").is_err());
+        assert!(check_migration_path("./x.sql").is_err());
+        assert!(check_migration_path("x.txt").is_err());
+    }
+
+    #[test]
+    fn invalid_toml_names_the_line() {
+        let e = parse("[app]\nid = \n", "autoapp.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not valid TOML at line"), "{e}");
+    }
+}

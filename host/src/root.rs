@@ -1,0 +1,167 @@
+//! The root folder: where the launcher keeps everything, and how it is laid out.
+//!
+//! ```text
+//! <root>/
+//!   config.toml                 optional overrides of config/autoapp.toml
+//!   apps/<id>/
+//!     workspace/                the default workspace (or workspace.path, a pointer to a chosen one)
+//!     releases/<release-id>/    immutable: component.wasm, autoapp.toml, migrations/, release.json
+//!     active                    the active release's id
+//!     data/                     app.sqlite (the app's store), runs.sqlite (the gate's record)
+//!   cache/compiled/             precompiled components, by component hash and engine
+//! ```
+
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+
+use crate::manifest::AppId;
+
+/// The environment variable that names the root when `--root` is not given.
+pub const ROOT_ENV: &str = "AUTOAPP_ROOT";
+
+/// The root folder, created when first used.
+#[derive(Debug, Clone)]
+pub struct Root {
+    dir: PathBuf,
+}
+
+impl Root {
+    /// `--root`, else `$AUTOAPP_ROOT`, else `~/.autoapp`; created if missing and
+    /// made absolute, so every path derived from it is absolute too.
+    pub fn resolve(flag: Option<&Path>) -> anyhow::Result<Root> {
+        let dir = match flag {
+            Some(d) => d.to_path_buf(),
+            None => match std::env::var_os(ROOT_ENV).filter(|v| !v.is_empty()) {
+                Some(d) => PathBuf::from(d),
+                None => {
+                    let home = std::env::var_os("HOME").filter(|v| !v.is_empty()).ok_or_else(|| {
+                        anyhow::anyhow!("HOME is not set, so there is no default root; pass --root DIR or set AUTOAPP_ROOT")
+                    })?;
+                    PathBuf::from(home).join(".autoapp")
+                }
+            },
+        };
+        Self::open(&dir)
+    }
+
+    /// Opens (creating if needed) the root at `dir`.
+    pub fn open(dir: &Path) -> anyhow::Result<Root> {
+        fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the root folder {}", dir.display()))?;
+        let dir = fs::canonicalize(dir)
+            .with_context(|| format!("cannot resolve the root folder {}", dir.display()))?;
+        Ok(Root { dir })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn apps_dir(&self) -> PathBuf {
+        self.dir.join("apps")
+    }
+
+    pub fn app(&self, id: &AppId) -> AppPaths {
+        AppPaths {
+            id: id.clone(),
+            dir: self.apps_dir().join(id.as_str()),
+        }
+    }
+
+    /// Where precompiled components are cached, shared by every app.
+    pub fn compiled_cache(&self) -> PathBuf {
+        self.dir.join("cache").join("compiled")
+    }
+
+    /// The ids of every app in the root, sorted.
+    pub fn app_ids(&self) -> anyhow::Result<Vec<AppId>> {
+        let mut ids = Vec::new();
+        let entries = match fs::read_dir(self.apps_dir()) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ids),
+            Err(e) => return Err(e).context("cannot list the apps folder"),
+        };
+        for entry in entries {
+            let entry = entry?;
+            if let Some(id) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| AppId::parse(n).ok())
+                && entry.path().is_dir()
+            {
+                ids.push(id);
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+}
+
+/// The paths of one app inside the root.
+#[derive(Debug, Clone)]
+pub struct AppPaths {
+    pub id: AppId,
+    pub dir: PathBuf,
+}
+
+impl AppPaths {
+    pub fn exists(&self) -> bool {
+        self.dir.is_dir()
+    }
+
+    pub fn releases(&self) -> PathBuf {
+        self.dir.join("releases")
+    }
+
+    pub fn release(&self, release_id: &str) -> PathBuf {
+        self.releases().join(release_id)
+    }
+
+    pub fn active_file(&self) -> PathBuf {
+        self.dir.join("active")
+    }
+
+    pub fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    pub fn default_workspace(&self) -> PathBuf {
+        self.dir.join("workspace")
+    }
+
+    /// The pointer to a workspace the person chose (`create --at`).
+    pub fn workspace_pointer(&self) -> PathBuf {
+        self.dir.join("workspace.path")
+    }
+}
+
+/// Writes `bytes` to `path` so that a reader sees the old content or the new,
+/// never a torn file: a temporary file in the same folder, synced, renamed over
+/// the target, and the folder synced.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dir = path.parent().context("a file to write has a folder")?;
+    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let name = path
+        .file_name()
+        .context("a file to write has a name")?
+        .to_string_lossy();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    {
+        let mut f =
+            fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))?;
+    sync_dir(dir)
+}
+
+/// Makes a rename or a new file in `dir` durable.
+pub fn sync_dir(dir: &Path) -> anyhow::Result<()> {
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("cannot sync {}", dir.display()))
+}

@@ -1,0 +1,289 @@
+//! What every end-to-end test needs: a temporary root, the binary, and the
+//! example guests built once (cargo shares one target folder between tests).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host has a parent")
+        .to_path_buf()
+}
+
+/// One cargo target folder for every guest built by every test, kept apart
+/// from the host's so guest builds never invalidate it.
+pub fn guest_target() -> PathBuf {
+    repo().join("target").join("guests")
+}
+
+/// A root of its own, removed when the test ends.
+pub struct TestRoot {
+    dir: tempfile::TempDir,
+}
+
+impl TestRoot {
+    pub fn new() -> TestRoot {
+        TestRoot {
+            dir: tempfile::Builder::new()
+                .prefix("autoapp-test-")
+                .tempdir()
+                .expect("a temp folder"),
+        }
+    }
+
+    /// A root whose config.toml holds `config`.
+    pub fn with_config(config: &str) -> TestRoot {
+        let r = TestRoot::new();
+        std::fs::write(r.path().join("config.toml"), config).expect("write config");
+        r
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Runs `autoapp --root <root> args...`.
+    pub fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_autoapp"))
+            .arg("--root")
+            .arg(self.path())
+            .args(args)
+            .env("CARGO_TARGET_DIR", guest_target())
+            .env_remove("AUTOAPP_ROOT")
+            .env("AUTOAPP_LOG", "warn")
+            .output()
+            .expect("the autoapp binary runs")
+    }
+
+    /// Runs and expects success; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "autoapp {args:?} failed with {:?}\nstdout: {}\nstderr: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8 stdout")
+    }
+
+    /// Runs and expects exit code `code`; returns stderr.
+    pub fn fails_with(&self, code: i32, args: &[&str]) -> String {
+        let out = self.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "autoapp {args:?} should exit {code}\nstdout: {}\nstderr: {stderr}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        stderr
+    }
+
+    /// Runs and expects a refusal (exit 1) whose message is one line on stderr.
+    pub fn refused(&self, args: &[&str]) -> String {
+        let stderr = self.fails_with(1, args);
+        let line = stderr
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("autoapp: "))
+            .unwrap_or_else(|| {
+                panic!("autoapp {args:?}: no `autoapp: ` line on stderr:\n{stderr}")
+            });
+        line.to_string()
+    }
+
+    /// Calls a route and parses its JSON answer.
+    pub fn call(&self, app: &str, route: &str, input: &str) -> serde_json::Value {
+        let out = self.ok(&["call", app, route, input]);
+        serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("{route} answered non-JSON ({e}): {out}"))
+    }
+
+    /// Registers `guests/<name>` as app `name`, builds it and returns the release id.
+    pub fn build_guest(&self, name: &str) -> String {
+        let ws = repo().join("guests").join(name);
+        self.ok(&["create", name, "--at", ws.to_str().expect("utf-8 path")]);
+        self.build(name)
+    }
+
+    /// Builds app `name` and returns the release id.
+    pub fn build(&self, name: &str) -> String {
+        let out = self.ok(&["build", name, "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&out).expect("build --json prints JSON");
+        v["release"].as_str().expect("a release id").to_string()
+    }
+
+    /// Builds and activates `guests/<name>`; returns the release id.
+    /// Grants whatever the repository's copy asks for (see its autoapp.toml).
+    pub fn install(&self, name: &str) -> String {
+        let id = self.build_guest(name);
+        let explained: serde_json::Value =
+            serde_json::from_str(&self.ok(&["explain", name, "--json"])).expect("explain --json");
+        if !explained["capabilities"]
+            .as_array()
+            .expect("capabilities")
+            .is_empty()
+        {
+            self.ok(&["grant", name, "--all-asked"]);
+        }
+        self.ok(&["activate", name, &id]);
+        id
+    }
+}
+
+/// The hostile guest's component, built once by cargo (later calls are no-ops).
+pub fn hostile_component() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+                .args(["build", "--release", "--target", "wasm32-wasip2"])
+                .current_dir(repo().join("guests/hostile"))
+                .env("CARGO_TARGET_DIR", guest_target())
+                .status()
+                .expect("cargo runs");
+            assert!(status.success(), "the hostile guest builds");
+            guest_target().join("wasm32-wasip2/release/hostile.wasm")
+        })
+        .clone()
+}
+
+impl TestRoot {
+    /// Installs the hostile guest with `capabilities` (the body of a
+    /// [capabilities] table) instead of the repository's, grants everything it
+    /// asks, and activates it. Returns its workspace folder.
+    pub fn install_hostile_with(&self, capabilities: &str) -> tempfile::TempDir {
+        let ws = tempfile::Builder::new()
+            .prefix("hostile-ws-")
+            .tempdir()
+            .expect("temp workspace");
+        let src = repo().join("guests/hostile");
+        let manifest = std::fs::read_to_string(src.join("autoapp.toml")).expect("hostile manifest");
+        let start = manifest
+            .find("\n[capabilities]\n")
+            .expect("a [capabilities] table")
+            + 1;
+        let end = manifest[start..]
+            .find("\n[data]\n")
+            .map(|i| start + i + 1)
+            .expect("a [data] table");
+        let manifest = format!(
+            "{}[capabilities]\n{capabilities}\n\n{}",
+            &manifest[..start],
+            &manifest[end..]
+        );
+        std::fs::write(ws.path().join("autoapp.toml"), manifest).expect("write manifest");
+        std::fs::create_dir_all(ws.path().join("migrations")).expect("migrations folder");
+        std::fs::copy(
+            src.join("migrations/0001_init.sql"),
+            ws.path().join("migrations/0001_init.sql"),
+        )
+        .expect("copy migration");
+        let component = hostile_component();
+        self.ok(&[
+            "create",
+            "hostile",
+            "--at",
+            ws.path().to_str().expect("utf-8"),
+        ]);
+        let out = self.ok(&[
+            "build",
+            "hostile",
+            "--component",
+            component.to_str().expect("utf-8"),
+            "--json",
+        ]);
+        let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        let id = v["release"].as_str().expect("release").to_string();
+        self.ok(&["grant", "hostile", "--all-asked"]);
+        self.ok(&["activate", "hostile", &id]);
+        ws
+    }
+}
+
+/// A small HTTP server on 127.0.0.1 standing in for the internet. It counts
+/// the requests it receives, so a test can prove a denied request never left.
+pub struct TestServer {
+    pub port: u16,
+    hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl TestServer {
+    pub fn start() -> TestServer {
+        use std::io::{BufRead as _, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let port = listener.local_addr().expect("addr").port();
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = hits.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    let mut reader = std::io::BufReader::new(stream.try_clone().expect("clone"));
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).is_err() {
+                        return;
+                    }
+                    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                    loop {
+                        let mut h = String::new();
+                        if reader.read_line(&mut h).map(|n| n == 0).unwrap_or(true) || h == "\r\n" {
+                            break;
+                        }
+                    }
+                    let reply = |stream: &mut std::net::TcpStream,
+                                 status: &str,
+                                 headers: &str,
+                                 body: &[u8]| {
+                        let head = format!(
+                            "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n{headers}\r\n",
+                            body.len()
+                        );
+                        let _ = stream.write_all(head.as_bytes());
+                        let _ = stream.write_all(body);
+                    };
+                    match path.as_str() {
+                        "/hello" => reply(
+                            &mut stream,
+                            "200 OK",
+                            "Content-Type: text/plain\r\n",
+                            b"hello from the test server",
+                        ),
+                        "/redirect" => reply(
+                            &mut stream,
+                            "302 Found",
+                            &format!("Location: http://127.0.0.1:{port}/hello\r\n"),
+                            b"",
+                        ),
+                        "/big" => {
+                            // No Content-Length: the cap must hold while streaming.
+                            let _ =
+                                stream.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+                            let chunk = vec![b'x'; 64 * 1024];
+                            for _ in 0..64 {
+                                if stream.write_all(&chunk).is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                        _ => reply(&mut stream, "404 Not Found", "", b"no such page"),
+                    }
+                });
+            }
+        });
+        TestServer { port, hits }
+    }
+
+    pub fn hits(&self) -> usize {
+        self.hits.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+}
