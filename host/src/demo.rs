@@ -99,7 +99,12 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
     let view =
         block_on(apps.render(&me, &notes, "index", "{}")).map_err(|e| anyhow::anyhow!("{e}"))?;
     println!("{}", serde_json::to_string_pretty(&view)?);
-    let root_flag = format!(" --root {}", root.dir().display());
+    let default_root = Root::resolve(None).ok().map(|r| r.dir().to_path_buf());
+    let root_flag = if default_root.as_deref() == Some(root.dir()) {
+        String::new()
+    } else {
+        format!(" --root {}", root.dir().display())
+    };
     println!(
         "\nDone. Try it yourself:\n  autoapp{root_flag} call notes notes.list\n  autoapp{root_flag} create my-app"
     );

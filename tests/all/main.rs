@@ -1,7 +1,9 @@
 //! End-to-end tests: the real `autoapp` binary, real components built from
 //! `guests/` and the starter template, a temporary root per test.
 
+mod census;
 mod concurrency;
 mod enforcement;
 mod foundation;
+mod gate;
 mod support;

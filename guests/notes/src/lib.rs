@@ -179,7 +179,7 @@ impl exports::autoapp::app::views::Guest for Notes {
                     "title": "Notes",
                     "children": [
                         { "type": "heading", "text": "Notes", "level": 1 },
-                        { "type": "text", "text": format!("{} notes, {} tagged", notes.len(), tagged) },
+                        { "type": "text", "text": format!("{} note{}, {} tagged", notes.len(), if notes.len() == 1 { "" } else { "s" }, tagged) },
                         { "type": "form", "route": "notes.add", "submit": "Add",
                           "fields": [
                               { "name": "title", "label": "Title", "kind": "text" },

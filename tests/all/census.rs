@@ -1,0 +1,130 @@
+//! A census of every place in the host that runs guest code. Guest code runs
+//! only in `Runtime::run`, which takes a `gate::Pass`; a `Pass` is made only by
+//! the gate; and `Runtime::run` is called only from `Apps::run`, which the call
+//! path reaches through `Gate::guard` and the page path through `Gate::view`.
+//! A new call site that runs guest code without the gate fails this test.
+
+use std::path::Path;
+
+fn sources() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![crate::support::repo().join("host/src")];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let rel = p
+                    .strip_prefix(crate::support::repo().join("host/src"))
+                    .unwrap()
+                    .display()
+                    .to_string();
+                out.push((rel, std::fs::read_to_string(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Every (file, count) where `needle` occurs outside comments.
+fn census(needle: &str) -> Vec<(String, usize)> {
+    sources()
+        .into_iter()
+        .filter_map(|(file, text)| {
+            let n = text
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .map(|l| l.matches(needle).count())
+                .sum::<usize>();
+            (n > 0).then_some((file, n))
+        })
+        .collect()
+}
+
+/// `text` without any white space, so formatting does not matter.
+fn squeeze(text: &str) -> String {
+    text.chars().filter(|c| !c.is_whitespace()).collect()
+}
+
+fn at(list: &[(&str, usize)]) -> Vec<(String, usize)> {
+    list.iter().map(|(f, n)| (f.to_string(), *n)).collect()
+}
+
+#[test]
+fn guest_code_is_entered_only_in_runtime_run() {
+    assert_eq!(census("instantiate_async("), at(&[("runtime.rs", 1)]));
+    assert_eq!(census("call_handle("), at(&[("runtime.rs", 1)]));
+    assert_eq!(census("call_render("), at(&[("runtime.rs", 1)]));
+    assert_eq!(
+        census(".instantiate("),
+        at(&[]),
+        "no synchronous instantiation anywhere"
+    );
+}
+
+#[test]
+fn runtime_run_takes_a_pass_and_only_apps_calls_it() {
+    let runtime = squeeze(
+        &std::fs::read_to_string(crate::support::repo().join("host/src/runtime.rs")).unwrap(),
+    );
+    assert!(
+        runtime.contains("pubasyncfnrun(&self,_pass:&Pass,"),
+        "Runtime::run must require a gate::Pass"
+    );
+    assert_eq!(census("runtime.run("), at(&[("apps.rs", 1)]));
+}
+
+#[test]
+fn only_the_gate_makes_a_pass() {
+    // Constructions of a Pass: `Pass {` that is not its definition, impl or a return type.
+    let made: Vec<(String, usize)> = sources()
+        .into_iter()
+        .filter_map(|(file, text)| {
+            let n = text
+                .lines()
+                .filter(|l| {
+                    l.contains("Pass {")
+                        && !l.contains("struct ")
+                        && !l.contains("impl ")
+                        && !l.contains("-> Pass")
+                })
+                .count();
+            (n > 0).then_some((file, n))
+        })
+        .collect();
+    assert_eq!(
+        made,
+        at(&[("gate/mod.rs", 3)]),
+        "allowed, confirmed, and a page view: all in the gate"
+    );
+}
+
+#[test]
+fn every_path_into_apps_run_passes_the_gate_first() {
+    let apps =
+        squeeze(&std::fs::read_to_string(crate::support::repo().join("host/src/apps.rs")).unwrap());
+    // Split apps.rs into its public async functions and look at each one that calls self.run(.
+    let mut callers = Vec::new();
+    for chunk in apps.split("pubasyncfn").skip(1) {
+        let name = chunk.split('(').next().unwrap().to_string();
+        if chunk.contains(".run(&pass") {
+            let gate_at = chunk
+                .find(".gate.guard(")
+                .or_else(|| chunk.find(".gate.view()"));
+            let run_at = chunk.find(".run(&pass").unwrap();
+            assert!(
+                gate_at.is_some_and(|g| g < run_at),
+                "`{name}` runs guest code without passing the gate first"
+            );
+            callers.push(name);
+        }
+    }
+    assert_eq!(
+        callers,
+        ["call", "render"],
+        "the call sites that run guest code"
+    );
+    assert!(Path::new(&crate::support::repo().join("host/src/apps.rs")).exists());
+}
