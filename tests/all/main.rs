@@ -4,6 +4,7 @@
 mod census;
 mod concurrency;
 mod enforcement;
+mod examples;
 mod foundation;
 mod gate;
 mod support;

@@ -135,34 +135,40 @@ impl TestRoot {
     }
 }
 
-/// The hostile guest's component, built once by cargo (later calls are no-ops).
+/// The component of `guests/<name>`, built by cargo once per test process
+/// (cargo's own lock serializes builds; a fresh build is a no-op).
+pub fn guest_component(name: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.iter().any(|b| b == name) {
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["build", "--release", "--target", "wasm32-wasip2"])
+            .current_dir(repo().join("guests").join(name))
+            .env("CARGO_TARGET_DIR", guest_target())
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "guests/{name} builds");
+        built.push(name.to_string());
+    }
+    guest_target().join(format!("wasm32-wasip2/release/{name}.wasm"))
+}
+
+/// The hostile guest's component.
 pub fn hostile_component() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-                .args(["build", "--release", "--target", "wasm32-wasip2"])
-                .current_dir(repo().join("guests/hostile"))
-                .env("CARGO_TARGET_DIR", guest_target())
-                .status()
-                .expect("cargo runs");
-            assert!(status.success(), "the hostile guest builds");
-            guest_target().join("wasm32-wasip2/release/hostile.wasm")
-        })
-        .clone()
+    guest_component("hostile")
 }
 
 impl TestRoot {
-    /// Installs the hostile guest with `capabilities` (the body of a
+    /// Installs `guests/<name>` with `capabilities` (the body of a
     /// [capabilities] table) instead of the repository's, grants everything it
     /// asks, and activates it. Returns its workspace folder.
-    pub fn install_hostile_with(&self, capabilities: &str) -> tempfile::TempDir {
+    pub fn install_with(&self, name: &str, capabilities: &str) -> tempfile::TempDir {
         let ws = tempfile::Builder::new()
-            .prefix("hostile-ws-")
+            .prefix("ws-")
             .tempdir()
             .expect("temp workspace");
-        let src = repo().join("guests/hostile");
-        let manifest = std::fs::read_to_string(src.join("autoapp.toml")).expect("hostile manifest");
+        let src = repo().join("guests").join(name);
+        let manifest = std::fs::read_to_string(src.join("autoapp.toml")).expect("manifest");
         let start = manifest
             .find("\n[capabilities]\n")
             .expect("a [capabilities] table")
@@ -170,38 +176,40 @@ impl TestRoot {
         let end = manifest[start..]
             .find("\n[data]\n")
             .map(|i| start + i + 1)
-            .expect("a [data] table");
+            .unwrap_or(manifest.len());
         let manifest = format!(
             "{}[capabilities]\n{capabilities}\n\n{}",
             &manifest[..start],
             &manifest[end..]
         );
         std::fs::write(ws.path().join("autoapp.toml"), manifest).expect("write manifest");
-        std::fs::create_dir_all(ws.path().join("migrations")).expect("migrations folder");
-        std::fs::copy(
-            src.join("migrations/0001_init.sql"),
-            ws.path().join("migrations/0001_init.sql"),
-        )
-        .expect("copy migration");
-        let component = hostile_component();
-        self.ok(&[
-            "create",
-            "hostile",
-            "--at",
-            ws.path().to_str().expect("utf-8"),
-        ]);
+        if src.join("migrations").is_dir() {
+            std::fs::create_dir_all(ws.path().join("migrations")).expect("migrations folder");
+            for m in std::fs::read_dir(src.join("migrations")).expect("migrations") {
+                let m = m.expect("entry");
+                std::fs::copy(m.path(), ws.path().join("migrations").join(m.file_name()))
+                    .expect("copy migration");
+            }
+        }
+        let component = guest_component(name);
+        self.ok(&["create", name, "--at", ws.path().to_str().expect("utf-8")]);
         let out = self.ok(&[
             "build",
-            "hostile",
+            name,
             "--component",
             component.to_str().expect("utf-8"),
             "--json",
         ]);
         let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
         let id = v["release"].as_str().expect("release").to_string();
-        self.ok(&["grant", "hostile", "--all-asked"]);
-        self.ok(&["activate", "hostile", &id]);
+        self.ok(&["grant", name, "--all-asked"]);
+        self.ok(&["activate", name, &id]);
         ws
+    }
+
+    /// `install_with` for the hostile guest.
+    pub fn install_hostile_with(&self, capabilities: &str) -> tempfile::TempDir {
+        self.install_with("hostile", capabilities)
     }
 }
 
@@ -253,6 +261,12 @@ impl TestServer {
                             "200 OK",
                             "Content-Type: text/plain\r\n",
                             b"hello from the test server",
+                        ),
+                        "/front.json" => reply(
+                            &mut stream,
+                            "200 OK",
+                            "Content-Type: application/json\r\n",
+                            br#"{"hits":[{"objectID":"1","title":"Components everywhere","url":"https://example.com/a","points":120},{"objectID":"2","title":"SQLite tips","url":"https://example.com/b","points":80},{"objectID":"3","title":null}]}"#,
                         ),
                         "/redirect" => reply(
                             &mut stream,
