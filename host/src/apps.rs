@@ -4,7 +4,7 @@
 //! hold one `Apps` and never reach the runtime another way.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -48,10 +48,7 @@ pub struct CallError {
 
 impl CallError {
     fn new(kind: ErrorKind, message: impl Into<String>) -> CallError {
-        CallError {
-            kind,
-            message: message.into(),
-        }
+        CallError { kind, message: message.into() }
     }
 }
 
@@ -78,6 +75,8 @@ pub struct Apps {
     runtime: Runtime,
     gate: Arc<Gate>,
     recorder: Recorder,
+    /// `app/release` pairs known to have written since their activation.
+    written: Mutex<std::collections::HashSet<String>>,
     loaded: Mutex<HashMap<String, Arc<Loaded>>>,
     stores: Mutex<HashMap<std::path::PathBuf, Arc<AppStore>>>,
 }
@@ -89,6 +88,7 @@ impl Apps {
             runtime: Runtime::new(config)?,
             gate: Gate::new(std::time::Duration::from_secs(config.approval_window_secs)),
             recorder: Recorder::new(),
+            written: Mutex::default(),
             loaded: Mutex::default(),
             stores: Mutex::default(),
         })
@@ -123,40 +123,72 @@ impl Apps {
         Ok(s)
     }
 
+    /// Records, once, that `release` committed its first write since it was
+    /// activated: from then on a rollback must choose what happens to writes.
+    fn note_first_write(&self, app: &AppId, release_id: &str) {
+        let key = format!("{app}/{release_id}");
+        if self.written.lock().expect("written").contains(&key) {
+            return;
+        }
+        let paths = self.root.app(app);
+        let result = (|| -> anyhow::Result<()> {
+            let Some(mut a) = crate::release::journal::activation(&paths)? else { return Ok(()) };
+            if a.release == release_id && a.first_write_at.is_none() {
+                let now = release::now_rfc3339();
+                a.first_write_at = Some(now.clone());
+                crate::release::journal::set_activation(&paths, &a)?;
+                crate::release::journal::append_history(
+                    &paths,
+                    &crate::release::journal::HistoryLine {
+                        time: now,
+                        op: crate::release::journal::Op::Activate,
+                        outcome: "first write".into(),
+                        release: release_id.to_string(),
+                        previous: a.previous.clone(),
+                        snapshot: a.snapshot.clone(),
+                        aside: None,
+                    },
+                )?;
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => {
+                self.written.lock().expect("written").insert(key);
+            }
+            Err(e) => tracing::error!(app = %app, "cannot record the first write: {e:#}"),
+        }
+    }
+
+    /// Forgets the open store of `data` (before its folder is renamed).
+    pub(crate) fn close_store(&self, data: &Path) {
+        self.stores.lock().expect("stores").remove(data);
+    }
+
+    /// Loads (compiles, links) a release, to know it can be served.
+    pub(crate) fn load_release(&self, app: &AppId, release_id: &str) -> anyhow::Result<()> {
+        self.load(app, release_id).map(|_| ()).map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
     fn load(&self, app: &AppId, release_id: &str) -> Result<Arc<Loaded>, CallError> {
         if let Some(l) = self.loaded.lock().expect("loaded").get(release_id) {
             return Ok(l.clone());
         }
-        let internal = |e: anyhow::Error| {
-            CallError::new(
-                ErrorKind::Internal,
-                format!("cannot load the release of {app}: {e:#}"),
-            )
-        };
+        let internal =
+            |e: anyhow::Error| CallError::new(ErrorKind::Internal, format!("cannot load the release of {app}: {e:#}"));
         let paths = self.root.app(app);
         let manifest = release::manifest(&paths, release_id).map_err(internal)?;
-        let bytes = std::fs::read(paths.release(release_id).join(release::COMPONENT_FILE))
-            .map_err(|e| internal(e.into()))?;
-        let component = self
-            .runtime
-            .compile_cached(&self.root.compiled_cache(), &bytes)
-            .map_err(internal)?;
+        let bytes =
+            std::fs::read(paths.release(release_id).join(release::COMPONENT_FILE)).map_err(|e| internal(e.into()))?;
+        let component = self.runtime.compile_cached(&self.root.compiled_cache(), &bytes).map_err(internal)?;
         let prepared = self.runtime.prepare(&component).map_err(internal)?;
         let mut validators = HashMap::new();
         for r in &manifest.routes {
-            let v = jsonschema::validator_for(&r.input)
-                .map_err(|e| internal(anyhow::anyhow!("{e}")))?;
+            let v = jsonschema::validator_for(&r.input).map_err(|e| internal(anyhow::anyhow!("{e}")))?;
             validators.insert(r.name.clone(), v);
         }
-        let loaded = Arc::new(Loaded {
-            manifest,
-            prepared,
-            validators,
-        });
-        self.loaded
-            .lock()
-            .expect("loaded")
-            .insert(release_id.to_string(), loaded.clone());
+        let loaded = Arc::new(Loaded { manifest, prepared, validators });
+        self.loaded.lock().expect("loaded").insert(release_id.to_string(), loaded.clone());
         Ok(loaded)
     }
 
@@ -180,171 +212,132 @@ impl Apps {
         }
     }
 
+    /// Which release and data a call of `target` runs against.
+    fn resolve_target(&self, app: &AppId, target: &Target) -> Result<(String, PathBuf, bool), CallError> {
+        match target {
+            Target::Active => Ok((self.active(app)?, self.root.app(app).data(), false)),
+            Target::Preview(prefix) => {
+                let (p, data) = self
+                    .find_preview(app, prefix.as_deref())
+                    .map_err(|e| CallError::new(ErrorKind::NotFound, format!("{e:#}")))?;
+                Ok((p.release, data, true))
+            }
+        }
+    }
+
     /// Calls `route` of the app's active release with `input` (JSON text), as
-    /// `caller`: the route and input are checked, the gate decides (and may
-    /// wait for the person), the call runs, and the decision and outcome are
-    /// recorded.
-    pub async fn call(
+    /// `caller`.
+    pub async fn call(&self, caller: &Caller, app: &AppId, route: &str, input: &str) -> Result<Answer, CallError> {
+        self.call_at(caller, app, &Target::Active, route, input).await
+    }
+
+    /// Calls `route` of `target` with `input` (JSON text), as `caller`: the
+    /// route and input are checked, the gate decides (and may wait for the
+    /// person), the call runs, and the decision and outcome are recorded in
+    /// the record of the data it ran against.
+    pub async fn call_at(
         &self,
         caller: &Caller,
         app: &AppId,
+        target: &Target,
         route: &str,
         input: &str,
     ) -> Result<Answer, CallError> {
         let started = Instant::now();
-        let release_id = self.active(app)?;
+        let (release_id, data, preview) = self.resolve_target(app, target)?;
         let loaded = self.load(app, &release_id)?;
         let Some(r) = loaded.manifest.route(route) else {
-            let names: Vec<&str> = loaded
-                .manifest
-                .routes
-                .iter()
-                .map(|r| r.name.as_str())
-                .collect();
+            let names: Vec<&str> = loaded.manifest.routes.iter().map(|r| r.name.as_str()).collect();
             return Err(CallError::new(
                 ErrorKind::NotFound,
                 format!(
                     "{app} has no route `{}`; its routes are {}",
                     route.escape_debug(),
-                    if names.is_empty() {
-                        "none".to_string()
-                    } else {
-                        names.join(", ")
-                    }
+                    if names.is_empty() { "none".to_string() } else { names.join(", ") }
                 ),
             ));
         };
         let effect = r.effect;
-        let data = self.root.app(app).data();
-        let row =
-            |decision: Decision, reason: &str, outcome: &str, request_id: &str, hash: &str| Row {
-                time: release::now_rfc3339(),
-                request_id: request_id.to_string(),
-                channel: caller.channel().to_string(),
-                caller: caller.label().to_string(),
-                app: app.to_string(),
-                release: release_id.clone(),
-                route: route.to_string(),
-                effect: effect.to_string(),
-                arguments_hash: hash.to_string(),
-                decision: decision.as_str().to_string(),
-                reason: reason.to_string(),
-                outcome: outcome.to_string(),
-                duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-            };
+        let row = |decision: Decision, reason: &str, outcome: &str, request_id: &str, hash: &str| Row {
+            time: release::now_rfc3339(),
+            request_id: request_id.to_string(),
+            channel: caller.channel().to_string(),
+            caller: caller.label().to_string(),
+            app: app.to_string(),
+            release: release_id.clone(),
+            route: route.to_string(),
+            effect: effect.to_string(),
+            arguments_hash: hash.to_string(),
+            decision: decision.as_str().to_string(),
+            reason: reason.to_string(),
+            outcome: outcome.to_string(),
+            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        };
         let value = match check_input(&loaded, route, input) {
             Ok(v) => v,
             Err(e) => {
                 let reason = "the input did not fit the route's schema";
-                self.recorder
-                    .write(&data, row(Decision::Refused, reason, "not-run", "", ""));
+                self.recorder.write(&data, row(Decision::Refused, reason, "not-run", "", ""));
                 return Err(e);
             }
         };
-        let knock = Knock {
-            caller,
-            app,
-            release: &release_id,
-            route,
-            effect,
-            preview: false,
-            input: &value,
-        };
+        let knock = Knock { caller, app, release: &release_id, route, effect, preview, input: &value };
         let pass = match self.gate.guard(knock).await {
             Ok(pass) => pass,
             Err(refusal) => {
                 self.recorder.write(
                     &data,
-                    row(
-                        refusal.decision,
-                        &refusal.reason,
-                        "not-run",
-                        &refusal.request_id,
-                        &refusal.arguments_hash,
-                    ),
+                    row(refusal.decision, &refusal.reason, "not-run", &refusal.request_id, &refusal.arguments_hash),
                 );
                 return Err(CallError::new(ErrorKind::Denied, refusal.reason));
             }
         };
         // The guest receives the canonical form of what was checked and hashed.
         let text = crate::gate::canonical_json(&value);
-        let result = self
-            .run(
-                &pass,
-                &loaded,
-                app,
-                &data,
-                effect,
-                Entry::Route {
-                    route,
-                    input: &text,
-                },
-                route,
-            )
-            .await;
+        let result = self.run(&pass, &loaded, app, &data, effect, Entry::Route { route, input: &text }, route).await;
         let (outcome, reason) = match &result {
             Ok(_) => ("ok", String::new()),
             Err(e) if e.kind == ErrorKind::Trap => ("trap", "the guest was stopped".to_string()),
             Err(e) => ("error", format!("{:?}", e.kind).to_lowercase()),
         };
-        self.recorder.write(
-            &data,
-            row(
-                pass.decision(),
-                &reason,
-                outcome,
-                pass.request_id(),
-                pass.arguments_hash(),
-            ),
-        );
+        self.recorder.write(&data, row(pass.decision(), &reason, outcome, pass.request_id(), pass.arguments_hash()));
         let output = result?;
-        Ok(Answer {
-            output,
-            release: release_id,
-            effect,
-            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-        })
+        if effect.writes() && !preview {
+            self.note_first_write(app, &release_id);
+        }
+        Ok(Answer { output, release: release_id, effect, duration_ms: started.elapsed().as_secs_f64() * 1000.0 })
     }
 
-    /// Renders `page` of the app's active release for `query` (JSON text);
-    /// a render runs as a read.
+    /// Renders `page` of the app's active release for `query` (JSON text).
     pub async fn render(
         &self,
-        _caller: &Caller,
+        caller: &Caller,
         app: &AppId,
         page: &str,
         query: &str,
     ) -> Result<serde_json::Value, CallError> {
-        let release_id = self.active(app)?;
+        self.render_at(caller, app, &Target::Active, page, query).await
+    }
+
+    /// Renders `page` of `target` for `query` (JSON text); a render runs as a read.
+    pub async fn render_at(
+        &self,
+        _caller: &Caller,
+        app: &AppId,
+        target: &Target,
+        page: &str,
+        query: &str,
+    ) -> Result<serde_json::Value, CallError> {
+        let (release_id, data, _) = self.resolve_target(app, target)?;
         let loaded = self.load(app, &release_id)?;
-        let query: serde_json::Value = serde_json::from_str(query).map_err(|e| {
-            CallError::new(
-                ErrorKind::InvalidInput,
-                format!("the page query is not JSON ({e})"),
-            )
-        })?;
+        let query: serde_json::Value = serde_json::from_str(query)
+            .map_err(|e| CallError::new(ErrorKind::InvalidInput, format!("the page query is not JSON ({e})")))?;
         if !query.is_object() {
-            return Err(CallError::new(
-                ErrorKind::InvalidInput,
-                "the page query must be a JSON object",
-            ));
+            return Err(CallError::new(ErrorKind::InvalidInput, "the page query must be a JSON object"));
         }
         let query = query.to_string();
-        let data = self.root.app(app).data();
         let pass = self.gate.view();
-        self.run(
-            &pass,
-            &loaded,
-            app,
-            &data,
-            Effect::Read,
-            Entry::View {
-                page,
-                query: &query,
-            },
-            page,
-        )
-        .await
+        self.run(&pass, &loaded, app, &data, Effect::Read, Entry::View { page, query: &query }, page).await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -359,35 +352,21 @@ impl Apps {
         what: &str,
     ) -> Result<serde_json::Value, CallError> {
         let config = self.runtime.config();
-        let store = self
-            .store(data)
-            .map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
-        let mode = if effect.writes() {
-            Mode::ReadWrite
-        } else {
-            Mode::ReadOnly
-        };
+        let store = self.store(data).map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
+        let mode = if effect.writes() { Mode::ReadWrite } else { Mode::ReadOnly };
         let deadline = Instant::now() + config.call_deadline();
         let call_store = store.begin(mode, deadline).map_err(|e| {
-            CallError::new(
-                ErrorKind::Conflict,
-                format!("the store of {app} is not available ({e:#}); try again"),
-            )
+            CallError::new(ErrorKind::Conflict, format!("the store of {app} is not available ({e:#}); try again"))
         })?;
         let log = caps::log::CallLog::new(app.as_str(), what, config.log_lines_per_call);
         let plan = if effect == Effect::External {
-            let given = self
-                .given(app, &loaded.manifest)
-                .map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
+            let given =
+                self.given(app, &loaded.manifest).map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
             CallPlan {
                 effect,
                 store: call_store,
                 log,
-                network: caps::network::CallNetwork::new(
-                    given.network,
-                    deadline,
-                    config.net_limits(),
-                ),
+                network: caps::network::CallNetwork::new(given.network, deadline, config.net_limits()),
                 files: caps::files::CallFiles::new(given.folders),
                 spawn: caps::spawn::CallSpawn::new(
                     given.programs,
@@ -433,16 +412,10 @@ impl Apps {
             Outcome::Error(e) => Err(app_error(e)),
             Outcome::Trap(stopped) => Err(CallError::new(
                 ErrorKind::Trap,
-                format!(
-                    "{app} was stopped in {} `{what}`: it {stopped}; nothing it wrote was kept",
-                    kind_of(&entry)
-                ),
+                format!("{app} was stopped in {} `{what}`: it {stopped}; nothing it wrote was kept", kind_of(&entry)),
             )),
         };
-        settle
-            .store
-            .finish(result.is_ok())
-            .map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
+        settle.store.finish(result.is_ok()).map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
         result
     }
 
@@ -452,12 +425,7 @@ impl Apps {
     fn given(&self, app: &AppId, manifest: &Manifest) -> anyhow::Result<Given> {
         let g = crate::grants::load(&self.root.app(app))?;
         let declared = &manifest.capabilities;
-        let network = declared
-            .network
-            .iter()
-            .filter(|o| g.network.contains(o))
-            .cloned()
-            .collect();
+        let network = declared.network.iter().filter(|o| g.network.contains(o)).cloned().collect();
         let folders = declared
             .files
             .iter()
@@ -472,56 +440,20 @@ impl Apps {
                 })
             })
             .collect();
-        let programs = declared
-            .spawn
-            .iter()
-            .filter_map(|s| Some((s.program.clone(), g.spawn.get(&s.program)?.clone())))
-            .collect();
-        Ok(Given {
-            network,
-            folders,
-            programs,
-        })
+        let programs =
+            declared.spawn.iter().filter_map(|s| Some((s.program.clone(), g.spawn.get(&s.program)?.clone()))).collect();
+        Ok(Given { network, folders, programs })
     }
+}
 
-    /// Makes `release` (an id or unique prefix) the active release of `app`:
-    /// applies its new migrations, then switches the active pointer.
-    pub fn activate(&self, app: &AppId, release_prefix: &str) -> anyhow::Result<Activated> {
-        let paths = self.root.app(app);
-        anyhow::ensure!(
-            paths.exists(),
-            "there is no app `{app}`; `autoapp create {app}` makes one"
-        );
-        let id = release::resolve(&paths, release_prefix)?;
-        let previous = release::active(&paths).ok().flatten();
-        anyhow::ensure!(
-            previous.as_deref() != Some(id.as_str()),
-            "release {} is already the active release of {app}; nothing to do",
-            short(&id)
-        );
-        let manifest = release::manifest(&paths, &id)?;
-        let ungranted = crate::grants::ungranted(&paths, &manifest)?;
-        if !ungranted.is_empty() {
-            anyhow::bail!(
-                "release {} asks for {}, which nobody granted; grant it with `autoapp grant {app} {}` (or `--all-asked`) and activate again",
-                short(&id),
-                ungranted.join(", "),
-                ungranted.join(" ")
-            );
-        }
-        // Load first: a release that cannot be served is not activated.
-        self.load(app, &id).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let migrations = release::migrations(&paths, &id, &manifest)?;
-        let store = self.store(&paths.data())?;
-        let applied = store.migrate(&migrations)?;
-        release::set_active(&paths, &id)?;
-        Ok(Activated {
-            app: app.to_string(),
-            release: id,
-            previous,
-            migrations_applied: applied,
-        })
-    }
+/// Which release and data a call runs against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// The active release on the app's data.
+    Active,
+    /// A preview (the one whose release starts with the prefix, or the
+    /// newest) on its copy of the data.
+    Preview(Option<String>),
 }
 
 /// The capabilities one external call is given.
@@ -529,15 +461,6 @@ struct Given {
     network: Vec<crate::manifest::Origin>,
     folders: Vec<caps::files::Folder>,
     programs: std::collections::BTreeMap<String, std::path::PathBuf>,
-}
-
-/// What an activation did.
-#[derive(Debug, Serialize)]
-pub struct Activated {
-    pub app: String,
-    pub release: String,
-    pub previous: Option<String>,
-    pub migrations_applied: usize,
 }
 
 /// The first 12 characters of a release id, for messages.
@@ -552,20 +475,13 @@ fn check_input(loaded: &Loaded, route: &str, input: &str) -> Result<serde_json::
             format!("the input of `{route}` is not JSON ({e}); give a JSON object like '{{}}'"),
         )
     })?;
-    let validator = loaded
-        .validators
-        .get(route)
-        .expect("every route has a validator");
+    let validator = loaded.validators.get(route).expect("every route has a validator");
     let problems: Vec<String> = validator
         .iter_errors(&value)
         .take(5)
         .map(|e| {
             let at = e.instance_path().to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("{at}: {e}")
-            }
+            if at.is_empty() { e.to_string() } else { format!("{at}: {e}") }
         })
         .collect();
     if !problems.is_empty() {

@@ -20,15 +20,7 @@ pub const TARGET: &str = "wasm32-wasip2";
 const OUR_IMPORTS: &[&str] = &["types", "store", "log", "spawn"];
 
 /// The WASI packages the host links (wasmtime 48 speaks 0.2.0 to 0.2.12).
-const WASI_PACKAGES: &[&str] = &[
-    "cli",
-    "clocks",
-    "filesystem",
-    "http",
-    "io",
-    "random",
-    "sockets",
-];
+const WASI_PACKAGES: &[&str] = &["cli", "clocks", "filesystem", "http", "io", "random", "sockets"];
 
 /// What a build made.
 #[derive(Debug)]
@@ -90,6 +82,11 @@ pub fn build(
         ));
     }
     let ws = workspace(&paths)?;
+    if paths.workspace_pointer().exists() {
+        // A pointer edited by hand is held to the same rules as `create --at`.
+        crate::workspace::check_chosen(root, app, &ws)
+            .map_err(|e| BuildError::Refused(format!("the workspace pointer of {app} is not allowed: {e:#}")))?;
+    }
     if !ws.is_dir() {
         return refuse(format!(
             "the workspace of {app} ({}) does not exist; restore it, or create the app again",
@@ -98,10 +95,7 @@ pub fn build(
     }
     let manifest_path = ws.join(MANIFEST_FILE);
     let manifest_text = std::fs::read_to_string(&manifest_path).map_err(|e| {
-        BuildError::Refused(format!(
-            "cannot read {} ({e}); every app needs one",
-            manifest_path.display()
-        ))
+        BuildError::Refused(format!("cannot read {} ({e}); every app needs one", manifest_path.display()))
     })?;
     let manifest = manifest::parse(&manifest_text, &manifest_path.display().to_string())?;
     if manifest.id != *app {
@@ -115,32 +109,22 @@ pub fn build(
 
     let (bytes, source) = match component {
         Some(file) => {
-            let bytes = std::fs::read(file).map_err(|e| {
-                BuildError::Refused(format!(
-                    "cannot read the component {} ({e})",
-                    file.display()
-                ))
-            })?;
+            let bytes = std::fs::read(file)
+                .map_err(|e| BuildError::Refused(format!("cannot read the component {} ({e})", file.display())))?;
             (bytes, "component")
         }
         None => {
             let file = cargo_build(&ws, progress)?;
-            let bytes =
-                std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
             (bytes, "cargo")
         }
     };
     check_is_component(&bytes)?;
 
-    progress(&format!(
-        "checking and compiling the component ({} KiB)",
-        bytes.len() / 1024
-    ));
+    progress(&format!("checking and compiling the component ({} KiB)", bytes.len() / 1024));
     let compiled = runtime
         .compile_cached(&root.compiled_cache(), &bytes)
-        .map_err(|e| {
-            BuildError::Refused(format!("the component is not valid: {}", first_line(&e)))
-        })?;
+        .map_err(|e| BuildError::Refused(format!("the component is not valid: {}", first_line(&e))))?;
     check_interfaces(runtime, &compiled)?;
     runtime.prepare(&compiled).map_err(|e| {
         BuildError::Refused(format!(
@@ -159,33 +143,22 @@ pub fn build(
             source,
         },
     )?;
-    Ok(Built {
-        info,
-        new,
-        workspace: ws,
-    })
+    Ok(Built { info, new, workspace: ws })
 }
 
 fn first_line(e: &anyhow::Error) -> String {
-    format!("{e:#}")
-        .lines()
-        .next()
-        .unwrap_or("")
-        .trim_end_matches('.')
-        .to_string()
+    format!("{e:#}").lines().next().unwrap_or("").trim_end_matches('.').to_string()
 }
 
 fn read_migrations(ws: &Path, manifest: &Manifest) -> Result<Vec<(String, String)>, BuildError> {
-    let ws_real =
-        std::fs::canonicalize(ws).with_context(|| format!("cannot resolve {}", ws.display()))?;
+    let ws_real = std::fs::canonicalize(ws).with_context(|| format!("cannot resolve {}", ws.display()))?;
     let mut problems = Vec::new();
     let mut out = Vec::new();
     for name in &manifest.migrations {
         let path = ws.join(name);
         match std::fs::canonicalize(&path) {
-            Ok(real) if !real.starts_with(&ws_real) => {
-                problems.push(format!("migration {name} leads outside the workspace (a symlink); keep migrations inside it"))
-            }
+            Ok(real) if !real.starts_with(&ws_real) => problems
+                .push(format!("migration {name} leads outside the workspace (a symlink); keep migrations inside it")),
             Ok(real) => match std::fs::read_to_string(&real) {
                 Ok(sql) => out.push((name.clone(), sql)),
                 Err(e) => problems.push(format!("migration {name} cannot be read ({e})")),
@@ -199,11 +172,7 @@ fn read_migrations(ws: &Path, manifest: &Manifest) -> Result<Vec<(String, String
     match problems.len() {
         0 => Ok(out),
         1 => refuse(problems.remove(0)),
-        _ => refuse(format!(
-            "the migrations have {} problems:\n  - {}",
-            problems.len(),
-            problems.join("\n  - ")
-        )),
+        _ => refuse(format!("the migrations have {} problems:\n  - {}", problems.len(), problems.join("\n  - "))),
     }
 }
 
@@ -247,11 +216,7 @@ fn check_interfaces(runtime: &Runtime, component: &Compiled) -> Result<(), Build
     match problems.len() {
         0 => Ok(()),
         1 => refuse(problems.remove(0)),
-        _ => refuse(format!(
-            "the component has {} problems:\n  - {}",
-            problems.len(),
-            problems.join("\n  - ")
-        )),
+        _ => refuse(format!("the component has {} problems:\n  - {}", problems.len(), problems.join("\n  - "))),
     }
 }
 
@@ -274,25 +239,16 @@ pub fn import_problem(name: &str) -> Option<String> {
                 Some(v) => Some(format!(
                     "the component was built against autoapp:app@{v}, but this host speaks {WIT_PACKAGE}; rebuild it against the WIT that `autoapp wit` writes"
                 )),
-                None => Some(format!(
-                    "the component imports {name} without a version; this host speaks {WIT_PACKAGE}"
-                )),
+                None => Some(format!("the component imports {name} without a version; this host speaks {WIT_PACKAGE}")),
             }
         }
-        p if p
-            .strip_prefix("wasi:")
-            .is_some_and(|w| WASI_PACKAGES.contains(&w)) =>
-        {
-            match version {
-                Some(v) if v.starts_with("0.2.") => None,
-                Some(_) => Some(format!(
-                    "the component imports {name}, but this host speaks WASI 0.2 (0.2.0 to 0.2.12); build it for WASI 0.2 (wasm32-wasip2)"
-                )),
-                None => Some(format!(
-                    "the component imports {name} without a version; this host speaks WASI 0.2"
-                )),
-            }
-        }
+        p if p.strip_prefix("wasi:").is_some_and(|w| WASI_PACKAGES.contains(&w)) => match version {
+            Some(v) if v.starts_with("0.2.") => None,
+            Some(_) => Some(format!(
+                "the component imports {name}, but this host speaks WASI 0.2 (0.2.0 to 0.2.12); build it for WASI 0.2 (wasm32-wasip2)"
+            )),
+            None => Some(format!("the component imports {name} without a version; this host speaks WASI 0.2")),
+        },
         _ => Some(format!(
             "the component imports {name}, which this host does not provide; an app may import {WIT_PACKAGE} (store, log, spawn) and WASI 0.2 (cli, clocks, filesystem, http, io, random, sockets)"
         )),
@@ -302,27 +258,16 @@ pub fn import_problem(name: &str) -> Option<String> {
 /// Runs cargo in the workspace and returns the component it built.
 fn cargo_build(ws: &Path, progress: &dyn Fn(&str)) -> Result<PathBuf, BuildError> {
     ensure_target(ws, progress)?;
-    progress(&format!(
-        "building with cargo (cargo build --release --target {TARGET}) in {}",
-        ws.display()
-    ));
+    progress(&format!("building with cargo (cargo build --release --target {TARGET}) in {}", ws.display()));
     let mut child = Command::new(cargo())
-        .args([
-            "build",
-            "--release",
-            "--target",
-            TARGET,
-            "--message-format=json-render-diagnostics",
-        ])
+        .args(["build", "--release", "--target", TARGET, "--message-format=json-render-diagnostics"])
         .current_dir(ws)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .map_err(|e| {
-            BuildError::Refused(format!(
-                "cannot run cargo ({e}); install Rust from https://rustup.rs and try again"
-            ))
+            BuildError::Refused(format!("cannot run cargo ({e}); install Rust from https://rustup.rs and try again"))
         })?;
     let stdout = child.stdout.take().expect("piped stdout");
     let mut wasm: Vec<PathBuf> = Vec::new();
@@ -334,9 +279,7 @@ fn cargo_build(ws: &Path, progress: &dyn Fn(&str)) -> Result<PathBuf, BuildError
         if msg["reason"] != "compiler-artifact" {
             continue;
         }
-        let is_cdylib = msg["target"]["kind"]
-            .as_array()
-            .is_some_and(|k| k.iter().any(|k| k == "cdylib"));
+        let is_cdylib = msg["target"]["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == "cdylib"));
         if !is_cdylib {
             continue;
         }
@@ -348,9 +291,7 @@ fn cargo_build(ws: &Path, progress: &dyn Fn(&str)) -> Result<PathBuf, BuildError
     }
     let status = child.wait().context("cannot wait for cargo")?;
     if !status.success() {
-        return refuse(
-            "cargo could not build the workspace (its errors are above); fix them and build again",
-        );
+        return refuse("cargo could not build the workspace (its errors are above); fix them and build again");
     }
     match wasm.len() {
         1 => Ok(wasm.remove(0)),
@@ -359,20 +300,13 @@ fn cargo_build(ws: &Path, progress: &dyn Fn(&str)) -> Result<PathBuf, BuildError
         ),
         n => refuse(format!(
             "cargo built {n} components ({}); an app's workspace builds exactly one cdylib",
-            wasm.iter()
-                .filter_map(|p| p.file_name())
-                .map(|f| f.to_string_lossy())
-                .collect::<Vec<_>>()
-                .join(", ")
+            wasm.iter().filter_map(|p| p.file_name()).map(|f| f.to_string_lossy()).collect::<Vec<_>>().join(", ")
         )),
     }
 }
 
 fn cargo() -> String {
-    std::env::var("CARGO")
-        .ok()
-        .filter(|c| !c.is_empty())
-        .unwrap_or_else(|| "cargo".to_string())
+    std::env::var("CARGO").ok().filter(|c| !c.is_empty()).unwrap_or_else(|| "cargo".to_string())
 }
 
 /// Installs the wasm32-wasip2 target with rustup when the workspace's
@@ -384,17 +318,13 @@ fn ensure_target(ws: &Path, progress: &dyn Fn(&str)) -> Result<(), BuildError> {
         .stderr(Stdio::null())
         .output();
     let installed = match &libdir {
-        Ok(out) if out.status.success() => {
-            Path::new(String::from_utf8_lossy(&out.stdout).trim()).is_dir()
-        }
+        Ok(out) if out.status.success() => Path::new(String::from_utf8_lossy(&out.stdout).trim()).is_dir(),
         _ => false,
     };
     if installed {
         return Ok(());
     }
-    progress(&format!(
-        "the Rust target {TARGET} is missing; installing it with `rustup target add {TARGET}`"
-    ));
+    progress(&format!("the Rust target {TARGET} is missing; installing it with `rustup target add {TARGET}`"));
     let status = Command::new("rustup")
         .args(["target", "add", TARGET])
         .current_dir(ws)
@@ -423,22 +353,11 @@ mod tests {
         assert!(import_problem("wasi:http/outgoing-handler@0.2.12").is_none());
         assert!(import_problem("wasi:io/streams@0.2.0").is_none());
         let p = import_problem("autoapp:app/store@0.2.0").unwrap();
-        assert!(
-            p.contains("autoapp:app@0.2.0") && p.contains("speaks autoapp:app@0.1.0"),
-            "{p}"
-        );
+        assert!(p.contains("autoapp:app@0.2.0") && p.contains("speaks autoapp:app@0.1.0"), "{p}");
         let p = import_problem("wasi:keyvalue/store@0.2.0").unwrap();
         assert!(p.contains("does not provide"), "{p}");
-        assert!(
-            import_problem("wasi:http/types@0.3.0")
-                .unwrap()
-                .contains("WASI 0.2")
-        );
-        assert!(
-            import_problem("autoapp:app/secrets@0.1.0")
-                .unwrap()
-                .contains("does not provide")
-        );
+        assert!(import_problem("wasi:http/types@0.3.0").unwrap().contains("WASI 0.2"));
+        assert!(import_problem("autoapp:app/secrets@0.1.0").unwrap().contains("does not provide"));
     }
 
     #[test]

@@ -9,9 +9,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use serde::Serialize;
 
-use crate::apps::{Apps, short};
+use crate::apps::{Apps, Target, short};
 use crate::config::Config;
 use crate::gate::Caller;
+use crate::lifecycle::RollbackHow;
 use crate::manifest::AppId;
 use crate::root::Root;
 use crate::{build, grants, release, template};
@@ -117,6 +118,49 @@ enum Command {
         route: String,
         /// The input, a JSON object [default: {}].
         json_input: Option<String>,
+        /// Call the preview instead (the newest, or the one whose release starts with the value).
+        #[arg(long, value_name = "RELEASE", num_args = 0..=1, default_missing_value = "")]
+        preview: Option<String>,
+    },
+    /// Serve a candidate on a copy of the app's data (external routes refused).
+    ///
+    /// The data is copied consistently (SQLite's backup API), the candidate's
+    /// migrations are applied to the copy, and `autoapp call <app> <route> --preview`
+    /// reaches it. The live data is never touched. `preview-stop` removes the copy.
+    Preview {
+        app: String,
+        /// The release id or a unique prefix [default: the newest candidate].
+        release: Option<String>,
+    },
+    /// Stop the app's previews (or the one named) and remove their copies of the data.
+    PreviewStop { app: String, release: Option<String> },
+    /// Go back to the release that was active before the last activation.
+    ///
+    /// Before the active release's first write this switches data and release back
+    /// and loses nothing. After it, choose: `--downgrade RELEASE` (an older release
+    /// that reads the newer schema; data kept), a forward repair (build and activate a
+    /// fix), or `--restore --yes` (the data as it was before the activation; the
+    /// writes since are set aside, not deleted).
+    Rollback {
+        app: String,
+        #[arg(long, value_name = "RELEASE", conflicts_with = "restore")]
+        downgrade: Option<String>,
+        #[arg(long)]
+        restore: bool,
+        /// Confirms a restore, which discards the writes since activation.
+        #[arg(long, requires = "restore")]
+        yes: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Move an app to <root>/trash (the id is given twice: `remove notes --yes notes`).
+    ///
+    /// A workspace you chose with `create --at` stays where it is.
+    Remove {
+        app: String,
+        /// The app's id again, to confirm.
+        #[arg(long = "yes", value_name = "APP", required = true)]
+        confirm: String,
     },
     /// Show the gate's record: every call's decision and outcome, newest last.
     ///
@@ -147,18 +191,12 @@ pub struct Failure {
 
 impl<E: std::fmt::Display> From<E> for Failure {
     fn from(e: E) -> Failure {
-        Failure {
-            code: 1,
-            message: e.to_string(),
-        }
+        Failure { code: 1, message: e.to_string() }
     }
 }
 
 fn fail<T>(message: impl Into<String>) -> Result<T, Failure> {
-    Err(Failure {
-        code: 1,
-        message: message.into(),
-    })
+    Err(Failure { code: 1, message: message.into() })
 }
 
 /// The binary's entry point.
@@ -177,25 +215,16 @@ pub fn main() -> ExitCode {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AUTOAPP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,app=info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .try_init();
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
 }
 
 fn app_id(s: &str) -> Result<AppId, Failure> {
-    AppId::parse(s).map_err(|e| Failure {
-        code: 2,
-        message: e,
-    })
+    AppId::parse(s).map_err(|e| Failure { code: 2, message: e })
 }
 
 fn print_json<T: Serialize>(v: &T) -> Result<(), Failure> {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(v).map_err(|e| e.to_string())?
-    );
+    println!("{}", serde_json::to_string_pretty(v).map_err(|e| e.to_string())?);
     Ok(())
 }
 
@@ -205,16 +234,17 @@ fn progress(msg: &str) {
 
 fn run(cli: Cli) -> Result<(), Failure> {
     let root = Root::resolve(cli.root.as_deref())?;
+    // An activation or rollback that a crash interrupted is finished or undone
+    // before anything else looks at the apps.
+    for r in crate::release::journal::recover(&root).map_err(|e| format!("{e:#}"))? {
+        eprintln!("autoapp: recovered {}: an interrupted {:?} (at step {:?}) was {}", r.app, r.op, r.step, r.outcome);
+    }
     match cli.command {
         Command::Create { app, at } => {
             let id = app_id(&app)?;
             let c = template::create(&root, &id, at.as_deref())?;
             if c.adopted {
-                println!(
-                    "registered {} with its existing workspace {}",
-                    c.app,
-                    c.workspace.display()
-                );
+                println!("registered {} with its existing workspace {}", c.app, c.workspace.display());
             } else {
                 println!("created {} in {}", c.app, c.workspace.display());
             }
@@ -223,19 +253,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Wit { out } => {
             let files = template::write_wit(&out)?;
-            println!(
-                "wrote {} files of {} to {}",
-                files.len(),
-                crate::runtime::WIT_PACKAGE,
-                out.display()
-            );
+            println!("wrote {} files of {} to {}", files.len(), crate::runtime::WIT_PACKAGE, out.display());
             Ok(())
         }
-        Command::Build {
-            app,
-            component,
-            json,
-        } => {
+        Command::Build { app, component, json } => {
             let id = app_id(&app)?;
             let apps = open_apps(&root)?;
             let built = build_app(&apps, &id, component.as_deref())?;
@@ -245,19 +266,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     "new": built.new, "source": built.info.source,
                 }))
             } else {
-                let what = if built.new {
-                    "built"
-                } else {
-                    "already built (identical inputs)"
-                };
-                println!(
-                    "{id} {} {what}: candidate {}",
-                    built.info.version, built.info.id
-                );
-                println!(
-                    "activate it with `autoapp activate {id} {}`",
-                    short(&built.info.id)
-                );
+                let what = if built.new { "built" } else { "already built (identical inputs)" };
+                println!("{id} {} {what}: candidate {}", built.info.version, built.info.id);
+                println!("activate it with `autoapp activate {id} {}`", short(&built.info.id));
                 Ok(())
             }
         }
@@ -265,70 +276,42 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let id = app_id(&app)?;
             let paths = root.app(&id);
             if !paths.exists() {
-                return fail(format!(
-                    "there is no app `{id}`; `autoapp create {id}` makes one"
-                ));
+                return fail(format!("there is no app `{id}`; `autoapp create {id}` makes one"));
             }
             let active = release::active(&paths)?;
             let all = release::list(&paths)?;
-            let candidates: Vec<&release::ReleaseInfo> = all
-                .iter()
-                .filter(|r| Some(&r.id) != active.as_ref())
-                .collect();
+            let candidates: Vec<&release::ReleaseInfo> =
+                all.iter().filter(|r| Some(&r.id) != active.as_ref()).collect();
             if json {
                 let active = all.iter().find(|r| Some(&r.id) == active.as_ref());
-                return print_json(
-                    &serde_json::json!({ "active": active, "candidates": candidates }),
-                );
+                return print_json(&serde_json::json!({ "active": active, "candidates": candidates }));
             }
             match all.iter().find(|r| Some(&r.id) == active.as_ref()) {
-                Some(a) => println!(
-                    "active: {} {} (built {})",
-                    short(&a.id),
-                    a.version,
-                    a.created_at
-                ),
+                Some(a) => println!("active: {} {} (built {})", short(&a.id), a.version, a.created_at),
                 None => println!("active: none"),
             }
             if candidates.is_empty() {
                 println!("no candidates; `autoapp build {id}` makes one");
             } else {
-                println!(
-                    "{:<14} {:<10} {:<22} source",
-                    "candidate", "version", "built"
-                );
+                println!("{:<14} {:<10} {:<22} source", "candidate", "version", "built");
                 for r in candidates {
-                    println!(
-                        "{:<14} {:<10} {:<22} {}",
-                        short(&r.id),
-                        r.version,
-                        r.created_at,
-                        r.source
-                    );
+                    println!("{:<14} {:<10} {:<22} {}", short(&r.id), r.version, r.created_at, r.source);
                 }
             }
             Ok(())
         }
-        Command::Explain {
-            app,
-            release: which,
-            json,
-        } => {
+        Command::Explain { app, release: which, json } => {
             let id = app_id(&app)?;
             let paths = root.app(&id);
             if !paths.exists() {
-                return fail(format!(
-                    "there is no app `{id}`; `autoapp create {id}` makes one"
-                ));
+                return fail(format!("there is no app `{id}`; `autoapp create {id}` makes one"));
             }
             let rid = match which {
                 Some(p) => release::resolve(&paths, &p)?,
                 None => match release::list(&paths)?.pop() {
                     Some(r) => r.id,
                     None => {
-                        return fail(format!(
-                            "{id} has no release yet; build one with `autoapp build {id}`"
-                        ));
+                        return fail(format!("{id} has no release yet; build one with `autoapp build {id}`"));
                     }
                 },
             };
@@ -340,23 +323,17 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 Ok(())
             }
         }
-        Command::Grant {
-            app,
-            all_asked,
-            capabilities,
-        } => {
+        Command::Grant { app, all_asked, capabilities } => {
             let id = app_id(&app)?;
             let paths = root.app(&id);
             let newest = release::list(&paths)?.pop().ok_or_else(|| Failure {
                 code: 1,
-                message: format!("{id} has no release yet; build it first with `autoapp build {id}`, then grant what it asks"),
+                message: format!(
+                    "{id} has no release yet; build it first with `autoapp build {id}`, then grant what it asks"
+                ),
             })?;
             let manifest = release::manifest(&paths, &newest.id)?;
-            let names = if all_asked {
-                grants::asked(&manifest)
-            } else {
-                capabilities
-            };
+            let names = if all_asked { grants::asked(&manifest) } else { capabilities };
             if names.is_empty() {
                 return if all_asked {
                     fail(format!("{id} asks for no capability; nothing to grant"))
@@ -393,24 +370,71 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 Ok(())
             }
         }
-        Command::Call {
-            app,
-            route,
-            json_input,
-        } => {
+        Command::Call { app, route, json_input, preview } => {
             let id = app_id(&app)?;
             let apps = open_apps(&root)?;
             let input = json_input.unwrap_or_else(|| "{}".to_string());
-            let answer = block_on(apps.call(&Caller::command_line(), &id, &route, &input))?;
+            let target = match preview {
+                None => Target::Active,
+                Some(p) if p.is_empty() => Target::Preview(None),
+                Some(p) => Target::Preview(Some(p)),
+            };
+            let answer = block_on(apps.call_at(&Caller::command_line(), &id, &target, &route, &input))?;
             print_json(&answer.output)
+        }
+        Command::Preview { app, release } => {
+            let id = app_id(&app)?;
+            let apps = open_apps(&root)?;
+            let (p, new) = apps.preview(&id, release.as_deref()).map_err(|e| format!("{e:#}"))?;
+            if new {
+                println!("previewing {id} {} on a copy of its data (external routes are refused)", short(&p.release));
+            } else {
+                println!("{id} {} is already being previewed (since {})", short(&p.release), p.started_at);
+            }
+            println!("call it with `autoapp call {id} ROUTE --preview`; stop it with `autoapp preview-stop {id}`");
+            Ok(())
+        }
+        Command::PreviewStop { app, release } => {
+            let id = app_id(&app)?;
+            let apps = open_apps(&root)?;
+            for r in apps.preview_stop(&id, release.as_deref()).map_err(|e| format!("{e:#}"))? {
+                println!("stopped the preview of {id} {} and removed its copy of the data", short(&r));
+            }
+            Ok(())
+        }
+        Command::Rollback { app, downgrade, restore, yes, json } => {
+            let id = app_id(&app)?;
+            let apps = open_apps(&root)?;
+            let how = match (downgrade, restore) {
+                (Some(r), _) => RollbackHow::Downgrade(r),
+                (None, true) => RollbackHow::Restore { yes },
+                (None, false) => RollbackHow::Plain,
+            };
+            let r = apps.rollback(&id, how).map_err(|e| format!("{e:#}"))?;
+            if json {
+                return print_json(&r);
+            }
+            println!("{id} is back on release {}", short(&r.release));
+            if let Some(aside) = r.set_aside {
+                println!("the data it replaced is kept in {}", root.app(&id).dir.join(aside).display());
+            }
+            Ok(())
+        }
+        Command::Remove { app, confirm } => {
+            let id = app_id(&app)?;
+            if confirm != app {
+                return fail(format!("to remove {id}, give its id again: `autoapp remove {id} --yes {id}`"));
+            }
+            let apps = open_apps(&root)?;
+            let to = apps.remove(&id).map_err(|e| format!("{e:#}"))?;
+            println!("moved {id} to {}", to.display());
+            Ok(())
         }
         Command::Runs { app, limit, json } => {
             let id = app_id(&app)?;
             let paths = root.app(&id);
             if !paths.exists() {
-                return fail(format!(
-                    "there is no app `{id}`; `autoapp create {id}` makes one"
-                ));
+                return fail(format!("there is no app `{id}`; `autoapp create {id}` makes one"));
             }
             let rows = crate::gate::record::read(&paths.data(), limit)?;
             if json {
@@ -422,15 +446,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             println!(
                 "{:<20} {:<8} {:<14} {:<16} {:<9} {:<10} {:<8} {:>8}  {:<12} reason",
-                "time",
-                "channel",
-                "caller",
-                "route",
-                "effect",
-                "decision",
-                "outcome",
-                "ms",
-                "arguments"
+                "time", "channel", "caller", "route", "effect", "decision", "outcome", "ms", "arguments"
             );
             for r in rows {
                 println!(
@@ -449,10 +465,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Command::Demo => crate::demo::run(&root).map_err(|e| Failure {
-            code: 1,
-            message: format!("{e:#}"),
-        }),
+        Command::Demo => crate::demo::run(&root).map_err(|e| Failure { code: 1, message: format!("{e:#}") }),
     }
 }
 
@@ -463,29 +476,15 @@ pub fn open_apps(root: &Root) -> Result<Apps, Failure> {
 }
 
 /// Builds `id`, printing progress to stderr.
-pub fn build_app(
-    apps: &Apps,
-    id: &AppId,
-    component: Option<&Path>,
-) -> Result<build::Built, Failure> {
+pub fn build_app(apps: &Apps, id: &AppId, component: Option<&Path>) -> Result<build::Built, Failure> {
     eprintln!("building {id}");
     build::build(apps.root(), apps.runtime(), id, component, &progress).map_err(|e| match e {
-        build::BuildError::Other(e) => Failure {
-            code: 1,
-            message: format!("{e:#}"),
-        },
-        e => Failure {
-            code: 1,
-            message: e.to_string(),
-        },
+        build::BuildError::Other(e) => Failure { code: 1, message: format!("{e:#}") },
+        e => Failure { code: 1, message: e.to_string() },
     })
 }
 
 /// Runs a future on a runtime made for one command.
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime starts")
-        .block_on(f)
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime starts").block_on(f)
 }

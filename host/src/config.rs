@@ -63,9 +63,7 @@ impl Config {
             }
             base.insert(k, v);
         }
-        let c: Config = toml::Value::Table(base)
-            .try_into()
-            .map_err(|e: toml::de::Error| e.message().to_string())?;
+        let c: Config = toml::Value::Table(base).try_into().map_err(|e: toml::de::Error| e.message().to_string())?;
         c.check()?;
         Ok(c)
     }

@@ -18,9 +18,7 @@ pub const DEMO_APPS: &[&str] = &["notes"];
 /// Where the bundled examples are: the `guests/` folder of the checkout this
 /// binary was built from.
 pub fn guests_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("guests")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("guests")
 }
 
 pub fn run(root: &Root) -> anyhow::Result<()> {
@@ -49,32 +47,16 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
         let paths = root.app(&id);
         if !paths.exists() {
             std::fs::create_dir_all(&paths.dir)?;
-            write_atomic(
-                &paths.workspace_pointer(),
-                format!("{}\n", guests.join(name).display()).as_bytes(),
-            )?;
-            println!(
-                "registered the example {id} (workspace {})",
-                guests.join(name).display()
-            );
+            write_atomic(&paths.workspace_pointer(), format!("{}\n", guests.join(name).display()).as_bytes())?;
+            println!("registered the example {id} (workspace {})", guests.join(name).display());
         }
         let built = build_app(&apps, &id, None).map_err(|f| anyhow::anyhow!(f_message(f)))?;
-        println!(
-            "built {id} {}: release {}",
-            built.info.version,
-            short(&built.info.id)
-        );
+        println!("built {id} {}: release {}", built.info.version, short(&built.info.id));
         if release::active(&paths)?.as_deref() == Some(built.info.id.as_str()) {
             println!("{id} {} is already active", short(&built.info.id));
         } else {
-            let a = apps
-                .activate(&id, &built.info.id)
-                .with_context(|| format!("cannot activate {id}"))?;
-            println!(
-                "activated {id} {} ({} new migrations applied)",
-                short(&a.release),
-                a.migrations_applied
-            );
+            let a = apps.activate(&id, &built.info.id).with_context(|| format!("cannot activate {id}"))?;
+            println!("activated {id} {} ({} new migrations applied)", short(&a.release), a.migrations_applied);
         }
     }
 
@@ -82,10 +64,7 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
     let notes = AppId::parse("notes").map_err(anyhow::Error::msg)?;
     let me = Caller::command_line();
     let tour = [
-        (
-            "notes.add",
-            serde_json::json!({ "title": "Try Autoapp", "body": "Written by the demo", "tags": ["demo"] }),
-        ),
+        ("notes.add", serde_json::json!({ "title": "Try Autoapp", "body": "Written by the demo", "tags": ["demo"] })),
         ("notes.list", serde_json::json!({})),
     ];
     for (route, input) in tour {
@@ -96,8 +75,7 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
         }
     }
     println!("\n$ (the notes index page, as the renderer receives it)");
-    let view =
-        block_on(apps.render(&me, &notes, "index", "{}")).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let view = block_on(apps.render(&me, &notes, "index", "{}")).map_err(|e| anyhow::anyhow!("{e}"))?;
     println!("{}", serde_json::to_string_pretty(&view)?);
     let default_root = Root::resolve(None).ok().map(|r| r.dir().to_path_buf());
     let root_flag = if default_root.as_deref() == Some(root.dir()) {

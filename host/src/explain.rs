@@ -64,11 +64,7 @@ pub fn explain(app: &AppPaths, id: &str) -> anyhow::Result<Explanation> {
             effect: r.effect,
             summary: r.summary.clone(),
             input: r.input.clone(),
-            can_use: if r.effect == Effect::External {
-                caps.clone()
-            } else {
-                Vec::new()
-            },
+            can_use: if r.effect == Effect::External { caps.clone() } else { Vec::new() },
         })
         .collect();
     let changes = match &active {
@@ -89,17 +85,10 @@ pub fn explain(app: &AppPaths, id: &str) -> anyhow::Result<Explanation> {
 }
 
 fn diff(against: &str, old: &Manifest, new: &Manifest) -> Changes {
-    let names = |m: &Manifest| {
-        m.routes
-            .iter()
-            .map(|r| r.name.clone())
-            .collect::<BTreeSet<_>>()
-    };
+    let names = |m: &Manifest| m.routes.iter().map(|r| r.name.clone()).collect::<BTreeSet<_>>();
     let (o, n) = (names(old), names(new));
-    let (oc, nc): (BTreeSet<String>, BTreeSet<String>) = (
-        grants::asked(old).into_iter().collect(),
-        grants::asked(new).into_iter().collect(),
-    );
+    let (oc, nc): (BTreeSet<String>, BTreeSet<String>) =
+        (grants::asked(old).into_iter().collect(), grants::asked(new).into_iter().collect());
     Changes {
         against: against.to_string(),
         routes_added: n.difference(&o).cloned().collect(),
@@ -109,18 +98,12 @@ fn diff(against: &str, old: &Manifest, new: &Manifest) -> Changes {
             .iter()
             .filter_map(|r| {
                 let before = old.route(&r.name)?;
-                (before.effect != r.effect)
-                    .then(|| format!("{}: {} → {}", r.name, before.effect, r.effect))
+                (before.effect != r.effect).then(|| format!("{}: {} → {}", r.name, before.effect, r.effect))
             })
             .collect(),
         capabilities_added: nc.difference(&oc).cloned().collect(),
         capabilities_removed: oc.difference(&nc).cloned().collect(),
-        migrations_added: new
-            .migrations
-            .iter()
-            .skip(old.migrations.len())
-            .cloned()
-            .collect(),
+        migrations_added: new.migrations.iter().skip(old.migrations.len()).cloned().collect(),
     }
 }
 
@@ -129,13 +112,7 @@ pub fn render(e: &Explanation) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let state = if e.active { "active" } else { "candidate" };
-    let _ = writeln!(
-        s,
-        "{} {} — release {} ({state})",
-        e.app,
-        e.version,
-        crate::apps::short(&e.release)
-    );
+    let _ = writeln!(s, "{} {} — release {} ({state})", e.app, e.version, crate::apps::short(&e.release));
     let _ = writeln!(s, "\nroutes:");
     for r in &e.routes {
         let _ = writeln!(s, "  {:<24} {:<9} {}", r.name, r.effect.as_str(), r.summary);
@@ -145,18 +122,11 @@ pub fn render(e: &Explanation) -> String {
         }
     }
     if e.capabilities.is_empty() {
-        let _ = writeln!(
-            s,
-            "\ncapabilities: none (reaches nothing outside its own store)"
-        );
+        let _ = writeln!(s, "\ncapabilities: none (reaches nothing outside its own store)");
     } else {
         let _ = writeln!(s, "\ncapabilities asked:");
         for c in &e.capabilities {
-            let mark = if e.not_granted.contains(c) {
-                "not granted"
-            } else {
-                "granted"
-            };
+            let mark = if e.not_granted.contains(c) { "not granted" } else { "granted" };
             let _ = writeln!(s, "  {c:<50} {mark}");
         }
     }
@@ -164,11 +134,7 @@ pub fn render(e: &Explanation) -> String {
         let _ = writeln!(s, "\nmigrations: {}", e.migrations.join(", "));
     }
     if let Some(c) = &e.changes {
-        let _ = writeln!(
-            s,
-            "\ncompared with the active release {}:",
-            crate::apps::short(&c.against)
-        );
+        let _ = writeln!(s, "\ncompared with the active release {}:", crate::apps::short(&c.against));
         let mut any = false;
         for (label, items) in [
             ("routes added", &c.routes_added),
@@ -184,19 +150,11 @@ pub fn render(e: &Explanation) -> String {
             }
         }
         if !any {
-            let _ = writeln!(
-                s,
-                "  no change to routes, effects, capabilities or migrations"
-            );
+            let _ = writeln!(s, "  no change to routes, effects, capabilities or migrations");
         }
     }
     if !e.not_granted.is_empty() {
-        let _ = writeln!(
-            s,
-            "\nbefore activating, grant: autoapp grant {} {}",
-            e.app,
-            e.not_granted.join(" ")
-        );
+        let _ = writeln!(s, "\nbefore activating, grant: autoapp grant {} {}", e.app, e.not_granted.join(" "));
     }
     s
 }

@@ -45,9 +45,7 @@ fn file(app: &AppPaths) -> PathBuf {
 /// The app's grants (none when nothing was granted).
 pub fn load(app: &AppPaths) -> anyhow::Result<Grants> {
     match std::fs::read_to_string(file(app)) {
-        Ok(t) => {
-            serde_json::from_str(&t).with_context(|| format!("{} is damaged", file(app).display()))
-        }
+        Ok(t) => serde_json::from_str(&t).with_context(|| format!("{} is damaged", file(app).display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Grants::default()),
         Err(e) => Err(e).context("cannot read the grants"),
     }
@@ -80,9 +78,7 @@ pub fn ungranted(app: &AppPaths, manifest: &Manifest) -> anyhow::Result<Vec<Stri
     }
     for f in &c.files {
         match g.files.get(&f.name) {
-            Some(fg)
-                if fg.access >= f.access
-                    && Some(fg.path.as_path()) == resolve_path(&f.path).ok().as_deref() => {}
+            Some(fg) if fg.access >= f.access && Some(fg.path.as_path()) == resolve_path(&f.path).ok().as_deref() => {}
             _ => out.push(format!("files:{}", f.name)),
         }
     }
@@ -119,7 +115,12 @@ pub fn grant(app: &AppPaths, manifest: &Manifest, names: &[String]) -> anyhow::R
             }
             "files" => {
                 let f = manifest.capabilities.files.iter().find(|f| f.name == what).ok_or_else(|| {
-                    anyhow::anyhow!("{} asks for no folder named `{}`; grant only what `autoapp explain {}` lists", app.id, what.escape_debug(), app.id)
+                    anyhow::anyhow!(
+                        "{} asks for no folder named `{}`; grant only what `autoapp explain {}` lists",
+                        app.id,
+                        what.escape_debug(),
+                        app.id
+                    )
                 })?;
                 let path = resolve_path(&f.path)?;
                 anyhow::ensure!(
@@ -132,23 +133,18 @@ pub fn grant(app: &AppPaths, manifest: &Manifest, names: &[String]) -> anyhow::R
                     "files {} → {} ({})",
                     f.name,
                     path.display(),
-                    if f.access == Access::Write {
-                        "read and write"
-                    } else {
-                        "read only"
-                    }
+                    if f.access == Access::Write { "read and write" } else { "read only" }
                 ));
-                g.files.insert(
-                    f.name.clone(),
-                    FilesGrant {
-                        path,
-                        access: f.access,
-                    },
-                );
+                g.files.insert(f.name.clone(), FilesGrant { path, access: f.access });
             }
             "spawn" => {
                 let s = manifest.capabilities.spawn.iter().find(|s| s.program == what).ok_or_else(|| {
-                    anyhow::anyhow!("{} asks to run no program `{}`; grant only what `autoapp explain {}` lists", app.id, what.escape_debug(), app.id)
+                    anyhow::anyhow!(
+                        "{} asks to run no program `{}`; grant only what `autoapp explain {}` lists",
+                        app.id,
+                        what.escape_debug(),
+                        app.id
+                    )
                 })?;
                 let path = find_program(&s.program)?;
                 done.push(format!("spawn {} → {}", s.program, path.display()));
@@ -183,12 +179,7 @@ pub fn revoke(app: &AppPaths, names: &[String]) -> anyhow::Result<Vec<String>> {
                 name.escape_debug()
             ),
         };
-        anyhow::ensure!(
-            removed,
-            "{name} is not granted to {}; `autoapp explain {}` shows what is",
-            app.id,
-            app.id
-        );
+        anyhow::ensure!(removed, "{name} is not granted to {}; `autoapp explain {}` shows what is", app.id, app.id);
         done.push(name.clone());
     }
     save(app, &g)?;
@@ -199,8 +190,7 @@ pub fn revoke(app: &AppPaths, names: &[String]) -> anyhow::Result<Vec<String>> {
 pub fn resolve_path(p: &str) -> anyhow::Result<PathBuf> {
     let path = match p.strip_prefix("~/") {
         Some(rest) => {
-            let home =
-                std::env::var_os("HOME").context("HOME is not set, so ~ cannot be resolved")?;
+            let home = std::env::var_os("HOME").context("HOME is not set, so ~ cannot be resolved")?;
             Path::new(&home).join(rest)
         }
         None => PathBuf::from(p),
@@ -211,14 +201,10 @@ pub fn resolve_path(p: &str) -> anyhow::Result<PathBuf> {
 /// An absolute program path as given, or the first match on `PATH`.
 pub fn find_program(program: &str) -> anyhow::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt as _;
-    let executable = |p: &Path| {
-        p.metadata()
-            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            .unwrap_or(false)
-    };
+    let executable =
+        |p: &Path| p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false);
     if program.starts_with('/') {
-        let p =
-            std::fs::canonicalize(program).with_context(|| format!("{program} does not exist"))?;
+        let p = std::fs::canonicalize(program).with_context(|| format!("{program} does not exist"))?;
         anyhow::ensure!(executable(&p), "{program} is not an executable file");
         return Ok(p);
     }
@@ -230,7 +216,5 @@ pub fn find_program(program: &str) -> anyhow::Result<PathBuf> {
                 .with_context(|| format!("cannot resolve {}", candidate.display()));
         }
     }
-    anyhow::bail!(
-        "the program `{program}` is not on PATH; install it, or declare it by absolute path"
-    )
+    anyhow::bail!("the program `{program}` is not on PATH; install it, or declare it by absolute path")
 }

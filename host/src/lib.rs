@@ -12,6 +12,7 @@ pub mod demo;
 pub mod explain;
 pub mod gate;
 pub mod grants;
+pub mod lifecycle;
 pub mod manifest;
 pub mod release;
 pub mod root;

@@ -28,8 +28,7 @@ impl AppId {
     pub fn parse(s: &str) -> Result<AppId, String> {
         let ok = s.len() <= 40
             && s.starts_with(|c: char| c.is_ascii_lowercase())
-            && s.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+            && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
         if ok {
             Ok(AppId(s.to_string()))
         } else {
@@ -143,18 +142,13 @@ impl Origin {
             return Err(bad("has a user name or password"));
         }
         let (host, port) = if let Some(after) = rest.strip_prefix('[') {
-            let (h, tail) = after
-                .split_once(']')
-                .ok_or_else(|| bad("has an unclosed '['"))?;
+            let (h, tail) = after.split_once(']').ok_or_else(|| bad("has an unclosed '['"))?;
             if h.parse::<std::net::Ipv6Addr>().is_err() {
                 return Err(bad("has a bracketed host that is not an IPv6 address"));
             }
             let port = match tail {
                 "" => None,
-                t => Some(
-                    t.strip_prefix(':')
-                        .ok_or_else(|| bad("has text after ']'"))?,
-                ),
+                t => Some(t.strip_prefix(':').ok_or_else(|| bad("has text after ']'"))?),
             };
             (h.to_ascii_lowercase(), port)
         } else {
@@ -194,22 +188,14 @@ impl Origin {
         if wildcard && (ipv6 || host.parse::<std::net::Ipv4Addr>().is_ok() || !host.contains('.')) {
             return Err(bad("puts a wildcard before an address or a top-level name"));
         }
-        Ok(Origin {
-            scheme,
-            host,
-            wildcard,
-            port,
-        })
+        Ok(Origin { scheme, host, wildcard, port })
     }
 }
 
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let star = if self.wildcard { "*." } else { "" };
-        let default = matches!(
-            (self.scheme.as_str(), self.port),
-            ("http", 80) | ("https", 443)
-        );
+        let default = matches!((self.scheme.as_str(), self.port), ("http", 80) | ("https", 443));
         if self.host.contains(':') {
             write!(f, "{}://[{}]", self.scheme, self.host)?;
         } else {
@@ -273,6 +259,10 @@ pub struct Manifest {
     pub capabilities: Capabilities,
     /// Migration files, relative to the workspace (or the release), in order.
     pub migrations: Vec<String>,
+    /// `[data] reads_newer_schema`: this release keeps working on data that
+    /// later migrations changed, so a rollback may downgrade to it.
+    #[serde(default)]
+    pub reads_newer_schema: bool,
 }
 
 impl Manifest {
@@ -294,12 +284,7 @@ impl fmt::Display for ManifestError {
         match self.problems.as_slice() {
             [one] => write!(f, "{}: {one}.", self.file),
             many => {
-                write!(
-                    f,
-                    "{} has {} problems; fix each and build again:",
-                    self.file,
-                    many.len()
-                )?;
+                write!(f, "{} has {} problems; fix each and build again:", self.file, many.len())?;
                 for p in many {
                     write!(f, "\n  - {p}")?;
                 }
@@ -315,9 +300,9 @@ pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
     let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
         file: file.clone(),
         problems: vec![match e.kind() {
-            std::io::ErrorKind::NotFound => format!(
-                "there is no {MANIFEST_FILE} here; every app needs one (see docs/manifest.md)"
-            ),
+            std::io::ErrorKind::NotFound => {
+                format!("there is no {MANIFEST_FILE} here; every app needs one (see docs/manifest.md)")
+            }
             _ => format!("cannot be read ({e})"),
         }],
     })?;
@@ -344,11 +329,7 @@ pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
             });
         }
     };
-    p.unknown_keys(
-        &table,
-        "the top level",
-        &["app", "route", "capabilities", "data"],
-    );
+    p.unknown_keys(&table, "the top level", &["app", "route", "capabilities", "data"]);
 
     // [app]
     let empty = toml::Table::new();
@@ -405,9 +386,7 @@ pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
             for (i, item) in items.iter().enumerate() {
                 let where_ = format!("[[route]] number {}", i + 1);
                 let Some(t) = item.as_table() else {
-                    p.add(format!(
-                        "{where_} must be a table: write [[route]] on its own line"
-                    ));
+                    p.add(format!("{where_} must be a table: write [[route]] on its own line"));
                     continue;
                 };
                 if let Some(name) = t.get("name").and_then(|n| n.as_str())
@@ -438,10 +417,16 @@ pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
 
     // [data]
     let mut migrations = Vec::new();
+    let mut reads_newer_schema = false;
     match table.get("data") {
         None => {}
         Some(toml::Value::Table(t)) => {
-            p.unknown_keys(t, "[data]", &["migrations"]);
+            p.unknown_keys(t, "[data]", &["migrations", "reads_newer_schema"]);
+            match t.get("reads_newer_schema") {
+                None => {}
+                Some(toml::Value::Boolean(b)) => reads_newer_schema = *b,
+                Some(_) => p.add("[data] reads_newer_schema must be true or false"),
+            }
             match t.get("migrations") {
                 None => {}
                 Some(toml::Value::Array(items)) => {
@@ -465,9 +450,7 @@ pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
                         }
                     }
                 }
-                Some(_) => {
-                    p.add("[data] migrations must be an array, like [\"migrations/0001_init.sql\"]")
-                }
+                Some(_) => p.add("[data] migrations must be an array, like [\"migrations/0001_init.sql\"]"),
             }
         }
         Some(_) => p.add("`data` must be a table: write [data]"),
@@ -487,10 +470,7 @@ pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
     }
 
     if !p.0.is_empty() {
-        return Err(ManifestError {
-            file: file.to_string(),
-            problems: p.0,
-        });
+        return Err(ManifestError { file: file.to_string(), problems: p.0 });
     }
     Ok(Manifest {
         id: id.expect("a manifest without problems has an id"),
@@ -500,6 +480,7 @@ pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
         routes,
         capabilities,
         migrations,
+        reads_newer_schema,
     })
 }
 
@@ -513,9 +494,7 @@ fn parse_route(t: &toml::Table, where_: &str, p: &mut Problems) -> Option<Route>
     if let Some(n) = &name {
         let ok = n.len() <= MAX_ROUTE_NAME
             && n.starts_with(|c: char| c.is_ascii_lowercase())
-            && n.chars().all(|c| {
-                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-')
-            });
+            && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'));
         if !ok {
             p.add(format!(
                 "{where_}: the name must match [a-z][a-z0-9_.-]* and be at most {MAX_ROUTE_NAME} characters, like \"notes.add\""
@@ -528,23 +507,16 @@ fn parse_route(t: &toml::Table, where_: &str, p: &mut Problems) -> Option<Route>
             "write" => Some(Effect::Write),
             "external" => Some(Effect::External),
             other => {
-                p.add(format!(
-                    "{where_}: effect `{}` is not one of read, write, external",
-                    other.escape_debug()
-                ));
+                p.add(format!("{where_}: effect `{}` is not one of read, write, external", other.escape_debug()));
                 None
             }
         },
         Some(_) => {
-            p.add(format!(
-                "{where_}: effect must be the string \"read\", \"write\" or \"external\""
-            ));
+            p.add(format!("{where_}: effect must be the string \"read\", \"write\" or \"external\""));
             None
         }
         None => {
-            p.add(format!(
-                "{where_} has no effect: add effect = \"read\", \"write\" or \"external\""
-            ));
+            p.add(format!("{where_} has no effect: add effect = \"read\", \"write\" or \"external\""));
             None
         }
     };
@@ -576,24 +548,18 @@ fn parse_route(t: &toml::Table, where_: &str, p: &mut Problems) -> Option<Route>
             }
         }
     };
-    Some(Route {
-        name: name?,
-        effect: effect?,
-        summary: summary?,
-        input: input?,
-    })
+    Some(Route { name: name?, effect: effect?, summary: summary?, input: input? })
 }
 
 /// The input schema must be a JSON Schema that describes an object.
 fn check_input_schema(schema: &Json) -> Result<(), String> {
     let Some(obj) = schema.as_object() else {
-        return Err("input must be a JSON Schema object, like input = { type = \"object\", properties = { ... } }".into());
+        return Err(
+            "input must be a JSON Schema object, like input = { type = \"object\", properties = { ... } }".into()
+        );
     };
     if obj.get("type") != Some(&Json::String("object".into())) {
-        return Err(
-            "input must describe an object: add type = \"object\" (routes take a JSON object)"
-                .into(),
-        );
+        return Err("input must describe an object: add type = \"object\" (routes take a JSON object)".into());
     }
     jsonschema::validator_for(schema)
         .map(|_| ())
@@ -616,13 +582,13 @@ fn parse_capabilities(t: &toml::Table, p: &mut Problems) -> Capabilities {
                             }
                         }
                         Some(Err(e)) => p.add(format!("[capabilities] {e}")),
-                        None => p.add("[capabilities] network must list origins as strings, like [\"https://example.com\"]"),
+                        None => {
+                            p.add("[capabilities] network must list origins as strings, like [\"https://example.com\"]")
+                        }
                     }
                 }
             }
-            None => {
-                p.add("[capabilities] network must be an array, like [\"https://example.com\"]")
-            }
+            None => p.add("[capabilities] network must be an array, like [\"https://example.com\"]"),
         }
     }
     if let Some(v) = t.get("files") {
@@ -633,11 +599,7 @@ fn parse_capabilities(t: &toml::Table, p: &mut Problems) -> Capabilities {
                         p.add("[capabilities] files must list tables, like { name = \"inbox\", path = \"~/inbox\", access = \"read\" }");
                         continue;
                     };
-                    p.unknown_keys(
-                        ft,
-                        "a [capabilities] files entry",
-                        &["name", "path", "access"],
-                    );
+                    p.unknown_keys(ft, "a [capabilities] files entry", &["name", "path", "access"]);
                     let name = p.string(ft, "a [capabilities] files entry", "name");
                     let path = p.string(ft, "a [capabilities] files entry", "path");
                     let access = match ft.get("access").map(|a| a.as_str()) {
@@ -651,13 +613,13 @@ fn parse_capabilities(t: &toml::Table, p: &mut Problems) -> Capabilities {
                     if let Some(n) = &name {
                         let ok = n.len() <= 40
                             && n.starts_with(|c: char| c.is_ascii_lowercase())
-                            && n.chars().all(|c| {
-                                c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_'
-                            });
+                            && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
                         if !ok {
                             p.add(format!("[capabilities] files: name `{}` must match [a-z][a-z0-9_-]* (it becomes /files/<name>)", n.escape_debug()));
                         } else if caps.files.iter().any(|f| &f.name == n) {
-                            p.add(format!("[capabilities] files: name `{n}` is used twice; give each folder its own name"));
+                            p.add(format!(
+                                "[capabilities] files: name `{n}` is used twice; give each folder its own name"
+                            ));
                         }
                     }
                     if let Some(pa) = &path
@@ -687,22 +649,20 @@ fn parse_capabilities(t: &toml::Table, p: &mut Problems) -> Capabilities {
                     p.unknown_keys(st, "a [capabilities] spawn entry", &["program", "args"]);
                     let program = p.string(st, "a [capabilities] spawn entry", "program");
                     if let Some(pr) = &program {
-                        let ok = !pr.is_empty()
-                            && (pr.starts_with('/') || !pr.contains('/'))
-                            && !pr.contains('\0');
+                        let ok = !pr.is_empty() && (pr.starts_with('/') || !pr.contains('/')) && !pr.contains('\0');
                         if !ok {
                             p.add(format!("[capabilities] spawn: program `{}` must be a program name (looked up on PATH when granted) or an absolute path", pr.escape_debug()));
                         }
                     }
                     let args = match st.get("args") {
                         None => None,
-                        Some(toml::Value::Array(a)) if a.iter().all(|x| x.is_str()) => Some(
-                            a.iter()
-                                .map(|x| x.as_str().unwrap_or_default().to_string())
-                                .collect(),
-                        ),
+                        Some(toml::Value::Array(a)) if a.iter().all(|x| x.is_str()) => {
+                            Some(a.iter().map(|x| x.as_str().unwrap_or_default().to_string()).collect())
+                        }
                         Some(_) => {
-                            p.add("[capabilities] spawn: args must be an array of strings, like [\"--to=html\", \"*\"]");
+                            p.add(
+                                "[capabilities] spawn: args must be an array of strings, like [\"--to=html\", \"*\"]",
+                            );
                             None
                         }
                     };
@@ -719,11 +679,8 @@ fn parse_capabilities(t: &toml::Table, p: &mut Problems) -> Capabilities {
 
 fn check_migration_path(s: &str) -> Result<(), String> {
     let path = Path::new(s);
-    let inside = !s.is_empty()
-        && path.is_relative()
-        && path
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)));
+    let inside =
+        !s.is_empty() && path.is_relative() && path.components().all(|c| matches!(c, std::path::Component::Normal(_)));
     if !inside {
         return Err(format!(
             "[data] migration `{}` must be a relative path inside the workspace, like \"migrations/0001_init.sql\"",
@@ -731,10 +688,7 @@ fn check_migration_path(s: &str) -> Result<(), String> {
         ));
     }
     if !s.ends_with(".sql") {
-        return Err(format!(
-            "[data] migration `{}` must be a .sql file",
-            s.escape_debug()
-        ));
+        return Err(format!("[data] migration `{}` must be a .sql file", s.escape_debug()));
     }
     Ok(())
 }
@@ -742,10 +696,7 @@ fn check_migration_path(s: &str) -> Result<(), String> {
 fn is_version(s: &str) -> bool {
     let core = s.split(['-', '+']).next().unwrap_or("");
     let parts: Vec<&str> = core.split('.').collect();
-    parts.len() == 3
-        && parts
-            .iter()
-            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+    parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
 }
 
 #[derive(Default)]
@@ -772,11 +723,7 @@ impl Problems {
 
     fn unknown_keys(&mut self, t: &toml::Table, where_: &str, known: &[&str]) {
         for k in t.keys().filter(|k| !known.contains(&k.as_str())) {
-            self.add(format!(
-                "{where_} has an unknown key `{}`: the keys are {}",
-                k.escape_debug(),
-                known.join(", ")
-            ));
+            self.add(format!("{where_} has an unknown key `{}`: the keys are {}", k.escape_debug(), known.join(", ")));
         }
     }
 }
@@ -818,10 +765,7 @@ migrations = ["migrations/0001_init.sql"]
         assert_eq!(m.routes.len(), 2);
         assert_eq!(m.routes[1].effect, Effect::External);
         assert_eq!(m.routes[1].input["additionalProperties"], Json::Bool(false));
-        assert_eq!(
-            m.capabilities.network[1].to_string(),
-            "https://*.example.com:8443"
-        );
+        assert_eq!(m.capabilities.network[1].to_string(), "https://*.example.com:8443");
         assert_eq!(m.capabilities.files[0].access, Access::Read);
     }
 
@@ -882,10 +826,7 @@ summary = "z"
     fn origins_are_parsed_strictly() {
         assert_eq!(Origin::parse("http://127.0.0.1:8080").unwrap().port, 8080);
         assert_eq!(Origin::parse("https://[::1]").unwrap().host, "::1");
-        assert_eq!(
-            Origin::parse("HTTPS://Example.COM/").unwrap().to_string(),
-            "https://example.com"
-        );
+        assert_eq!(Origin::parse("HTTPS://Example.COM/").unwrap().to_string(), "https://example.com");
         for bad in [
             "example.com",
             "ftp://example.com",
@@ -912,9 +853,7 @@ summary = "z"
 
     #[test]
     fn invalid_toml_names_the_line() {
-        let e = parse("[app]\nid = \n", "autoapp.toml")
-            .unwrap_err()
-            .to_string();
+        let e = parse("[app]\nid = \n", "autoapp.toml").unwrap_err().to_string();
         assert!(e.contains("not valid TOML at line"), "{e}");
     }
 }

@@ -38,7 +38,9 @@ impl Root {
                 Some(d) => PathBuf::from(d),
                 None => {
                     let home = std::env::var_os("HOME").filter(|v| !v.is_empty()).ok_or_else(|| {
-                        anyhow::anyhow!("HOME is not set, so there is no default root; pass --root DIR or set AUTOAPP_ROOT")
+                        anyhow::anyhow!(
+                            "HOME is not set, so there is no default root; pass --root DIR or set AUTOAPP_ROOT"
+                        )
                     })?;
                     PathBuf::from(home).join(".autoapp")
                 }
@@ -49,10 +51,8 @@ impl Root {
 
     /// Opens (creating if needed) the root at `dir`.
     pub fn open(dir: &Path) -> anyhow::Result<Root> {
-        fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create the root folder {}", dir.display()))?;
-        let dir = fs::canonicalize(dir)
-            .with_context(|| format!("cannot resolve the root folder {}", dir.display()))?;
+        fs::create_dir_all(dir).with_context(|| format!("cannot create the root folder {}", dir.display()))?;
+        let dir = fs::canonicalize(dir).with_context(|| format!("cannot resolve the root folder {}", dir.display()))?;
         Ok(Root { dir })
     }
 
@@ -65,10 +65,7 @@ impl Root {
     }
 
     pub fn app(&self, id: &AppId) -> AppPaths {
-        AppPaths {
-            id: id.clone(),
-            dir: self.apps_dir().join(id.as_str()),
-        }
+        AppPaths { id: id.clone(), dir: self.apps_dir().join(id.as_str()) }
     }
 
     /// Where precompiled components are cached, shared by every app.
@@ -86,10 +83,7 @@ impl Root {
         };
         for entry in entries {
             let entry = entry?;
-            if let Some(id) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| AppId::parse(n).ok())
+            if let Some(id) = entry.file_name().to_str().and_then(|n| AppId::parse(n).ok())
                 && entry.path().is_dir()
             {
                 ids.push(id);
@@ -144,14 +138,10 @@ impl AppPaths {
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let dir = path.parent().context("a file to write has a folder")?;
     fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let name = path
-        .file_name()
-        .context("a file to write has a name")?
-        .to_string_lossy();
+    let name = path.file_name().context("a file to write has a name")?.to_string_lossy();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     {
-        let mut f =
-            fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+        let mut f = fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
         f.write_all(bytes)?;
         f.sync_all()?;
     }
@@ -161,7 +151,23 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 
 /// Makes a rename or a new file in `dir` durable.
 pub fn sync_dir(dir: &Path) -> anyhow::Result<()> {
-    fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .with_context(|| format!("cannot sync {}", dir.display()))
+    fs::File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("cannot sync {}", dir.display()))
+}
+
+/// The launcher's connection file in the root.
+pub const LAUNCHER_FILE: &str = "launcher.json";
+
+/// The pid of a launcher that is running on this root, if one is.
+pub fn running_launcher(root: &Root) -> anyhow::Result<Option<u32>> {
+    let path = root.dir().join(LAUNCHER_FILE);
+    let text = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).context("cannot read launcher.json"),
+    };
+    let pid = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v["pid"].as_u64())
+        .and_then(|p| u32::try_from(p).ok());
+    Ok(pid.filter(|p| Path::new(&format!("/proc/{p}")).exists()))
 }

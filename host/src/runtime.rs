@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use wasmtime::component::{Component, HasSelf, InstancePre, Linker, ResourceTable};
 use wasmtime::{
-    Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits,
-    StoreLimitsBuilder, Trap, UpdateDeadline,
+    Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder, Trap,
+    UpdateDeadline,
 };
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
@@ -81,20 +81,13 @@ pub struct CallState {
 
 impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
     }
 }
 
 impl WasiHttpView for CallState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView {
-            ctx: &mut self.http,
-            table: &mut self.table,
-            hooks: &mut self.network,
-        }
+        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.network }
     }
 }
 
@@ -136,25 +129,15 @@ pub enum Outcome {
 pub enum Stopped {
     Deadline(Duration),
     StackOverflow,
-    Trap {
-        message: String,
-        stderr_tail: String,
-    },
+    Trap { message: String, stderr_tail: String },
 }
 
 impl std::fmt::Display for Stopped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Stopped::Deadline(d) => write!(
-                f,
-                "ran past its deadline of {} ms and was stopped",
-                d.as_millis()
-            ),
+            Stopped::Deadline(d) => write!(f, "ran past its deadline of {} ms and was stopped", d.as_millis()),
             Stopped::StackOverflow => f.write_str("overflowed its stack and was stopped"),
-            Stopped::Trap {
-                message,
-                stderr_tail,
-            } => {
+            Stopped::Trap { message, stderr_tail } => {
                 write!(f, "trapped ({message})")?;
                 if let Some(line) = last_words(stderr_tail) {
                     write!(f, " after printing \"{line}\"")?;
@@ -168,11 +151,7 @@ impl std::fmt::Display for Stopped {
 /// The line of a guest's stderr that says most about why it stopped: a Rust
 /// panic's message, else the last line that is not a hint.
 fn last_words(tail: &str) -> Option<String> {
-    let lines: Vec<&str> = tail
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
+    let lines: Vec<&str> = tail.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
     let pick = lines
         .iter()
         .rev()
@@ -185,13 +164,7 @@ fn last_words(tail: &str) -> Option<String> {
                 _ => lines[at].to_string(),
             }
         })
-        .or_else(|| {
-            lines
-                .iter()
-                .rev()
-                .find(|l| !l.starts_with("note:"))
-                .map(|l| l.to_string())
-        })?;
+        .or_else(|| lines.iter().rev().find(|l| !l.starts_with("note:")).map(|l| l.to_string()))?;
     let pick: String = pick.chars().take(300).collect();
     Some(pick)
 }
@@ -231,9 +204,7 @@ impl Runtime {
         pool.max_component_instance_size(1 << 20);
         pool.max_core_instance_size(1 << 20);
         wc.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&wc)
-            .map_err(anyhow::Error::from)
-            .context("cannot start the WebAssembly engine")?;
+        let engine = Engine::new(&wc).map_err(anyhow::Error::from).context("cannot start the WebAssembly engine")?;
 
         let mut linker: Linker<CallState> = Linker::new(&engine);
         link(&mut linker).context("cannot link the host's interfaces")?;
@@ -253,12 +224,7 @@ impl Runtime {
                 })
                 .context("cannot start the epoch ticker")?;
         }
-        Ok(Runtime {
-            engine,
-            linker,
-            config: config.clone(),
-            ticker,
-        })
+        Ok(Runtime { engine, linker, config: config.clone(), ticker })
     }
 
     pub fn engine(&self) -> &Engine {
@@ -317,42 +283,24 @@ impl Runtime {
 
     /// The import names of `component` (interfaces, with versions).
     pub fn imports(&self, component: &Compiled) -> Vec<String> {
-        component
-            .0
-            .component_type()
-            .imports(&self.engine)
-            .map(|(n, _)| n.to_string())
-            .collect()
+        component.0.component_type().imports(&self.engine).map(|(n, _)| n.to_string()).collect()
     }
 
     /// The export names of `component`.
     pub fn exports(&self, component: &Compiled) -> Vec<String> {
-        component
-            .0
-            .component_type()
-            .exports(&self.engine)
-            .map(|(n, _)| n.to_string())
-            .collect()
+        component.0.component_type().exports(&self.engine).map(|(n, _)| n.to_string()).collect()
     }
 
     /// Runs `entry` (a route or a page) in a fresh instance with what `plan`
     /// gives. Guest code runs only with a [`Pass`] from the gate.
-    pub async fn run(
-        &self,
-        _pass: &Pass,
-        prepared: &Prepared,
-        plan: CallPlan,
-        entry: Entry<'_>,
-    ) -> (Outcome, Settle) {
+    pub async fn run(&self, _pass: &Pass, prepared: &Prepared, plan: CallPlan, entry: Entry<'_>) -> (Outcome, Settle) {
         let deadline_len = self.config.call_deadline();
         let stderr = caps::log::GuestOutput::new(GUEST_OUTPUT_CAP);
         let mut wasi = WasiCtx::builder();
         wasi.stderr(stderr.clone());
         // No sockets, no name lookups, no preopens, no environment, no args:
         // everything a call reaches is given explicitly below.
-        wasi.allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false);
+        wasi.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
         plan.files.apply(&mut wasi);
         let state = CallState {
             wasi: wasi.build(),
@@ -383,38 +331,23 @@ impl Runtime {
         let work = async {
             let app = prepared.pre.instantiate_async(&mut store).await?;
             match entry {
-                Entry::Route { route, input } => {
-                    app.autoapp_app_routes()
-                        .call_handle(&mut store, route, input)
-                        .await
-                }
-                Entry::View { page, query } => {
-                    app.autoapp_app_views()
-                        .call_render(&mut store, page, query)
-                        .await
-                }
+                Entry::Route { route, input } => app.autoapp_app_routes().call_handle(&mut store, route, input).await,
+                Entry::View { page, query } => app.autoapp_app_views().call_render(&mut store, page, query).await,
             }
         };
         // The epoch stops guest code; this also bounds time spent waiting in
         // the host on the guest's behalf (a slow network peer, say).
-        let result =
-            match tokio::time::timeout(deadline_len + Duration::from_millis(250), work).await {
-                Ok(r) => r,
-                Err(_) => Err(wasmtime::Error::from(Trap::Interrupt)),
-            };
+        let result = match tokio::time::timeout(deadline_len + Duration::from_millis(250), work).await {
+            Ok(r) => r,
+            Err(_) => Err(wasmtime::Error::from(Trap::Interrupt)),
+        };
         let outcome = match result {
             Ok(Ok(text)) => Outcome::Ok(text),
             Ok(Err(app_error)) => Outcome::Error(app_error),
             Err(e) => Outcome::Trap(classify(&e, deadline_len, &stderr)),
         };
         let state = store.into_data();
-        (
-            outcome,
-            Settle {
-                store: state.store,
-                log: state.log,
-            },
-        )
+        (outcome, Settle { store: state.store, log: state.log })
     }
 }
 
@@ -436,23 +369,12 @@ fn classify(e: &wasmtime::Error, deadline: Duration, stderr: &caps::log::GuestOu
     match e.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => Stopped::Deadline(deadline),
         Some(Trap::StackOverflow) => Stopped::StackOverflow,
-        Some(t) => Stopped::Trap {
-            message: t.to_string(),
-            stderr_tail: stderr.tail(),
-        },
+        Some(t) => Stopped::Trap { message: t.to_string(), stderr_tail: stderr.tail() },
         None => {
             // A host function failed in a way the guest cannot handle, or
             // instantiation failed; keep the first line only (no paths).
-            let message = e
-                .to_string()
-                .lines()
-                .next()
-                .unwrap_or("unknown error")
-                .to_string();
-            Stopped::Trap {
-                message,
-                stderr_tail: stderr.tail(),
-            }
+            let message = e.to_string().lines().next().unwrap_or("unknown error").to_string();
+            Stopped::Trap { message, stderr_tail: stderr.tail() }
         }
     }
 }

@@ -29,12 +29,7 @@ pub fn write_wit(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(written)
 }
 
-fn write_dir(
-    d: &Dir<'_>,
-    to: &Path,
-    fill: &dyn Fn(&str) -> String,
-    written: &mut Vec<PathBuf>,
-) -> anyhow::Result<()> {
+fn write_dir(d: &Dir<'_>, to: &Path, fill: &dyn Fn(&str) -> String, written: &mut Vec<PathBuf>) -> anyhow::Result<()> {
     for f in d.files() {
         let path = to.join(f.path());
         let bytes = match f.contents_utf8() {
@@ -102,37 +97,24 @@ pub fn create(root: &Root, id: &AppId, at: Option<&Path>) -> anyhow::Result<Crea
             );
         }
         let name = title_case(id.as_str());
-        let fill = |text: &str| {
-            text.replace("{{app_id}}", id.as_str())
-                .replace("{{app_name}}", &name)
-        };
+        let fill = |text: &str| text.replace("{{app_id}}", id.as_str()).replace("{{app_name}}", &name);
         let mut written = Vec::new();
         write_dir(&TEMPLATE, &workspace, &fill, &mut written)?;
         write_wit(&workspace.join("wit"))?;
         false
     };
-    std::fs::create_dir_all(&app.dir)
-        .with_context(|| format!("cannot create {}", app.dir.display()))?;
+    std::fs::create_dir_all(&app.dir).with_context(|| format!("cannot create {}", app.dir.display()))?;
     if at.is_some() {
-        write_atomic(
-            &app.workspace_pointer(),
-            format!("{}\n", workspace.display()).as_bytes(),
-        )?;
+        write_atomic(&app.workspace_pointer(), format!("{}\n", workspace.display()).as_bytes())?;
     }
-    Ok(Created {
-        app: id.to_string(),
-        workspace,
-        adopted,
-    })
+    Ok(Created { app: id.to_string(), workspace, adopted })
 }
 
 fn absolute(dir: &Path) -> anyhow::Result<PathBuf> {
     if dir.is_absolute() {
         Ok(dir.to_path_buf())
     } else {
-        Ok(std::env::current_dir()
-            .context("cannot read the current folder")?
-            .join(dir))
+        Ok(std::env::current_dir().context("cannot read the current folder")?.join(dir))
     }
 }
 

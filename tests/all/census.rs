@@ -15,11 +15,7 @@ fn sources() -> Vec<(String, String)> {
             if p.is_dir() {
                 stack.push(p);
             } else if p.extension().is_some_and(|x| x == "rs") {
-                let rel = p
-                    .strip_prefix(crate::support::repo().join("host/src"))
-                    .unwrap()
-                    .display()
-                    .to_string();
+                let rel = p.strip_prefix(crate::support::repo().join("host/src")).unwrap().display().to_string();
                 out.push((rel, std::fs::read_to_string(&p).unwrap()));
             }
         }
@@ -57,22 +53,13 @@ fn guest_code_is_entered_only_in_runtime_run() {
     assert_eq!(census("instantiate_async("), at(&[("runtime.rs", 1)]));
     assert_eq!(census("call_handle("), at(&[("runtime.rs", 1)]));
     assert_eq!(census("call_render("), at(&[("runtime.rs", 1)]));
-    assert_eq!(
-        census(".instantiate("),
-        at(&[]),
-        "no synchronous instantiation anywhere"
-    );
+    assert_eq!(census(".instantiate("), at(&[]), "no synchronous instantiation anywhere");
 }
 
 #[test]
 fn runtime_run_takes_a_pass_and_only_apps_calls_it() {
-    let runtime = squeeze(
-        &std::fs::read_to_string(crate::support::repo().join("host/src/runtime.rs")).unwrap(),
-    );
-    assert!(
-        runtime.contains("pubasyncfnrun(&self,_pass:&Pass,"),
-        "Runtime::run must require a gate::Pass"
-    );
+    let runtime = squeeze(&std::fs::read_to_string(crate::support::repo().join("host/src/runtime.rs")).unwrap());
+    assert!(runtime.contains("pubasyncfnrun(&self,_pass:&Pass,"), "Runtime::run must require a gate::Pass");
     assert_eq!(census("runtime.run("), at(&[("apps.rs", 1)]));
 }
 
@@ -85,46 +72,29 @@ fn only_the_gate_makes_a_pass() {
             let n = text
                 .lines()
                 .filter(|l| {
-                    l.contains("Pass {")
-                        && !l.contains("struct ")
-                        && !l.contains("impl ")
-                        && !l.contains("-> Pass")
+                    l.contains("Pass {") && !l.contains("struct ") && !l.contains("impl ") && !l.contains("-> Pass")
                 })
                 .count();
             (n > 0).then_some((file, n))
         })
         .collect();
-    assert_eq!(
-        made,
-        at(&[("gate/mod.rs", 3)]),
-        "allowed, confirmed, and a page view: all in the gate"
-    );
+    assert_eq!(made, at(&[("gate/mod.rs", 3)]), "allowed, confirmed, and a page view: all in the gate");
 }
 
 #[test]
 fn every_path_into_apps_run_passes_the_gate_first() {
-    let apps =
-        squeeze(&std::fs::read_to_string(crate::support::repo().join("host/src/apps.rs")).unwrap());
+    let apps = squeeze(&std::fs::read_to_string(crate::support::repo().join("host/src/apps.rs")).unwrap());
     // Split apps.rs into its public async functions and look at each one that calls self.run(.
     let mut callers = Vec::new();
     for chunk in apps.split("pubasyncfn").skip(1) {
         let name = chunk.split('(').next().unwrap().to_string();
         if chunk.contains(".run(&pass") {
-            let gate_at = chunk
-                .find(".gate.guard(")
-                .or_else(|| chunk.find(".gate.view()"));
+            let gate_at = chunk.find(".gate.guard(").or_else(|| chunk.find(".gate.view()"));
             let run_at = chunk.find(".run(&pass").unwrap();
-            assert!(
-                gate_at.is_some_and(|g| g < run_at),
-                "`{name}` runs guest code without passing the gate first"
-            );
+            assert!(gate_at.is_some_and(|g| g < run_at), "`{name}` runs guest code without passing the gate first");
             callers.push(name);
         }
     }
-    assert_eq!(
-        callers,
-        ["call", "render"],
-        "the call sites that run guest code"
-    );
+    assert_eq!(callers, ["call_at", "render_at"], "the call sites that run guest code");
     assert!(Path::new(&crate::support::repo().join("host/src/apps.rs")).exists());
 }

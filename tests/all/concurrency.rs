@@ -14,22 +14,13 @@ fn a_long_loop_in_one_app_does_not_delay_another_apps_calls() {
     let t = TestRoot::new();
     t.install("hostile");
     t.install("notes");
-    let config = Config {
-        call_deadline_ms: 3000,
-        ..Config::default()
-    };
+    let config = Config { call_deadline_ms: 3000, ..Config::default() };
     let apps = Apps::new(Root::open(t.path()).unwrap(), &config).unwrap();
     let me = Caller::command_line();
-    let (hostile, notes) = (
-        AppId::parse("hostile").unwrap(),
-        AppId::parse("notes").unwrap(),
-    );
+    let (hostile, notes) = (AppId::parse("hostile").unwrap(), AppId::parse("notes").unwrap());
 
     // One thread only: if the loop did not yield, the notes call could not run.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let spin = apps.call(&me, &hostile, "spin", "{}");
         tokio::pin!(spin);

@@ -5,16 +5,9 @@
 use crate::support::{TestRoot, TestServer};
 
 fn serves_a_normal_call(root: &TestRoot) {
-    let before = root.call("hostile", "count", "{}")["marks"]
-        .as_i64()
-        .unwrap();
+    let before = root.call("hostile", "count", "{}")["marks"].as_i64().unwrap();
     root.call("hostile", "mark", "{}");
-    assert_eq!(
-        root.call("hostile", "count", "{}")["marks"]
-            .as_i64()
-            .unwrap(),
-        before + 1
-    );
+    assert_eq!(root.call("hostile", "count", "{}")["marks"].as_i64().unwrap(), before + 1);
 }
 
 fn input(key: &str, value: &str) -> String {
@@ -41,15 +34,8 @@ fn a_host_that_was_not_granted_is_denied_before_any_connection() {
     root.install_hostile_with(&format!("network = [\"http://127.0.0.1:{}\"]", server.port));
     let got = root.call("hostile", "http.get", &input("url", &other.url("/hello")));
     assert_eq!(got["error"], "ErrorCode::HttpRequestDenied", "{got}");
-    let got = root.call(
-        "hostile",
-        "http.get",
-        &input("url", &format!("https://127.0.0.1:{}/hello", server.port)),
-    );
-    assert_eq!(
-        got["error"], "ErrorCode::HttpRequestDenied",
-        "another scheme is another origin: {got}"
-    );
+    let got = root.call("hostile", "http.get", &input("url", &format!("https://127.0.0.1:{}/hello", server.port)));
+    assert_eq!(got["error"], "ErrorCode::HttpRequestDenied", "another scheme is another origin: {got}");
     assert_eq!(other.hits() + server.hits(), 0, "no connection was made");
     serves_a_normal_call(&root);
 }
@@ -60,10 +46,7 @@ fn a_revoked_origin_is_denied_from_the_next_call_on() {
     let root = TestRoot::new();
     let origin = format!("http://127.0.0.1:{}", server.port);
     root.install_hostile_with(&format!("network = [\"{origin}\"]"));
-    assert_eq!(
-        root.call("hostile", "http.get", &input("url", &server.url("/hello")))["status"],
-        200
-    );
+    assert_eq!(root.call("hostile", "http.get", &input("url", &server.url("/hello")))["status"], 200);
     root.ok(&["revoke", "hostile", &format!("network:{origin}")]);
     let got = root.call("hostile", "http.get", &input("url", &server.url("/hello")));
     assert_eq!(got["error"], "ErrorCode::HttpRequestDenied", "{got}");
@@ -75,11 +58,7 @@ fn a_granted_name_that_resolves_to_loopback_is_prohibited() {
     let server = TestServer::start();
     let root = TestRoot::new();
     root.install_hostile_with(&format!("network = [\"http://localhost:{}\"]", server.port));
-    let got = root.call(
-        "hostile",
-        "http.get",
-        &input("url", &format!("http://localhost:{}/hello", server.port)),
-    );
+    let got = root.call("hostile", "http.get", &input("url", &format!("http://localhost:{}/hello", server.port)));
     assert_eq!(got["error"], "ErrorCode::DestinationIpProhibited", "{got}");
     assert_eq!(server.hits(), 0, "no connection was made");
     serves_a_normal_call(&root);
@@ -98,8 +77,7 @@ fn a_loopback_address_in_another_spelling_is_not_the_granted_origin() {
         let got = root.call("hostile", "http.get", &input("url", &url));
         let e = got["error"].as_str().unwrap_or_default().to_string();
         assert!(
-            e == "ErrorCode::HttpRequestDenied"
-                || e.starts_with("ErrorCode::HttpRequestUriInvalid"),
+            e == "ErrorCode::HttpRequestDenied" || e.starts_with("ErrorCode::HttpRequestUriInvalid"),
             "{url}: {got}"
         );
     }
@@ -111,11 +89,7 @@ fn a_redirect_is_returned_to_the_guest_and_never_followed() {
     let server = TestServer::start();
     let root = TestRoot::new();
     root.install_hostile_with(&format!("network = [\"http://127.0.0.1:{}\"]", server.port));
-    let got = root.call(
-        "hostile",
-        "http.get",
-        &input("url", &server.url("/redirect")),
-    );
+    let got = root.call("hostile", "http.get", &input("url", &server.url("/redirect")));
     assert_eq!(got["status"], 302, "{got}");
     assert_eq!(server.hits(), 1, "the redirect's target was not fetched");
 }
@@ -127,10 +101,7 @@ fn the_network_from_a_write_or_read_route_is_denied() {
     root.install_hostile_with(&format!("network = [\"http://127.0.0.1:{}\"]", server.port));
     for route in ["http.get-in-write", "http.get-in-read"] {
         let got = root.call("hostile", route, &input("url", &server.url("/hello")));
-        assert_eq!(
-            got["error"], "ErrorCode::HttpRequestDenied",
-            "{route}: {got}"
-        );
+        assert_eq!(got["error"], "ErrorCode::HttpRequestDenied", "{route}: {got}");
     }
     assert_eq!(server.hits(), 0);
 }
@@ -144,9 +115,7 @@ fn a_raw_socket_is_denied_even_in_an_external_route() {
     for route in ["socket.connect", "socket.connect-external"] {
         let got = root.call("hostile", route, &input("addr", &addr));
         assert!(
-            got["error"]
-                .as_str()
-                .is_some_and(|e| e.contains("denied") || e.contains("Permission")),
+            got["error"].as_str().is_some_and(|e| e.contains("denied") || e.contains("Permission")),
             "{route}: {got}"
         );
     }
@@ -190,19 +159,8 @@ fn a_granted_folder_is_seen_at_files_name_and_nothing_else_is() {
         inbox.display()
     ));
     let got = root.call("hostile", "files.read", &input("path", "/files/inbox"));
-    assert_eq!(
-        got["entries"],
-        serde_json::json!(["escape", "note.txt", "up"]),
-        "{got}"
-    );
-    assert_eq!(
-        root.call(
-            "hostile",
-            "files.read",
-            &input("path", "/files/inbox/note.txt")
-        )["text"],
-        "inside the grant"
-    );
+    assert_eq!(got["entries"], serde_json::json!(["escape", "note.txt", "up"]), "{got}");
+    assert_eq!(root.call("hostile", "files.read", &input("path", "/files/inbox/note.txt"))["text"], "inside the grant");
     for path in [
         "/files/inbox/../secret.txt",
         "/files/inbox/escape",
@@ -212,10 +170,7 @@ fn a_granted_folder_is_seen_at_files_name_and_nothing_else_is() {
         inbox.join("note.txt").to_str().unwrap(),
     ] {
         let got = root.call("hostile", "files.read", &input("path", path));
-        assert!(
-            got.get("error").is_some(),
-            "{path} must not be readable: {got}"
-        );
+        assert!(got.get("error").is_some(), "{path} must not be readable: {got}");
         assert_ne!(got["text"], "outside the grant");
     }
     serves_a_normal_call(&root);
@@ -229,11 +184,7 @@ fn a_read_only_grant_cannot_be_written_and_a_write_grant_can() {
         "files = [{{ name = \"inbox\", path = \"{}\", access = \"read\" }}]",
         inbox.display()
     ));
-    let got = root.call(
-        "hostile",
-        "files.write",
-        r#"{"path":"/files/inbox/new.txt","content":"x"}"#,
-    );
+    let got = root.call("hostile", "files.write", r#"{"path":"/files/inbox/new.txt","content":"x"}"#);
     assert!(got.get("error").is_some(), "{got}");
     assert!(!inbox.join("new.txt").exists());
 
@@ -243,29 +194,12 @@ fn a_read_only_grant_cannot_be_written_and_a_write_grant_can() {
         "files = [{{ name = \"inbox\", path = \"{}\", access = \"write\" }}]",
         inbox2.display()
     ));
-    let got = root2.call(
-        "hostile",
-        "files.write",
-        r#"{"path":"/files/inbox/new.txt","content":"written"}"#,
-    );
+    let got = root2.call("hostile", "files.write", r#"{"path":"/files/inbox/new.txt","content":"written"}"#);
     assert_eq!(got["ok"], true, "{got}");
-    assert_eq!(
-        std::fs::read_to_string(inbox2.join("new.txt")).unwrap(),
-        "written"
-    );
-    let got = root2.call(
-        "hostile",
-        "files.write",
-        r#"{"path":"/files/inbox/up/secret.txt","content":"overwritten"}"#,
-    );
-    assert!(
-        got.get("error").is_some(),
-        "a symlink out of the grant cannot be written through: {got}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(_top2.path().join("secret.txt")).unwrap(),
-        "outside the grant"
-    );
+    assert_eq!(std::fs::read_to_string(inbox2.join("new.txt")).unwrap(), "written");
+    let got = root2.call("hostile", "files.write", r#"{"path":"/files/inbox/up/secret.txt","content":"overwritten"}"#);
+    assert!(got.get("error").is_some(), "a symlink out of the grant cannot be written through: {got}");
+    assert_eq!(std::fs::read_to_string(_top2.path().join("secret.txt")).unwrap(), "outside the grant");
 }
 
 #[test]
@@ -276,11 +210,7 @@ fn a_read_route_sees_no_files_even_when_a_folder_is_granted() {
         "files = [{{ name = \"inbox\", path = \"{}\", access = \"read\" }}]",
         inbox.display()
     ));
-    let got = root.call(
-        "hostile",
-        "fs.read",
-        &input("path", "/files/inbox/note.txt"),
-    );
+    let got = root.call("hostile", "fs.read", &input("path", "/files/inbox/note.txt"));
     assert!(got.get("error").is_some(), "{got}");
 }
 
@@ -291,24 +221,10 @@ fn a_granted_program_gets_its_arguments_as_they_are_never_through_a_shell() {
     let root = TestRoot::new();
     root.install_hostile_with("spawn = [{ program = \"echo\" }]");
     let marker = root.path().join("pwned");
-    let args = serde_json::json!([
-        "; touch",
-        marker.to_str().unwrap(),
-        "$(id)",
-        "`id`",
-        "&&",
-        "|"
-    ]);
-    let got = root.call(
-        "hostile",
-        "spawn.run",
-        &serde_json::json!({ "program": "echo", "args": args }).to_string(),
-    );
+    let args = serde_json::json!(["; touch", marker.to_str().unwrap(), "$(id)", "`id`", "&&", "|"]);
+    let got = root.call("hostile", "spawn.run", &serde_json::json!({ "program": "echo", "args": args }).to_string());
     assert_eq!(got["status"], 0, "{got}");
-    assert_eq!(
-        got["stdout"],
-        format!("; touch {} $(id) `id` && |\n", marker.display())
-    );
+    assert_eq!(got["stdout"], format!("; touch {} $(id) `id` && |\n", marker.display()));
     assert!(!marker.exists(), "no shell ran");
 }
 
@@ -322,11 +238,7 @@ fn a_program_that_was_not_granted_is_denied() {
             "spawn.run",
             &serde_json::json!({ "program": program, "args": ["-c", "id"] }).to_string(),
         );
-        assert_eq!(
-            got["error"],
-            format!("denied: the program `{program}` is not granted to this app"),
-            "{got}"
-        );
+        assert_eq!(got["error"], format!("denied: the program `{program}` is not granted to this app"), "{got}");
     }
     serves_a_normal_call(&root);
 }
@@ -335,15 +247,8 @@ fn a_program_that_was_not_granted_is_denied() {
 fn a_program_cannot_run_from_a_read_route() {
     let root = TestRoot::new();
     root.install_hostile_with("spawn = [{ program = \"echo\" }]");
-    let got = root.call(
-        "hostile",
-        "spawn.in-read",
-        r#"{"program":"echo","args":["hi"]}"#,
-    );
-    assert_eq!(
-        got["error"], "denied: programs can only run in a route whose effect is external",
-        "{got}"
-    );
+    let got = root.call("hostile", "spawn.in-read", r#"{"program":"echo","args":["hi"]}"#);
+    assert_eq!(got["error"], "denied: programs can only run in a route whose effect is external", "{got}");
 }
 
 #[test]
@@ -351,24 +256,13 @@ fn a_program_gets_an_empty_environment_and_a_scratch_folder() {
     let root = TestRoot::new();
     root.install_hostile_with("spawn = [{ program = \"env\" }, { program = \"pwd\" }]");
     let got = root.call("hostile", "spawn.run", r#"{"program":"env"}"#);
-    let mut vars: Vec<&str> = got["stdout"]
-        .as_str()
-        .unwrap()
-        .lines()
-        .map(|l| l.split('=').next().unwrap())
-        .collect();
+    let mut vars: Vec<&str> = got["stdout"].as_str().unwrap().lines().map(|l| l.split('=').next().unwrap()).collect();
     vars.sort();
     assert_eq!(vars, ["HOME", "LANG", "PATH", "TMPDIR"], "{got}");
     let got = root.call("hostile", "spawn.run", r#"{"program":"pwd"}"#);
     let cwd = got["stdout"].as_str().unwrap().trim().to_string();
-    assert!(
-        cwd.starts_with(root.path().join("cache/scratch").to_str().unwrap()),
-        "{cwd}"
-    );
-    assert!(
-        !std::path::Path::new(&cwd).exists(),
-        "the scratch folder is removed after the call"
-    );
+    assert!(cwd.starts_with(root.path().join("cache/scratch").to_str().unwrap()), "{cwd}");
+    assert!(!std::path::Path::new(&cwd).exists(), "the scratch folder is removed after the call");
 }
 
 #[test]
@@ -377,42 +271,21 @@ fn activation_refuses_a_capability_nobody_granted_and_names_it() {
     let ws = tempfile::tempdir().unwrap();
     let src = crate::support::repo().join("guests/hostile");
     std::fs::create_dir(ws.path().join("migrations")).unwrap();
-    std::fs::copy(
-        src.join("migrations/0001_init.sql"),
-        ws.path().join("migrations/0001_init.sql"),
-    )
-    .unwrap();
+    std::fs::copy(src.join("migrations/0001_init.sql"), ws.path().join("migrations/0001_init.sql")).unwrap();
     std::fs::copy(src.join("autoapp.toml"), ws.path().join("autoapp.toml")).unwrap();
     root.ok(&["create", "hostile", "--at", ws.path().to_str().unwrap()]);
     let comp = crate::support::hostile_component();
     let id = {
-        let out = root.ok(&[
-            "build",
-            "hostile",
-            "--component",
-            comp.to_str().unwrap(),
-            "--json",
-        ]);
-        serde_json::from_str::<serde_json::Value>(&out).unwrap()["release"]
-            .as_str()
-            .unwrap()
-            .to_string()
+        let out = root.ok(&["build", "hostile", "--component", comp.to_str().unwrap(), "--json"]);
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["release"].as_str().unwrap().to_string()
     };
     let e = root.refused(&["activate", "hostile", &id]);
-    assert!(
-        e.contains(
-            "asks for network:https://example.com, files:inbox, spawn:echo, which nobody granted"
-        ),
-        "{e}"
-    );
+    assert!(e.contains("asks for network:https://example.com, files:inbox, spawn:echo, which nobody granted"), "{e}");
     root.ok(&["grant", "hostile", "network:https://example.com"]);
     let e = root.refused(&["activate", "hostile", &id]);
     assert!(e.contains("asks for files:inbox, spawn:echo,"), "{e}");
     let e = root.refused(&["grant", "hostile", "network:https://evil.example.net"]);
-    assert!(
-        e.contains("does not ask for network https://evil.example.net"),
-        "{e}"
-    );
+    assert!(e.contains("does not ask for network https://evil.example.net"), "{e}");
 }
 
 // ---- the environment, limits ----------------------------------------------------
@@ -440,10 +313,7 @@ fn an_infinite_loop_is_stopped_at_the_deadline() {
     let root = TestRoot::with_config("call_deadline_ms = 1500\n");
     root.install("hostile");
     let e = root.refused(&["call", "hostile", "spin"]);
-    assert!(
-        e.contains("hostile was stopped in route `spin`: it ran past its deadline of 1500 ms"),
-        "{e}"
-    );
+    assert!(e.contains("hostile was stopped in route `spin`: it ran past its deadline of 1500 ms"), "{e}");
     serves_a_normal_call(&root);
 }
 
@@ -452,14 +322,8 @@ fn a_memory_bomb_ends_that_call_only() {
     let root = TestRoot::with_config("memory_max_mib = 64\n");
     root.install("hostile");
     let e = root.refused(&["call", "hostile", "memory.bomb"]);
-    assert!(
-        e.contains("hostile was stopped in route `memory.bomb`: it trapped"),
-        "{e}"
-    );
-    assert!(
-        e.contains("memory allocation"),
-        "the guest's own words say why: {e}"
-    );
+    assert!(e.contains("hostile was stopped in route `memory.bomb`: it trapped"), "{e}");
+    assert!(e.contains("memory allocation"), "the guest's own words say why: {e}");
     serves_a_normal_call(&root);
 }
 
@@ -468,10 +332,7 @@ fn a_stack_overflow_ends_that_call_only() {
     let root = TestRoot::new();
     root.install("hostile");
     let e = root.refused(&["call", "hostile", "stack.overflow"]);
-    assert!(
-        e.contains("hostile was stopped in route `stack.overflow`: it"),
-        "{e}"
-    );
+    assert!(e.contains("hostile was stopped in route `stack.overflow`: it"), "{e}");
     serves_a_normal_call(&root);
 }
 
@@ -488,57 +349,20 @@ fn sql_that_would_reach_outside_the_store_is_denied() {
     root.install("hostile");
     let outside = root.path().join("stolen.sqlite");
     for (sql, want) in [
-        (
-            format!("ATTACH DATABASE '{}' AS x", outside.display()),
-            "denied: ATTACH and DETACH are not available",
-        ),
-        (
-            "PRAGMA journal_mode = DELETE".into(),
-            "denied: PRAGMA statements are not available",
-        ),
-        (
-            "COMMIT".into(),
-            "denied: transaction control is not available",
-        ),
-        (
-            format!("VACUUM INTO '{}'", outside.display()),
-            "denied: VACUUM is not available",
-        ),
-        (
-            "SELECT load_extension('/tmp/x.so')".into(),
-            "denied: the function load_extension is not available",
-        ),
-        (
-            "DELETE FROM _autoapp_migrations".into(),
-            "denied: the table _autoapp_migrations belongs to the host",
-        ),
+        (format!("ATTACH DATABASE '{}' AS x", outside.display()), "denied: ATTACH and DETACH are not available"),
+        ("PRAGMA journal_mode = DELETE".into(), "denied: PRAGMA statements are not available"),
+        ("COMMIT".into(), "denied: transaction control is not available"),
+        (format!("VACUUM INTO '{}'", outside.display()), "denied: VACUUM is not available"),
+        ("SELECT load_extension('/tmp/x.so')".into(), "denied: the function load_extension is not available"),
+        ("DELETE FROM _autoapp_migrations".into(), "denied: the table _autoapp_migrations belongs to the host"),
     ] {
         let got = root.call("hostile", "sql", &input("sql", &sql));
-        assert!(
-            got["error"].as_str().unwrap_or_default().starts_with(want),
-            "{sql}: {got}"
-        );
+        assert!(got["error"].as_str().unwrap_or_default().starts_with(want), "{sql}: {got}");
     }
     assert!(!outside.exists());
-    let got = root.call(
-        "hostile",
-        "sql.read",
-        &input("sql", "INSERT INTO marks (note) VALUES ('x')"),
-    );
-    assert!(
-        got["error"]
-            .as_str()
-            .unwrap()
-            .starts_with("denied: this route's effect is read"),
-        "{got}"
-    );
+    let got = root.call("hostile", "sql.read", &input("sql", "INSERT INTO marks (note) VALUES ('x')"));
+    assert!(got["error"].as_str().unwrap().starts_with("denied: this route's effect is read"), "{got}");
     let got = root.call("hostile", "write.in-read", "{}");
-    assert!(
-        got["error"]
-            .as_str()
-            .unwrap()
-            .starts_with("denied: this route's effect is read"),
-        "{got}"
-    );
+    assert!(got["error"].as_str().unwrap().starts_with("denied: this route's effect is read"), "{got}");
     serves_a_normal_call(&root);
 }

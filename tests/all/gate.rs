@@ -17,11 +17,7 @@ fn setup(config: Config) -> (TestRoot, Apps, tokio::runtime::Runtime) {
     let t = TestRoot::new();
     t.install("notes");
     let apps = Apps::new(Root::open(t.path()).unwrap(), &config).unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     (t, apps, rt)
 }
 
@@ -39,48 +35,24 @@ fn a_write_on_mcp_waits_for_the_person_and_runs_once_when_approved() {
         let app = notes();
         let call = apps.call(&agent, &app, "notes.add", r#"{"title":"from the agent"}"#);
         let person = async {
-            let GateEvent::Asked { question } = events.recv().await.unwrap() else {
-                panic!("a question first")
-            };
-            assert_eq!(
-                question.arguments,
-                serde_json::json!({"title": "from the agent"})
-            );
+            let GateEvent::Asked { question } = events.recv().await.unwrap() else { panic!("a question first") };
+            assert_eq!(question.arguments, serde_json::json!({"title": "from the agent"}));
             assert_eq!(apps.gate().pending().len(), 1);
-            apps.gate()
-                .answer(
-                    &question.request_id,
-                    &question.release_id,
-                    &question.arguments_hash,
-                    true,
-                )
-                .unwrap();
+            apps.gate().answer(&question.request_id, &question.release_id, &question.arguments_hash, true).unwrap();
             question
         };
         let (answer, q) = tokio::join!(call, person);
         answer.expect("the approved call runs");
         assert!(
-            apps.gate()
-                .answer(&q.request_id, &q.release_id, &q.arguments_hash, true)
-                .is_err(),
+            apps.gate().answer(&q.request_id, &q.release_id, &q.arguments_hash, true).is_err(),
             "an approval is consumed once"
         );
         q
     });
     apps.flush_record();
-    assert_eq!(
-        t.call("notes", "notes.list", "{}")["notes"]
-            .as_array()
-            .unwrap()
-            .len(),
-        1,
-        "it ran exactly once"
-    );
+    assert_eq!(t.call("notes", "notes.list", "{}")["notes"].as_array().unwrap().len(), 1, "it ran exactly once");
     let rows = runs(&t);
-    let row = rows
-        .iter()
-        .find(|r| r["request_id"] == q.request_id.as_str())
-        .expect("the call is recorded");
+    let row = rows.iter().find(|r| r["request_id"] == q.request_id.as_str()).expect("the call is recorded");
     assert_eq!(row["decision"], "confirmed");
     assert_eq!(row["channel"], "mcp");
     assert_eq!(row["caller"], "test agent");
@@ -98,35 +70,16 @@ fn a_declined_write_does_not_run_and_says_so() {
         let app = notes();
         let call = apps.call(&agent, &app, "notes.add", r#"{"title":"unwanted"}"#);
         let person = async {
-            let GateEvent::Asked { question } = events.recv().await.unwrap() else {
-                panic!()
-            };
-            apps.gate()
-                .answer(
-                    &question.request_id,
-                    &question.release_id,
-                    &question.arguments_hash,
-                    false,
-                )
-                .unwrap();
+            let GateEvent::Asked { question } = events.recv().await.unwrap() else { panic!() };
+            apps.gate().answer(&question.request_id, &question.release_id, &question.arguments_hash, false).unwrap();
         };
         let (answer, ()) = tokio::join!(call, person);
         let e = answer.unwrap_err();
-        assert_eq!(
-            (e.kind, e.message.as_str()),
-            (ErrorKind::Denied, "the person declined this call")
-        );
+        assert_eq!((e.kind, e.message.as_str()), (ErrorKind::Denied, "the person declined this call"));
     });
     apps.flush_record();
-    assert_eq!(
-        t.call("notes", "notes.list", "{}")["notes"],
-        serde_json::json!([])
-    );
-    assert!(
-        runs(&t)
-            .iter()
-            .any(|r| r["decision"] == "denied" && r["outcome"] == "not-run")
-    );
+    assert_eq!(t.call("notes", "notes.list", "{}")["notes"], serde_json::json!([]));
+    assert!(runs(&t).iter().any(|r| r["decision"] == "denied" && r["outcome"] == "not-run"));
 }
 
 #[test]
@@ -134,49 +87,25 @@ fn with_no_page_open_a_write_on_mcp_is_refused_at_once_and_a_read_runs() {
     let (t, apps, rt) = setup(Config::default());
     rt.block_on(async {
         let agent = Caller::control("test agent");
-        let e = apps
-            .call(&agent, &notes(), "notes.add", r#"{"title":"x"}"#)
-            .await
-            .unwrap_err();
+        let e = apps.call(&agent, &notes(), "notes.add", r#"{"title":"x"}"#).await.unwrap_err();
         assert_eq!(e.kind, ErrorKind::Denied);
         assert!(e.message.contains("nobody could be asked"), "{e}");
-        apps.call(&agent, &notes(), "notes.list", "{}")
-            .await
-            .expect("a read runs for anybody");
+        apps.call(&agent, &notes(), "notes.list", "{}").await.expect("a read runs for anybody");
     });
     apps.flush_record();
     let rows = runs(&t);
-    assert!(
-        rows.iter()
-            .any(|r| r["decision"] == "refused" && r["route"] == "notes.add")
-    );
-    assert!(rows.iter().any(|r| r["decision"] == "allowed"
-        && r["route"] == "notes.list"
-        && r["channel"] == "mcp"));
+    assert!(rows.iter().any(|r| r["decision"] == "refused" && r["route"] == "notes.add"));
+    assert!(rows.iter().any(|r| r["decision"] == "allowed" && r["route"] == "notes.list" && r["channel"] == "mcp"));
 }
 
 #[test]
 fn an_unanswered_question_expires_as_not_answered_not_declined() {
-    let config = Config {
-        approval_window_secs: 1,
-        ..Config::default()
-    };
+    let config = Config { approval_window_secs: 1, ..Config::default() };
     let (_t, apps, rt) = setup(config);
     rt.block_on(async {
         let _tab = apps.gate().attach(Some(notes()));
-        let e = apps
-            .call(
-                &Caller::control("agent"),
-                &notes(),
-                "notes.add",
-                r#"{"title":"x"}"#,
-            )
-            .await
-            .unwrap_err();
-        assert_eq!(
-            e.message,
-            "not answered within 1 minute; nobody declined it"
-        );
+        let e = apps.call(&Caller::control("agent"), &notes(), "notes.add", r#"{"title":"x"}"#).await.unwrap_err();
+        assert_eq!(e.message, "not answered within 1 minute; nobody declined it");
         assert!(apps.gate().pending().is_empty());
     });
 }
@@ -185,23 +114,9 @@ fn an_unanswered_question_expires_as_not_answered_not_declined() {
 fn the_record_keeps_each_decision_and_no_input_value() {
     let t = TestRoot::new();
     t.install("notes");
-    t.call(
-        "notes",
-        "notes.add",
-        r#"{"title":"hunter2 is my password"}"#,
-    );
-    t.refused(&[
-        "call",
-        "notes",
-        "notes.add",
-        r#"{"title":"hunter2","extra":true}"#,
-    ]);
-    t.refused(&[
-        "call",
-        "notes",
-        "notes.tag",
-        r#"{"id":999,"tag":"hunter2"}"#,
-    ]);
+    t.call("notes", "notes.add", r#"{"title":"hunter2 is my password"}"#);
+    t.refused(&["call", "notes", "notes.add", r#"{"title":"hunter2","extra":true}"#]);
+    t.refused(&["call", "notes", "notes.tag", r#"{"id":999,"tag":"hunter2"}"#]);
     let rows = runs(&t);
     let summary: Vec<(String, String, String)> = rows
         .iter()
@@ -216,11 +131,7 @@ fn the_record_keeps_each_decision_and_no_input_value() {
     assert_eq!(
         summary,
         [
-            (
-                "notes.add".to_string(),
-                "allowed".to_string(),
-                "ok".to_string()
-            ),
+            ("notes.add".to_string(), "allowed".to_string(), "ok".to_string()),
             ("notes.add".into(), "refused".into(), "not-run".into()),
             ("notes.tag".into(), "allowed".into(), "error".into()),
         ]
@@ -228,14 +139,8 @@ fn the_record_keeps_each_decision_and_no_input_value() {
     let record = std::fs::read(t.path().join("apps/notes/data/runs.sqlite")).unwrap();
     let wal = std::fs::read(t.path().join("apps/notes/data/runs.sqlite-wal")).unwrap_or_default();
     for bytes in [record, wal] {
-        assert!(
-            !bytes.windows(7).any(|w| w == b"hunter2"),
-            "an input value reached the record"
-        );
+        assert!(!bytes.windows(7).any(|w| w == b"hunter2"), "an input value reached the record");
     }
     let text = t.ok(&["runs", "notes"]);
-    assert!(
-        text.contains("allowed") && text.contains("refused"),
-        "{text}"
-    );
+    assert!(text.contains("allowed") && text.contains("refused"), "{text}");
 }

@@ -7,4 +7,5 @@ mod enforcement;
 mod examples;
 mod foundation;
 mod gate;
+mod lifecycle;
 mod support;

@@ -6,10 +6,7 @@ use std::process::{Command, Output};
 
 /// The repository's root.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host has a parent")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("host has a parent").to_path_buf()
 }
 
 /// One cargo target folder for every guest built by every test, kept apart
@@ -25,12 +22,7 @@ pub struct TestRoot {
 
 impl TestRoot {
     pub fn new() -> TestRoot {
-        TestRoot {
-            dir: tempfile::Builder::new()
-                .prefix("autoapp-test-")
-                .tempdir()
-                .expect("a temp folder"),
-        }
+        TestRoot { dir: tempfile::Builder::new().prefix("autoapp-test-").tempdir().expect("a temp folder") }
     }
 
     /// A root whose config.toml holds `config`.
@@ -90,17 +82,14 @@ impl TestRoot {
             .lines()
             .rev()
             .find(|l| l.starts_with("autoapp: "))
-            .unwrap_or_else(|| {
-                panic!("autoapp {args:?}: no `autoapp: ` line on stderr:\n{stderr}")
-            });
+            .unwrap_or_else(|| panic!("autoapp {args:?}: no `autoapp: ` line on stderr:\n{stderr}"));
         line.to_string()
     }
 
     /// Calls a route and parses its JSON answer.
     pub fn call(&self, app: &str, route: &str, input: &str) -> serde_json::Value {
         let out = self.ok(&["call", app, route, input]);
-        serde_json::from_str(&out)
-            .unwrap_or_else(|e| panic!("{route} answered non-JSON ({e}): {out}"))
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{route} answered non-JSON ({e}): {out}"))
     }
 
     /// Registers `guests/<name>` as app `name`, builds it and returns the release id.
@@ -123,11 +112,7 @@ impl TestRoot {
         let id = self.build_guest(name);
         let explained: serde_json::Value =
             serde_json::from_str(&self.ok(&["explain", name, "--json"])).expect("explain --json");
-        if !explained["capabilities"]
-            .as_array()
-            .expect("capabilities")
-            .is_empty()
-        {
+        if !explained["capabilities"].as_array().expect("capabilities").is_empty() {
             self.ok(&["grant", name, "--all-asked"]);
         }
         self.ok(&["activate", name, &id]);
@@ -163,43 +148,23 @@ impl TestRoot {
     /// [capabilities] table) instead of the repository's, grants everything it
     /// asks, and activates it. Returns its workspace folder.
     pub fn install_with(&self, name: &str, capabilities: &str) -> tempfile::TempDir {
-        let ws = tempfile::Builder::new()
-            .prefix("ws-")
-            .tempdir()
-            .expect("temp workspace");
+        let ws = tempfile::Builder::new().prefix("ws-").tempdir().expect("temp workspace");
         let src = repo().join("guests").join(name);
         let manifest = std::fs::read_to_string(src.join("autoapp.toml")).expect("manifest");
-        let start = manifest
-            .find("\n[capabilities]\n")
-            .expect("a [capabilities] table")
-            + 1;
-        let end = manifest[start..]
-            .find("\n[data]\n")
-            .map(|i| start + i + 1)
-            .unwrap_or(manifest.len());
-        let manifest = format!(
-            "{}[capabilities]\n{capabilities}\n\n{}",
-            &manifest[..start],
-            &manifest[end..]
-        );
+        let start = manifest.find("\n[capabilities]\n").expect("a [capabilities] table") + 1;
+        let end = manifest[start..].find("\n[data]\n").map(|i| start + i + 1).unwrap_or(manifest.len());
+        let manifest = format!("{}[capabilities]\n{capabilities}\n\n{}", &manifest[..start], &manifest[end..]);
         std::fs::write(ws.path().join("autoapp.toml"), manifest).expect("write manifest");
         if src.join("migrations").is_dir() {
             std::fs::create_dir_all(ws.path().join("migrations")).expect("migrations folder");
             for m in std::fs::read_dir(src.join("migrations")).expect("migrations") {
                 let m = m.expect("entry");
-                std::fs::copy(m.path(), ws.path().join("migrations").join(m.file_name()))
-                    .expect("copy migration");
+                std::fs::copy(m.path(), ws.path().join("migrations").join(m.file_name())).expect("copy migration");
             }
         }
         let component = guest_component(name);
         self.ok(&["create", name, "--at", ws.path().to_str().expect("utf-8")]);
-        let out = self.ok(&[
-            "build",
-            name,
-            "--component",
-            component.to_str().expect("utf-8"),
-            "--json",
-        ]);
+        let out = self.ok(&["build", name, "--component", component.to_str().expect("utf-8"), "--json"]);
         let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
         let id = v["release"].as_str().expect("release").to_string();
         self.ok(&["grant", name, "--all-asked"]);
@@ -244,10 +209,7 @@ impl TestServer {
                             break;
                         }
                     }
-                    let reply = |stream: &mut std::net::TcpStream,
-                                 status: &str,
-                                 headers: &str,
-                                 body: &[u8]| {
+                    let reply = |stream: &mut std::net::TcpStream, status: &str, headers: &str, body: &[u8]| {
                         let head = format!(
                             "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n{headers}\r\n",
                             body.len()

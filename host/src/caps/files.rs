@@ -36,11 +36,7 @@ impl CallFiles {
     /// missing since it was granted is left out (the guest sees no such path).
     pub fn apply(&self, wasi: &mut WasiCtxBuilder) {
         for f in &self.folders {
-            let perms = if f.write {
-                FsPerms::ReadWrite
-            } else {
-                FsPerms::ReadOnly
-            };
+            let perms = if f.write { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
             if let Err(e) = wasi.preopened_dir(&f.host, format!("/files/{}", f.name), perms) {
                 tracing::warn!(folder = f.name, "a granted folder could not be opened: {e}");
             }

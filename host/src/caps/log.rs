@@ -23,13 +23,7 @@ pub struct CallLog {
 
 impl CallLog {
     pub fn new(app: &str, route: &str, max: u32) -> CallLog {
-        CallLog {
-            app: app.to_string(),
-            route: route.to_string(),
-            written: 0,
-            max,
-            dropped: 0,
-        }
+        CallLog { app: app.to_string(), route: route.to_string(), written: 0, max, dropped: 0 }
     }
 
     /// How many lines were dropped over the cap.
@@ -78,10 +72,7 @@ pub struct GuestOutput {
 
 impl GuestOutput {
     pub fn new(cap: usize) -> GuestOutput {
-        GuestOutput {
-            buf: Arc::default(),
-            cap,
-        }
+        GuestOutput { buf: Arc::default(), cap }
     }
 
     /// The last lines written, as text.
@@ -105,11 +96,7 @@ impl wasmtime_wasi::cli::StdoutStream for GuestOutput {
 }
 
 impl tokio::io::AsyncWrite for GuestOutput {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
+    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, data: &[u8]) -> Poll<std::io::Result<usize>> {
         let mut buf = self.buf.lock().expect("guest output");
         let room = self.cap.saturating_sub(buf.len());
         buf.extend_from_slice(&data[..data.len().min(room)]);

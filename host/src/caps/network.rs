@@ -53,29 +53,19 @@ impl CallNetwork {
         CallNetwork {
             allowed: Arc::default(),
             deadline: Instant::now(),
-            limits: NetLimits {
-                request_max_bytes: 0,
-                response_max_bytes: 0,
-                connect_timeout: Duration::ZERO,
-            },
+            limits: NetLimits { request_max_bytes: 0, response_max_bytes: 0, connect_timeout: Duration::ZERO },
         }
     }
 
     /// A call that may reach `allowed` (declared ∩ granted) until `deadline`.
     pub fn new(allowed: Vec<Origin>, deadline: Instant, limits: NetLimits) -> CallNetwork {
-        CallNetwork {
-            allowed: Arc::new(allowed),
-            deadline,
-            limits,
-        }
+        CallNetwork { allowed: Arc::new(allowed), deadline, limits }
     }
 }
 
 type ResponseFuture = Box<dyn std::future::Future<Output = Result<(), HttpError>> + Send>;
-type SendFuture = Box<
-    dyn std::future::Future<Output = Result<(http::Response<WasiBody>, ResponseFuture), HttpError>>
-        + Send,
->;
+type SendFuture =
+    Box<dyn std::future::Future<Output = Result<(http::Response<WasiBody>, ResponseFuture), HttpError>> + Send>;
 
 impl WasiHttpHooks for CallNetwork {
     fn send_request(
@@ -108,11 +98,7 @@ impl Origin {
 
     /// Whether this origin names `ip` literally (`http://127.0.0.1:8080`).
     fn names_address(&self, ip: IpAddr) -> bool {
-        !self.wildcard
-            && self
-                .host
-                .parse::<IpAddr>()
-                .is_ok_and(|mine| mine.to_canonical() == ip.to_canonical())
+        !self.wildcard && self.host.parse::<IpAddr>().is_ok_and(|mine| mine.to_canonical() == ip.to_canonical())
     }
 }
 
@@ -150,12 +136,7 @@ fn special_v6(ip: Ipv6Addr) -> bool {
         return true; // unique local, link-local, site-local
     }
     // NAT64 (64:ff9b::/96) and IPv4-compatible (::a.b.c.d) embed an IPv4 address.
-    let embedded = Ipv4Addr::new(
-        (seg[6] >> 8) as u8,
-        seg[6] as u8,
-        (seg[7] >> 8) as u8,
-        seg[7] as u8,
-    );
+    let embedded = Ipv4Addr::new((seg[6] >> 8) as u8, seg[6] as u8, (seg[7] >> 8) as u8, seg[7] as u8);
     if seg[0] == 0x64 && seg[1] == 0xff9b && seg[2..6] == [0, 0, 0, 0] {
         return special_v4(embedded);
     }
@@ -164,12 +145,7 @@ fn special_v6(ip: Ipv6Addr) -> bool {
     }
     // 6to4 (2002::/16) embeds an IPv4 address in bits 16..48.
     if seg[0] == 0x2002 {
-        let v4 = Ipv4Addr::new(
-            (seg[1] >> 8) as u8,
-            seg[1] as u8,
-            (seg[2] >> 8) as u8,
-            seg[2] as u8,
-        );
+        let v4 = Ipv4Addr::new((seg[1] >> 8) as u8, seg[1] as u8, (seg[2] >> 8) as u8, seg[2] as u8);
         return special_v4(v4);
     }
     // Documentation 2001:db8::/32.
@@ -185,14 +161,8 @@ async fn filtered_send(
 ) -> Result<(http::Response<WasiBody>, ResponseFuture), HttpError> {
     let uri = request.uri().clone();
     let scheme = uri.scheme_str().unwrap_or("").to_ascii_lowercase();
-    let host = uri
-        .host()
-        .ok_or(HttpError::HttpRequestUriInvalid)?
-        .to_ascii_lowercase();
-    let host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
+    let host = uri.host().ok_or(HttpError::HttpRequestUriInvalid)?.to_ascii_lowercase();
+    let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
     let tls = match scheme.as_str() {
         "https" => true,
         "http" => false,
@@ -200,12 +170,7 @@ async fn filtered_send(
     };
     let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
     let Some(origin) = allowed.iter().find(|o| o.matches(&scheme, &host, port)) else {
-        tracing::info!(
-            scheme,
-            host,
-            port,
-            "denied an outgoing request to an origin not granted to this call"
-        );
+        tracing::info!(scheme, host, port, "denied an outgoing request to an origin not granted to this call");
         return Err(HttpError::HttpRequestDenied);
     };
 
@@ -217,10 +182,7 @@ async fn filtered_send(
             match tokio::time::timeout(remaining().min(limits.connect_timeout), lookup).await {
                 Err(_) => return Err(HttpError::DnsTimeout),
                 Ok(Err(e)) => {
-                    return Err(HttpError::DnsError {
-                        rcode: Some(e.to_string()),
-                        info_code: None,
-                    });
+                    return Err(HttpError::DnsError { rcode: Some(e.to_string()), info_code: None });
                 }
                 Ok(Ok(a)) => a.collect(),
             }
@@ -231,31 +193,20 @@ async fn filtered_send(
     }
     // Every address the name has must be allowed: a name that resolves to
     // one public and one private address is refused, whichever comes first.
-    if let Some(bad) = addrs
-        .iter()
-        .find(|a| is_special(a.ip()) && !origin.names_address(a.ip()))
-    {
+    if let Some(bad) = addrs.iter().find(|a| is_special(a.ip()) && !origin.names_address(a.ip())) {
         tracing::info!(host, address = %bad.ip(), "denied an outgoing request to a non-public address");
         return Err(HttpError::DestinationIpProhibited);
     }
 
     // The body may not exceed the request cap.
     if let Some(len) = request.headers().get(http::header::CONTENT_LENGTH) {
-        let len: u64 = len
-            .to_str()
-            .ok()
-            .and_then(|l| l.parse().ok())
-            .unwrap_or(u64::MAX);
+        let len: u64 = len.to_str().ok().and_then(|l| l.parse().ok()).unwrap_or(u64::MAX);
         if len > limits.request_max_bytes {
             return Err(HttpError::HttpRequestBodySize(Some(len)));
         }
     }
-    let body = std::mem::replace(
-        request.body_mut(),
-        http_body_util::Empty::new()
-            .map_err(|n| match n {})
-            .boxed_unsync(),
-    );
+    let body =
+        std::mem::replace(request.body_mut(), http_body_util::Empty::new().map_err(|n| match n {}).boxed_unsync());
     *request.body_mut() = Capped::request(body, limits.request_max_bytes).boxed_unsync();
     *request.uri_mut() = http::Uri::builder()
         .path_and_query(uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"))
@@ -267,22 +218,18 @@ async fn filtered_send(
         .unwrap_or(limits.connect_timeout)
         .min(limits.connect_timeout)
         .min(remaining());
-    let first_byte_timeout = options
-        .and_then(|o| o.first_byte_timeout)
-        .unwrap_or(remaining())
-        .min(remaining());
-    let stream =
-        match tokio::time::timeout(connect_timeout, tokio::net::TcpStream::connect(addrs[0])).await
-        {
-            Err(_) => return Err(HttpError::ConnectionTimeout),
-            Ok(Err(e)) => return Err(HttpError::Connect(e)),
-            Ok(Ok(s)) => s,
-        };
+    let first_byte_timeout = options.and_then(|o| o.first_byte_timeout).unwrap_or(remaining()).min(remaining());
+    let stream = match tokio::time::timeout(connect_timeout, tokio::net::TcpStream::connect(addrs[0])).await {
+        Err(_) => return Err(HttpError::ConnectionTimeout),
+        Ok(Err(e)) => return Err(HttpError::Connect(e)),
+        Ok(Ok(s)) => s,
+    };
     let io: Box<dyn Io> = if tls {
         let name = match host.parse::<IpAddr>() {
             Ok(ip) => rustls::pki_types::ServerName::from(ip),
-            Err(_) => rustls::pki_types::ServerName::try_from(host.clone())
-                .map_err(|_| HttpError::HttpRequestUriInvalid)?,
+            Err(_) => {
+                rustls::pki_types::ServerName::try_from(host.clone()).map_err(|_| HttpError::HttpRequestUriInvalid)?
+            }
         };
         let connect = tls_connector().connect(name, stream);
         match tokio::time::timeout(connect_timeout.max(Duration::from_millis(1)), connect).await {
@@ -293,17 +240,15 @@ async fn filtered_send(
     } else {
         Box::new(stream)
     };
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(wasmtime_wasi_http::io::TokioIo::new(io))
-            .await
-            .map_err(HttpError::from)?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(wasmtime_wasi_http::io::TokioIo::new(io))
+        .await
+        .map_err(HttpError::from)?;
     let driver = tokio::spawn(conn);
-    let response =
-        match tokio::time::timeout(first_byte_timeout, sender.send_request(request)).await {
-            Err(_) => return Err(HttpError::ConnectionReadTimeout),
-            Ok(Err(e)) => return Err(HttpError::from(e)),
-            Ok(Ok(r)) => r,
-        };
+    let response = match tokio::time::timeout(first_byte_timeout, sender.send_request(request)).await {
+        Err(_) => return Err(HttpError::ConnectionReadTimeout),
+        Ok(Err(e)) => return Err(HttpError::from(e)),
+        Ok(Ok(r)) => r,
+    };
     let max = limits.response_max_bytes;
     if let Some(len) = response.headers().get(http::header::CONTENT_LENGTH) {
         let len: u64 = len.to_str().ok().and_then(|l| l.parse().ok()).unwrap_or(0);
@@ -312,8 +257,7 @@ async fn filtered_send(
             return Err(HttpError::HttpResponseBodySize(Some(len)));
         }
     }
-    let response = response
-        .map(|b| Capped::response(b.map_err(HttpError::from).boxed_unsync(), max).boxed_unsync());
+    let response = response.map(|b| Capped::response(b.map_err(HttpError::from).boxed_unsync(), max).boxed_unsync());
     let io_done: ResponseFuture = Box::new(async move {
         match driver.await {
             Ok(Ok(())) => Ok(()),
@@ -330,16 +274,12 @@ impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static> I
 fn tls_connector() -> tokio_rustls::TlsConnector {
     static CONFIG: std::sync::OnceLock<Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
     let config = CONFIG.get_or_init(|| {
-        let roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-        };
-        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default protocol versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.into() };
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default protocol versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
         Arc::new(config)
     });
     tokio_rustls::TlsConnector::from(config.clone())
@@ -355,21 +295,11 @@ struct Capped {
 
 impl Capped {
     fn request(inner: WasiBody, max: u64) -> Capped {
-        Capped {
-            inner,
-            seen: 0,
-            max,
-            request: true,
-        }
+        Capped { inner, seen: 0, max, request: true }
     }
 
     fn response(inner: WasiBody, max: u64) -> Capped {
-        Capped {
-            inner,
-            seen: 0,
-            max,
-            request: false,
-        }
+        Capped { inner, seen: 0, max, request: false }
     }
 }
 
@@ -377,10 +307,7 @@ impl Body for Capped {
     type Data = Bytes;
     type Error = HttpError;
 
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, HttpError>>> {
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, HttpError>>> {
         let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(f))) => f,
             other => return other,
@@ -455,13 +382,7 @@ mod tests {
         ] {
             assert!(is_special(ip.parse().unwrap()), "{ip} is special");
         }
-        for ip in [
-            "93.184.216.34",
-            "1.1.1.1",
-            "2606:4700:4700::1111",
-            "::ffff:1.1.1.1",
-            "64:ff9b::101:101",
-        ] {
+        for ip in ["93.184.216.34", "1.1.1.1", "2606:4700:4700::1111", "::ffff:1.1.1.1", "64:ff9b::101:101"] {
             assert!(!is_special(ip.parse().unwrap()), "{ip} is public");
         }
     }

@@ -52,28 +52,15 @@ impl CallSpawn {
         output_max: usize,
         scratch_root: PathBuf,
     ) -> CallSpawn {
-        CallSpawn {
-            external: true,
-            programs,
-            deadline,
-            output_max,
-            scratch_root,
-        }
+        CallSpawn { external: true, programs, deadline, output_max, scratch_root }
     }
 }
 
 impl Host for crate::runtime::CallState {
-    async fn run(
-        &mut self,
-        program: String,
-        args: Vec<String>,
-        stdin: Vec<u8>,
-    ) -> Result<Output, AppError> {
+    async fn run(&mut self, program: String, args: Vec<String>, stdin: Vec<u8>) -> Result<Output, AppError> {
         let s = &self.spawn;
         if !s.external {
-            return Err(AppError::Denied(
-                "programs can only run in a route whose effect is external".into(),
-            ));
+            return Err(AppError::Denied("programs can only run in a route whose effect is external".into()));
         }
         let Some(path) = s.programs.get(&program).cloned() else {
             return Err(AppError::Denied(format!(
@@ -82,19 +69,9 @@ impl Host for crate::runtime::CallState {
             )));
         };
         if args.iter().any(|a| a.contains('\0')) {
-            return Err(AppError::InvalidInput(
-                "an argument contains a NUL byte".into(),
-            ));
+            return Err(AppError::InvalidInput("an argument contains a NUL byte".into()));
         }
-        run_confined(
-            &path,
-            &args,
-            stdin,
-            s.deadline,
-            s.output_max,
-            &s.scratch_root,
-        )
-        .await
+        run_confined(&path, &args, stdin, s.deadline, s.output_max, &s.scratch_root).await
     }
 }
 
@@ -107,10 +84,8 @@ async fn run_confined(
     scratch_root: &PathBuf,
 ) -> Result<Output, AppError> {
     let internal = |what: &str, e: std::io::Error| AppError::Internal(format!("{what}: {e}"));
-    std::fs::create_dir_all(scratch_root)
-        .map_err(|e| internal("cannot make a scratch folder", e))?;
-    let scratch =
-        tempdir_in(scratch_root).map_err(|e| internal("cannot make a scratch folder", e))?;
+    std::fs::create_dir_all(scratch_root).map_err(|e| internal("cannot make a scratch folder", e))?;
+    let scratch = tempdir_in(scratch_root).map_err(|e| internal("cannot make a scratch folder", e))?;
     let mut child = tokio::process::Command::new(path)
         .args(args)
         .env_clear()
@@ -126,9 +101,7 @@ async fn run_confined(
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| internal("the program could not start", e))?;
-    let pgid = child
-        .id()
-        .and_then(|id| rustix::process::Pid::from_raw(id as i32));
+    let pgid = child.id().and_then(|id| rustix::process::Pid::from_raw(id as i32));
     let kill_group = || {
         if let Some(pgid) = pgid {
             let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
@@ -143,12 +116,8 @@ async fn run_confined(
         drop(child_stdin);
     };
     let work = async {
-        let (_, out, err, status) = tokio::join!(
-            feed,
-            capped(stdout, output_max),
-            capped(stderr, output_max),
-            child.wait()
-        );
+        let (_, out, err, status) =
+            tokio::join!(feed, capped(stdout, output_max), capped(stderr, output_max), child.wait());
         (out, err, status)
     };
     let remaining = deadline.saturating_duration_since(Instant::now());
@@ -156,17 +125,12 @@ async fn run_confined(
     // Whatever happened, nothing of the group outlives the call.
     kill_group();
     match result {
-        Ok((stdout, stderr, Ok(status))) => Ok(Output {
-            status: status.code().unwrap_or(-1),
-            stdout,
-            stderr,
-        }),
+        Ok((stdout, stderr, Ok(status))) => Ok(Output { status: status.code().unwrap_or(-1), stdout, stderr }),
         Ok((_, _, Err(e))) => Err(internal("cannot wait for the program", e)),
         Err(_) => {
             let _ = child.kill().await;
             Err(AppError::Denied(
-                "the program ran past the call's deadline and was killed with its process group"
-                    .into(),
+                "the program ran past the call's deadline and was killed with its process group".into(),
             ))
         }
     }
@@ -199,11 +163,7 @@ impl Drop for ScratchDir {
 fn tempdir_in(root: &std::path::Path) -> std::io::Result<ScratchDir> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let dir = root.join(format!(
-        "{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
+    let dir = root.join(format!("{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
     std::fs::create_dir(&dir)?;
     Ok(ScratchDir(dir))
 }

@@ -66,10 +66,7 @@ impl AppStore {
     pub fn open(data_dir: &Path) -> anyhow::Result<Arc<AppStore>> {
         std::fs::create_dir_all(data_dir)
             .with_context(|| format!("cannot create the data folder {}", data_dir.display()))?;
-        let store = Arc::new(AppStore {
-            path: data_dir.join(STORE_FILE),
-            pool: Mutex::new(Vec::new()),
-        });
+        let store = Arc::new(AppStore { path: data_dir.join(STORE_FILE), pool: Mutex::new(Vec::new()) });
         let conn = store.connect()?;
         store.put_back(conn);
         Ok(store)
@@ -94,10 +91,7 @@ impl AppStore {
         )
         .context("cannot configure the store")?;
         conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)?;
-        conn.set_db_config(
-            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
-            true,
-        )?;
+        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, true)?;
         Ok(conn)
     }
 
@@ -128,23 +122,16 @@ impl AppStore {
         }
         {
             let denial = denial.clone();
-            conn.authorizer(Some(move |ctx: AuthContext<'_>| {
-                match authorize(mode, &ctx) {
-                    Ok(()) => Authorization::Allow,
-                    Err(why) => {
-                        *denial.lock().expect("denial") = Some(why);
-                        Authorization::Deny
-                    }
+            conn.authorizer(Some(move |ctx: AuthContext<'_>| match authorize(mode, &ctx) {
+                Ok(()) => Authorization::Allow,
+                Err(why) => {
+                    *denial.lock().expect("denial") = Some(why);
+                    Authorization::Deny
                 }
             }))?;
         }
         conn.progress_handler(PROGRESS_STEPS, Some(move || Instant::now() >= deadline))?;
-        Ok(CallStore {
-            conn: Some(conn),
-            home: self.clone(),
-            mode,
-            denial,
-        })
+        Ok(CallStore { conn: Some(conn), home: self.clone(), mode, denial })
     }
 
     /// The migrations already applied, in order: `(name, sha256)`.
@@ -159,7 +146,6 @@ impl AppStore {
     /// one transaction: either every new migration is applied or none is.
     /// Refuses when the applied ones are not a prefix of `migrations`.
     pub fn migrate(&self, migrations: &[(String, String)]) -> anyhow::Result<usize> {
-        use sha2::Digest as _;
         let mut conn = self.take()?;
         let result = (|| {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -169,20 +155,11 @@ impl AppStore {
                     applied_at TEXT NOT NULL)"
             ))?;
             let applied = read_applied(&tx)?;
-            let wanted: Vec<(String, String)> = migrations
-                .iter()
-                .map(|(n, sql)| (n.clone(), hex::encode(sha2::Sha256::digest(sql.as_bytes()))))
-                .collect();
+            let wanted = hashed(migrations);
             check_forward(&applied, &wanted)?;
             let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-            for (i, ((name, sql), (_, sha))) in migrations
-                .iter()
-                .zip(&wanted)
-                .enumerate()
-                .skip(applied.len())
-            {
-                tx.execute_batch(sql)
-                    .with_context(|| format!("migration {name} failed"))?;
+            for (i, ((name, sql), (_, sha))) in migrations.iter().zip(&wanted).enumerate().skip(applied.len()) {
+                tx.execute_batch(sql).with_context(|| format!("migration {name} failed"))?;
                 tx.execute(
                     &format!("INSERT INTO {MIGRATIONS_TABLE} (seq, name, sha256, applied_at) VALUES (?1, ?2, ?3, ?4)"),
                     rusqlite::params![i as i64 + 1, name, sha, now],
@@ -196,12 +173,71 @@ impl AppStore {
     }
 }
 
+/// Copies the data folder `from` to `to` (which must not exist): every SQLite
+/// database through SQLite's backup API, so the copy is consistent even while
+/// another process writes; other files as they are. Journal, WAL and shared
+/// memory files are not copied (the backup holds their committed content).
+pub fn copy_data(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to).with_context(|| format!("cannot create {}", to.display()))?;
+    if !from.exists() {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let name_str = name.to_string_lossy();
+        let target = to.join(&name);
+        if entry.file_type()?.is_dir() {
+            copy_data(&entry.path(), &target)?;
+        } else if name_str.ends_with(".sqlite") {
+            let src = Connection::open_with_flags(
+                entry.path(),
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .with_context(|| format!("cannot open {}", entry.path().display()))?;
+            src.busy_timeout(std::time::Duration::from_secs(10))?;
+            src.backup(rusqlite::MAIN_DB, &target, None::<fn(rusqlite::backup::Progress)>)
+                .with_context(|| format!("cannot copy {}", entry.path().display()))?;
+        } else if name_str.ends_with("-wal") || name_str.ends_with("-shm") || name_str.ends_with("-journal") {
+            continue;
+        } else {
+            std::fs::copy(entry.path(), &target).with_context(|| format!("cannot copy {}", entry.path().display()))?;
+        }
+    }
+    let dir = std::fs::File::open(to)?;
+    dir.sync_all()?;
+    Ok(())
+}
+
+/// The migrations applied to the store in `data`, without keeping it open.
+pub fn applied_in(data: &Path) -> anyhow::Result<Vec<(String, String)>> {
+    let path = data.join(STORE_FILE);
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    read_applied(&conn)
+}
+
+fn hashed(migrations: &[(String, String)]) -> Vec<(String, String)> {
+    use sha2::Digest as _;
+    migrations.iter().map(|(n, sql)| (n.clone(), hex::encode(sha2::Sha256::digest(sql.as_bytes())))).collect()
+}
+
+/// Refuses `migrations` (name, sql) unless they extend `applied` (name, sha256).
+pub fn check_extends(applied: &[(String, String)], migrations: &[(String, String)]) -> anyhow::Result<()> {
+    check_forward(applied, &hashed(migrations))
+}
+
+/// Whether `migrations` (name, sql) are a prefix of `applied` (name, sha256).
+pub fn is_prefix(migrations: &[(String, String)], applied: &[(String, String)]) -> bool {
+    let wanted = hashed(migrations);
+    wanted.len() <= applied.len() && wanted.iter().zip(applied).all(|(w, a)| w == a)
+}
+
 /// The migrations a release brings must extend the applied ones: same names,
 /// same contents, in the same order, and more of them or as many.
-pub fn check_forward(
-    applied: &[(String, String)],
-    wanted: &[(String, String)],
-) -> anyhow::Result<()> {
+pub fn check_forward(applied: &[(String, String)], wanted: &[(String, String)]) -> anyhow::Result<()> {
     for (i, (name, sha)) in applied.iter().enumerate() {
         match wanted.get(i) {
             None => anyhow::bail!(
@@ -212,11 +248,7 @@ pub fn check_forward(
             Some((wn, wsha)) if wn != name || wsha != sha => anyhow::bail!(
                 "this release's migration number {} is {wn} but the data applied {name}{}; migrations are forward only: keep the applied files unchanged and add new ones after them",
                 i + 1,
-                if wn == name {
-                    " with different contents"
-                } else {
-                    ""
-                }
+                if wn == name { " with different contents" } else { "" }
             ),
             Some(_) => {}
         }
@@ -233,9 +265,7 @@ fn read_applied(conn: &Connection) -> anyhow::Result<Vec<(String, String)>> {
     if !exists {
         return Ok(Vec::new());
     }
-    let mut stmt = conn.prepare(&format!(
-        "SELECT name, sha256 FROM {MIGRATIONS_TABLE} ORDER BY seq"
-    ))?;
+    let mut stmt = conn.prepare(&format!("SELECT name, sha256 FROM {MIGRATIONS_TABLE} ORDER BY seq"))?;
     let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
@@ -243,10 +273,8 @@ fn read_applied(conn: &Connection) -> anyhow::Result<Vec<(String, String)>> {
 /// Decides one action of a statement the guest sent. `Err` says why not.
 fn authorize(mode: Mode, ctx: &AuthContext<'_>) -> Result<(), String> {
     use AuthAction as A;
-    let host_table = |t: &str| {
-        t.get(..HOST_TABLE_PREFIX.len())
-            .is_some_and(|p| p.eq_ignore_ascii_case(HOST_TABLE_PREFIX))
-    };
+    let host_table =
+        |t: &str| t.get(..HOST_TABLE_PREFIX.len()).is_some_and(|p| p.eq_ignore_ascii_case(HOST_TABLE_PREFIX));
     if ctx.database_name.is_some_and(|d| d != "main")
         && !matches!(ctx.action, A::Select | A::Function { .. } | A::Recursive)
     {
@@ -333,11 +361,7 @@ impl CallStore {
         };
         conn.authorizer(None::<fn(AuthContext<'_>) -> Authorization>)?;
         conn.progress_handler(0, None::<fn() -> bool>)?;
-        let end = if commit && self.mode == Mode::ReadWrite {
-            "COMMIT"
-        } else {
-            "ROLLBACK"
-        };
+        let end = if commit && self.mode == Mode::ReadWrite { "COMMIT" } else { "ROLLBACK" };
         match conn.execute_batch(end) {
             Ok(()) => {
                 self.home.put_back(conn);
@@ -352,18 +376,14 @@ impl CallStore {
     }
 
     fn conn(&mut self) -> Result<&mut Connection, AppError> {
-        self.conn
-            .as_mut()
-            .ok_or_else(|| AppError::Internal("the store is closed".into()))
+        self.conn.as_mut().ok_or_else(|| AppError::Internal("the store is closed".into()))
     }
 
     fn map_err(&self, e: rusqlite::Error) -> AppError {
         let denial = self.denial.lock().expect("denial").take();
         // SQLite's own failures, whether or not rusqlite attached the SQL.
         let failure = match e {
-            rusqlite::Error::SqliteFailure(f, msg) => {
-                Ok((f.code, msg.unwrap_or_else(|| f.to_string())))
-            }
+            rusqlite::Error::SqliteFailure(f, msg) => Ok((f.code, msg.unwrap_or_else(|| f.to_string()))),
             rusqlite::Error::SqlInputError { error, msg, .. } => Ok((error.code, msg)),
             other => Err(other),
         };
@@ -375,12 +395,12 @@ impl CallStore {
                 ErrorCode::AuthorizationForStatementDenied => {
                     AppError::Denied("this statement is not available to apps".into())
                 }
-                ErrorCode::OperationInterrupted => AppError::Denied(
-                    "the statement ran past the call's deadline and was interrupted".into(),
-                ),
-                ErrorCode::ReadOnly => AppError::Denied(
-                    "this route's effect is read, so the store is read-only".into(),
-                ),
+                ErrorCode::OperationInterrupted => {
+                    AppError::Denied("the statement ran past the call's deadline and was interrupted".into())
+                }
+                ErrorCode::ReadOnly => {
+                    AppError::Denied("this route's effect is read, so the store is read-only".into())
+                }
                 ErrorCode::ConstraintViolation => AppError::Conflict(msg),
                 ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => {
                     AppError::Conflict("the store is busy; try again".into())
@@ -389,20 +409,18 @@ impl CallStore {
                 _ if msg.starts_with("not authorized") => {
                     AppError::Denied(format!("{msg}: this is not available to apps"))
                 }
-                _ if msg.contains("VACUUM") => AppError::Denied(
-                    "VACUUM is not available: the host keeps the database file".into(),
-                ),
+                _ if msg.contains("VACUUM") => {
+                    AppError::Denied("VACUUM is not available: the host keeps the database file".into())
+                }
                 _ => AppError::InvalidInput(msg),
             },
-            Err(rusqlite::Error::MultipleStatement) => {
-                AppError::InvalidInput("send one SQL statement per call".into())
+            Err(rusqlite::Error::MultipleStatement) => AppError::InvalidInput("send one SQL statement per call".into()),
+            Err(rusqlite::Error::ExecuteReturnedResults) => {
+                AppError::InvalidInput("this statement returns rows: use query instead of execute".into())
             }
-            Err(rusqlite::Error::ExecuteReturnedResults) => AppError::InvalidInput(
-                "this statement returns rows: use query instead of execute".into(),
-            ),
-            Err(rusqlite::Error::InvalidParameterCount(got, want)) => AppError::InvalidInput(
-                format!("the statement has {want} parameters but {got} values were given"),
-            ),
+            Err(rusqlite::Error::InvalidParameterCount(got, want)) => {
+                AppError::InvalidInput(format!("the statement has {want} parameters but {got} values were given"))
+            }
             Err(other) => AppError::InvalidInput(other.to_string()),
         }
     }
@@ -436,10 +454,7 @@ fn value_of(v: ValueRef<'_>) -> (Value, usize) {
         ValueRef::Null => (Value::Null, 1),
         ValueRef::Integer(i) => (Value::Integer(i), 8),
         ValueRef::Real(r) => (Value::Real(r), 8),
-        ValueRef::Text(t) => (
-            Value::Text(String::from_utf8_lossy(t).into_owned()),
-            t.len(),
-        ),
+        ValueRef::Text(t) => (Value::Text(String::from_utf8_lossy(t).into_owned()), t.len()),
         ValueRef::Blob(b) => (Value::Blob(b.to_vec()), b.len()),
     }
 }
@@ -449,8 +464,7 @@ impl CallStore {
         let params = bind(params);
         let r = self.conn().map_err(Ok).and_then(|c| {
             let mut stmt = c.prepare(sql).map_err(Err)?;
-            stmt.execute(rusqlite::params_from_iter(params))
-                .map_err(Err)
+            stmt.execute(rusqlite::params_from_iter(params)).map_err(Err)
         });
         match r {
             Ok(n) => Ok(n as u64),
@@ -523,11 +537,7 @@ mod tests {
     fn store() -> (tempfile::TempDir, Arc<AppStore>) {
         let dir = tempfile::tempdir().unwrap();
         let s = AppStore::open(dir.path()).unwrap();
-        s.migrate(&[(
-            "0001.sql".into(),
-            "CREATE TABLE t (x INTEGER UNIQUE)".into(),
-        )])
-        .unwrap();
+        s.migrate(&[("0001.sql".into(), "CREATE TABLE t (x INTEGER UNIQUE)".into())]).unwrap();
         (dir, s)
     }
 
@@ -539,28 +549,15 @@ mod tests {
     fn a_read_call_cannot_change_anything() {
         let (_d, s) = store();
         let mut c = s.begin(Mode::ReadOnly, soon()).unwrap();
-        for sql in [
-            "INSERT INTO t VALUES (1)",
-            "DELETE FROM t",
-            "CREATE TABLE u (y)",
-            "DROP TABLE t",
-        ] {
+        for sql in ["INSERT INTO t VALUES (1)", "DELETE FROM t", "CREATE TABLE u (y)", "DROP TABLE t"] {
             let e = c.execute(sql, vec![]).unwrap_err();
-            assert!(
-                matches!(e, AppError::Denied(ref m) if m.contains("read-only")),
-                "{sql}: {e:?}"
-            );
+            assert!(matches!(e, AppError::Denied(ref m) if m.contains("read-only")), "{sql}: {e:?}");
         }
-        let e = c
-            .query("INSERT INTO t VALUES (2) RETURNING x", vec![])
-            .unwrap_err();
+        let e = c.query("INSERT INTO t VALUES (2) RETURNING x", vec![]).unwrap_err();
         assert!(matches!(e, AppError::Denied(_)), "{e:?}");
         c.finish(true).unwrap();
         let mut c = s.begin(Mode::ReadOnly, soon()).unwrap();
-        assert!(matches!(
-            c.query("SELECT count(*) FROM t", vec![]).unwrap().rows[0][0],
-            Value::Integer(0)
-        ));
+        assert!(matches!(c.query("SELECT count(*) FROM t", vec![]).unwrap().rows[0][0], Value::Integer(0)));
     }
 
     #[test]
@@ -581,10 +578,7 @@ mod tests {
             "VACUUM".to_string(),
         ] {
             let e = c.execute(&sql, vec![]).unwrap_err();
-            assert!(
-                matches!(e, AppError::Denied(_) | AppError::InvalidInput(_)),
-                "{sql}: {e:?}"
-            );
+            assert!(matches!(e, AppError::Denied(_) | AppError::InvalidInput(_)), "{sql}: {e:?}");
         }
         assert!(!other.exists());
         c.finish(true).unwrap();
@@ -595,20 +589,13 @@ mod tests {
     fn a_call_that_is_not_committed_keeps_nothing() {
         let (_d, s) = store();
         let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
-        assert_eq!(
-            c.execute("INSERT INTO t VALUES (?1)", vec![Value::Integer(7)])
-                .unwrap(),
-            1
-        );
+        assert_eq!(c.execute("INSERT INTO t VALUES (?1)", vec![Value::Integer(7)]).unwrap(), 1);
         c.finish(false).unwrap();
         let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
         c.execute("INSERT INTO t VALUES (8)", vec![]).unwrap();
         drop(c); // a call whose future was dropped
         let mut c = s.begin(Mode::ReadOnly, soon()).unwrap();
-        assert!(matches!(
-            c.query("SELECT count(*) FROM t", vec![]).unwrap().rows[0][0],
-            Value::Integer(0)
-        ));
+        assert!(matches!(c.query("SELECT count(*) FROM t", vec![]).unwrap().rows[0][0], Value::Integer(0)));
     }
 
     #[test]
@@ -616,50 +603,31 @@ mod tests {
         let (_d, s) = store();
         let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
         c.execute("INSERT INTO t VALUES (1)", vec![]).unwrap();
-        assert!(matches!(
-            c.execute("INSERT INTO t VALUES (1)", vec![]),
-            Err(AppError::Conflict(_))
-        ));
-        assert!(matches!(
-            c.execute("INSERT INTO nope VALUES (1)", vec![]),
-            Err(AppError::InvalidInput(_))
-        ));
-        assert!(matches!(
-            c.execute("SELEC 1", vec![]),
-            Err(AppError::InvalidInput(_))
-        ));
+        assert!(matches!(c.execute("INSERT INTO t VALUES (1)", vec![]), Err(AppError::Conflict(_))));
+        assert!(matches!(c.execute("INSERT INTO nope VALUES (1)", vec![]), Err(AppError::InvalidInput(_))));
+        assert!(matches!(c.execute("SELEC 1", vec![]), Err(AppError::InvalidInput(_))));
     }
 
     #[test]
     fn a_statement_past_the_deadline_is_interrupted() {
         let (_d, s) = store();
-        let mut c = s
-            .begin(Mode::ReadOnly, Instant::now() + Duration::from_millis(100))
-            .unwrap();
+        let mut c = s.begin(Mode::ReadOnly, Instant::now() + Duration::from_millis(100)).unwrap();
         let e = c
             .query("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT count(*) FROM r", vec![])
             .unwrap_err();
-        assert!(
-            matches!(e, AppError::Denied(ref m) if m.contains("deadline")),
-            "{e:?}"
-        );
+        assert!(matches!(e, AppError::Denied(ref m) if m.contains("deadline")), "{e:?}");
     }
 
     #[test]
     fn migrations_are_forward_only() {
         let (_d, s) = store();
-        let e = s
-            .migrate(&[("0001.sql".into(), "CREATE TABLE t (x INTEGER)".into())])
-            .unwrap_err();
+        let e = s.migrate(&[("0001.sql".into(), "CREATE TABLE t (x INTEGER)".into())]).unwrap_err();
         assert!(e.to_string().contains("different contents"), "{e}");
         let e = s.migrate(&[]).unwrap_err();
         assert!(e.to_string().contains("forward only"), "{e}");
         let n = s
             .migrate(&[
-                (
-                    "0001.sql".into(),
-                    "CREATE TABLE t (x INTEGER UNIQUE)".into(),
-                ),
+                ("0001.sql".into(), "CREATE TABLE t (x INTEGER UNIQUE)".into()),
                 ("0002.sql".into(), "CREATE TABLE u (y)".into()),
             ])
             .unwrap();

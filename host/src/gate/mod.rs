@@ -74,53 +74,34 @@ pub struct Caller {
 const MAX_LABEL: usize = 80;
 
 fn clean_label(label: &str) -> String {
-    label
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(MAX_LABEL)
-        .collect()
+    label.chars().filter(|c| !c.is_control()).take(MAX_LABEL).collect()
 }
 
 impl Caller {
     /// The person at the command line.
     pub fn command_line() -> Caller {
-        Caller {
-            channel: Channel::User,
-            label: "command line".into(),
-        }
+        Caller { channel: Channel::User, label: "command line".into() }
     }
 
     /// The person in their own page of the app or the panel.
     pub fn page() -> Caller {
-        Caller {
-            channel: Channel::User,
-            label: "page".into(),
-        }
+        Caller { channel: Channel::User, label: "page".into() }
     }
 
     /// A client of the control connection (`autoapp mcp`): channel `mcp`.
     /// `client` is what the client calls itself, kept only as a label.
     pub fn control(client: &str) -> Caller {
-        Caller {
-            channel: Channel::Mcp,
-            label: clean_label(client),
-        }
+        Caller { channel: Channel::Mcp, label: clean_label(client) }
     }
 
     /// A workflow run by the host: channel `workflow`.
     pub fn workflow(name: &str) -> Caller {
-        Caller {
-            channel: Channel::Workflow,
-            label: clean_label(name),
-        }
+        Caller { channel: Channel::Workflow, label: clean_label(name) }
     }
 
     /// An AI agent running inside the host: channel `ai`.
     pub fn ai(name: &str) -> Caller {
-        Caller {
-            channel: Channel::Ai,
-            label: clean_label(name),
-        }
+        Caller { channel: Channel::Ai, label: clean_label(name) }
     }
 
     pub fn channel(&self) -> Channel {
@@ -144,7 +125,8 @@ pub enum Rule {
 pub fn rule(channel: Channel, effect: Effect, preview: bool) -> Rule {
     match (effect, channel) {
         (Effect::External, _) if preview => Rule::Refuse(
-            "a preview runs on a copy of the data, not a copy of the world, so external routes are refused in it".into(),
+            "a preview runs on a copy of the data, not a copy of the world, so external routes are refused in it"
+                .into(),
         ),
         (Effect::Read, _) | (_, Channel::User) => Rule::Allow,
         (Effect::Write | Effect::External, _) => Rule::Ask,
@@ -243,14 +225,8 @@ pub struct Question {
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum GateEvent {
-    Asked {
-        question: Question,
-    },
-    Answered {
-        request_id: String,
-        app_id: String,
-        outcome: String,
-    },
+    Asked { question: Question },
+    Answered { request_id: String, app_id: String, outcome: String },
 }
 
 enum Reply {
@@ -317,13 +293,9 @@ pub struct Refusal {
 /// Why an answer was not taken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AnswerError {
-    #[error(
-        "there is no question {0} waiting: it was answered already, it expired, or it never existed"
-    )]
+    #[error("there is no question {0} waiting: it was answered already, it expired, or it never existed")]
     NoSuchQuestion(String),
-    #[error(
-        "the answer names another {0} than the question; it counts as a denial and the call was refused"
-    )]
+    #[error("the answer names another {0} than the question; it counts as a denial and the call was refused")]
     Mismatch(&'static str),
 }
 
@@ -337,11 +309,7 @@ pub struct Gate {
 impl Gate {
     pub fn new(window: Duration) -> Arc<Gate> {
         let (events, _) = broadcast::channel(256);
-        Arc::new(Gate {
-            state: Mutex::default(),
-            window,
-            events,
-        })
+        Arc::new(Gate { state: Mutex::default(), window, events })
     }
 
     /// The approval window, for messages.
@@ -392,12 +360,7 @@ impl Gate {
         {
             let mut st = self.state.lock().expect("gate state");
             let attached = st.attached.get(&None).copied().unwrap_or(0) > 0
-                || st
-                    .attached
-                    .get(&Some(knock.app.clone()))
-                    .copied()
-                    .unwrap_or(0)
-                    > 0;
+                || st.attached.get(&Some(knock.app.clone())).copied().unwrap_or(0) > 0;
             if !attached {
                 return Err(refuse(
                     Decision::Refused,
@@ -407,20 +370,11 @@ impl Gate {
                     ),
                 ));
             }
-            st.pending.insert(
-                request_id.clone(),
-                Waiting {
-                    question: question.clone(),
-                    reply: tx,
-                },
-            );
+            st.pending.insert(request_id.clone(), Waiting { question: question.clone(), reply: tx });
         }
         let _ = self.events.send(GateEvent::Asked { question });
         // A call that stops waiting (its caller went away) takes its question along.
-        let cleanup = PendingGuard {
-            gate: self,
-            request_id: &request_id,
-        };
+        let cleanup = PendingGuard { gate: self, request_id: &request_id };
         let reply = tokio::time::timeout_at(deadline, rx).await;
         drop(cleanup);
         let minutes = self.window.as_secs().div_ceil(60);
@@ -430,15 +384,10 @@ impl Gate {
                 request_id: request_id.clone(),
                 arguments_hash: arguments_hash.clone(),
             }),
-            Ok(Ok(Reply::No)) => Err(refuse(
-                Decision::Denied,
-                "the person declined this call".into(),
-            )),
+            Ok(Ok(Reply::No)) => Err(refuse(Decision::Denied, "the person declined this call".into())),
             Ok(Ok(Reply::Mismatch(what))) => Err(refuse(
                 Decision::Denied,
-                format!(
-                    "the answer named another {what} than this call, which counts as a denial; ask again"
-                ),
+                format!("the answer named another {what} than this call, which counts as a denial; ask again"),
             )),
             Ok(Err(_)) | Err(_) => {
                 self.forget(&request_id, "expired");
@@ -455,11 +404,7 @@ impl Gate {
 
     /// A pass for rendering a page: a render runs as a read, on any channel.
     pub fn view(&self) -> Pass {
-        Pass {
-            decision: Decision::Allowed,
-            request_id: new_request_id(),
-            arguments_hash: String::new(),
-        }
+        Pass { decision: Decision::Allowed, request_id: new_request_id(), arguments_hash: String::new() }
     }
 
     /// The questions waiting, oldest first.
@@ -475,11 +420,7 @@ impl Gate {
                 q
             })
             .collect();
-        qs.sort_by(|a, b| {
-            a.asked_at
-                .cmp(&b.asked_at)
-                .then(a.request_id.cmp(&b.request_id))
-        });
+        qs.sort_by(|a, b| a.asked_at.cmp(&b.asked_at).then(a.request_id.cmp(&b.request_id)));
         qs
     }
 
@@ -494,23 +435,13 @@ impl Gate {
     ) -> Result<(), AnswerError> {
         let waiting = {
             let mut st = self.state.lock().expect("gate state");
-            st.pending
-                .remove(request_id)
-                .ok_or_else(|| AnswerError::NoSuchQuestion(request_id.to_string()))?
+            st.pending.remove(request_id).ok_or_else(|| AnswerError::NoSuchQuestion(request_id.to_string()))?
         };
         let q = &waiting.question;
         let (reply, outcome, result) = if q.release_id != release_id {
-            (
-                Reply::Mismatch("release"),
-                "mismatch",
-                Err(AnswerError::Mismatch("release")),
-            )
+            (Reply::Mismatch("release"), "mismatch", Err(AnswerError::Mismatch("release")))
         } else if q.arguments_hash != arguments_hash {
-            (
-                Reply::Mismatch("arguments"),
-                "mismatch",
-                Err(AnswerError::Mismatch("arguments")),
-            )
+            (Reply::Mismatch("arguments"), "mismatch", Err(AnswerError::Mismatch("arguments")))
         } else if yes {
             (Reply::Yes, "approved", Ok(()))
         } else {
@@ -528,17 +459,8 @@ impl Gate {
     /// Marks `app` (or, with `None`, the panel, which covers every app) as
     /// attached while the returned value lives.
     pub fn attach(self: &Arc<Self>, app: Option<AppId>) -> Attachment {
-        *self
-            .state
-            .lock()
-            .expect("gate state")
-            .attached
-            .entry(app.clone())
-            .or_insert(0) += 1;
-        Attachment {
-            gate: self.clone(),
-            app,
-        }
+        *self.state.lock().expect("gate state").attached.entry(app.clone()).or_insert(0) += 1;
+        Attachment { gate: self.clone(), app }
     }
 
     /// Whether a question about `app` could be asked now.
@@ -554,12 +476,7 @@ impl Gate {
     }
 
     fn forget(&self, request_id: &str, outcome: &str) {
-        let removed = self
-            .state
-            .lock()
-            .expect("gate state")
-            .pending
-            .remove(request_id);
+        let removed = self.state.lock().expect("gate state").pending.remove(request_id);
         if let Some(w) = removed {
             let _ = self.events.send(GateEvent::Answered {
                 request_id: request_id.to_string(),
@@ -612,8 +529,7 @@ fn new_request_id() -> String {
 
 /// For tests of the gate's timing: how long until `q` expires.
 pub fn time_left(q: &Question) -> Duration {
-    q.deadline
-        .saturating_duration_since(tokio::time::Instant::now())
+    q.deadline.saturating_duration_since(tokio::time::Instant::now())
 }
 
 #[cfg(test)]

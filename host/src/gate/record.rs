@@ -68,10 +68,7 @@ impl Recorder {
             .name("autoapp-record".into())
             .spawn(move || writer(rx))
             .expect("the record's writer thread starts");
-        Recorder {
-            tx: Mutex::new(Some(tx)),
-            thread: Mutex::new(Some(thread)),
-        }
+        Recorder { tx: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)) }
     }
 
     /// Queues `row` for the record of the data folder `data`.
@@ -84,12 +81,7 @@ impl Recorder {
     /// Waits until every row queued so far is committed.
     pub fn flush(&self) {
         let (ack, done) = mpsc::channel();
-        let sent = self
-            .tx
-            .lock()
-            .expect("recorder")
-            .as_ref()
-            .map(|tx| tx.send(Msg::Flush(ack)).is_ok());
+        let sent = self.tx.lock().expect("recorder").as_ref().map(|tx| tx.send(Msg::Flush(ack)).is_ok());
         if sent == Some(true) {
             let _ = done.recv();
         }
@@ -153,11 +145,7 @@ fn open(data: &Path) -> anyhow::Result<Connection> {
     Ok(conn)
 }
 
-fn commit(
-    conns: &mut HashMap<PathBuf, Connection>,
-    data: &Path,
-    rows: &[Box<Row>],
-) -> anyhow::Result<()> {
+fn commit(conns: &mut HashMap<PathBuf, Connection>, data: &Path, rows: &[Box<Row>]) -> anyhow::Result<()> {
     if !conns.contains_key(data) {
         conns.insert(data.to_path_buf(), open(data)?);
     }

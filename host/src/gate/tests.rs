@@ -16,15 +16,7 @@ fn knock<'a>(
     preview: bool,
     input: &'a serde_json::Value,
 ) -> Knock<'a> {
-    Knock {
-        caller,
-        app,
-        release: "rel-1",
-        route: "notes.add",
-        effect,
-        preview,
-        input,
-    }
+    Knock { caller, app, release: "rel-1", route: "notes.add", effect, preview, input }
 }
 
 /// Lets spawned tasks run until they wait.
@@ -39,11 +31,7 @@ fn reads_run_for_anybody_and_writes_ask_everyone_but_the_person() {
     for ch in [Channel::User, Channel::Ai, Channel::Mcp, Channel::Workflow] {
         assert_eq!(rule(ch, Effect::Read, false), Rule::Allow);
         assert_eq!(rule(ch, Effect::Read, true), Rule::Allow);
-        let want = if ch == Channel::User {
-            Rule::Allow
-        } else {
-            Rule::Ask
-        };
+        let want = if ch == Channel::User { Rule::Allow } else { Rule::Ask };
         assert_eq!(rule(ch, Effect::Write, false), want);
         assert_eq!(rule(ch, Effect::External, false), want);
         assert!(matches!(rule(ch, Effect::External, true), Rule::Refuse(_)));
@@ -52,8 +40,7 @@ fn reads_run_for_anybody_and_writes_ask_everyone_but_the_person() {
 
 #[test]
 fn the_arguments_hash_does_not_depend_on_key_order_or_spacing() {
-    let a: serde_json::Value =
-        serde_json::from_str(r#"{"b": 1, "a": {"y": [1, 2], "x": "s"}}"#).unwrap();
+    let a: serde_json::Value = serde_json::from_str(r#"{"b": 1, "a": {"y": [1, 2], "x": "s"}}"#).unwrap();
     let b: serde_json::Value = serde_json::from_str(r#"{"a":{"x":"s","y":[1,2]},"b":1}"#).unwrap();
     assert_eq!(canonical_json(&a), r#"{"a":{"x":"s","y":[1,2]},"b":1}"#);
     assert_eq!(arguments_hash(&a), arguments_hash(&b));
@@ -64,10 +51,7 @@ fn the_arguments_hash_does_not_depend_on_key_order_or_spacing() {
 #[test]
 fn a_caller_label_is_never_a_channel() {
     assert_eq!(Caller::control("user").channel(), Channel::Mcp);
-    assert_eq!(
-        Caller::control("I am the person, channel=user").channel(),
-        Channel::Mcp
-    );
+    assert_eq!(Caller::control("I am the person, channel=user").channel(), Channel::Mcp);
     assert_eq!(Caller::control(&"x".repeat(500)).label().len(), MAX_LABEL);
     assert_eq!(Caller::control("evil\nline").label(), "evilline");
 }
@@ -76,28 +60,18 @@ fn a_caller_label_is_never_a_channel() {
 async fn a_write_on_mcp_waits_for_an_answer_and_runs_once_when_approved() {
     let gate = Gate::new(WINDOW);
     let _tab = gate.attach(Some(app()));
-    let (caller, a, input) = (
-        Caller::control("agent"),
-        app(),
-        serde_json::json!({"title": "x"}),
-    );
+    let (caller, a, input) = (Caller::control("agent"), app(), serde_json::json!({"title": "x"}));
     let g = gate.clone();
     let call = tokio::spawn(async move {
         let (caller, a, input) = (caller, a, input);
-        g.guard(knock(&caller, &a, Effect::Write, false, &input))
-            .await
-            .map(|p| p.decision())
+        g.guard(knock(&caller, &a, Effect::Write, false, &input)).await.map(|p| p.decision())
     });
     settle().await;
     let q = gate.pending().pop().expect("a question is waiting");
-    assert_eq!(
-        (q.channel, q.route.as_str(), q.caller.as_str()),
-        (Channel::Mcp, "notes.add", "agent")
-    );
+    assert_eq!((q.channel, q.route.as_str(), q.caller.as_str()), (Channel::Mcp, "notes.add", "agent"));
     assert_eq!(q.arguments, serde_json::json!({"title": "x"}));
     assert!(!call.is_finished(), "the call waits");
-    gate.answer(&q.request_id, &q.release_id, &q.arguments_hash, true)
-        .unwrap();
+    gate.answer(&q.request_id, &q.release_id, &q.arguments_hash, true).unwrap();
     assert_eq!(call.await.unwrap().unwrap(), Decision::Confirmed);
     // The same approval cannot run it twice.
     assert_eq!(
@@ -118,13 +92,9 @@ async fn a_no_is_a_denial() {
     });
     settle().await;
     let q = gate.pending().pop().unwrap();
-    gate.answer(&q.request_id, &q.release_id, &q.arguments_hash, false)
-        .unwrap();
+    gate.answer(&q.request_id, &q.release_id, &q.arguments_hash, false).unwrap();
     let r = call.await.unwrap().unwrap_err();
-    assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "the person declined this call")
-    );
+    assert_eq!((r.decision, r.reason.as_str()), (Decision::Denied, "the person declined this call"));
 }
 
 #[tokio::test(start_paused = true)]
@@ -139,31 +109,13 @@ async fn an_answer_for_another_release_or_other_arguments_is_a_denial() {
         });
         settle().await;
         let q = gate.pending().pop().unwrap();
-        let release = if release_ok {
-            q.release_id.clone()
-        } else {
-            "rel-2".to_string()
-        };
-        let hash = if hash_ok {
-            q.arguments_hash.clone()
-        } else {
-            arguments_hash(&serde_json::json!({"n": 2}))
-        };
-        assert_eq!(
-            gate.answer(&q.request_id, &release, &hash, true),
-            Err(AnswerError::Mismatch(what))
-        );
+        let release = if release_ok { q.release_id.clone() } else { "rel-2".to_string() };
+        let hash = if hash_ok { q.arguments_hash.clone() } else { arguments_hash(&serde_json::json!({"n": 2})) };
+        assert_eq!(gate.answer(&q.request_id, &release, &hash, true), Err(AnswerError::Mismatch(what)));
         let r = call.await.unwrap().unwrap_err();
         assert_eq!(r.decision, Decision::Denied);
-        assert!(
-            r.reason.contains(&format!("named another {what}")),
-            "{}",
-            r.reason
-        );
-        assert!(
-            gate.pending().is_empty(),
-            "a mismatched answer consumes the question"
-        );
+        assert!(r.reason.contains(&format!("named another {what}")), "{}", r.reason);
+        assert!(gate.pending().is_empty(), "a mismatched answer consumes the question");
     }
 }
 
@@ -182,10 +134,7 @@ async fn a_question_that_expires_is_reported_as_unanswered_not_declined() {
     tokio::time::advance(WINDOW + Duration::from_secs(1)).await;
     let r = call.await.unwrap().unwrap_err();
     assert_eq!(r.decision, Decision::Denied);
-    assert_eq!(
-        r.reason,
-        "not answered within 10 minutes; nobody declined it"
-    );
+    assert_eq!(r.reason, "not answered within 10 minutes; nobody declined it");
     assert!(gate.pending().is_empty());
     assert!(matches!(
         gate.answer(&q.request_id, &q.release_id, &q.arguments_hash, true),
@@ -197,19 +146,10 @@ async fn a_question_that_expires_is_reported_as_unanswered_not_declined() {
 async fn with_nobody_attached_a_write_is_refused_at_once_and_a_read_runs() {
     let gate = Gate::new(WINDOW);
     let (c, a, i) = (Caller::control("agent"), app(), serde_json::json!({}));
-    let r = gate
-        .guard(knock(&c, &a, Effect::Write, false, &i))
-        .await
-        .unwrap_err();
+    let r = gate.guard(knock(&c, &a, Effect::Write, false, &i)).await.unwrap_err();
     assert_eq!(r.decision, Decision::Refused);
     assert!(r.reason.contains("nobody could be asked"), "{}", r.reason);
-    assert_eq!(
-        gate.guard(knock(&c, &a, Effect::Read, false, &i))
-            .await
-            .unwrap()
-            .decision(),
-        Decision::Allowed
-    );
+    assert_eq!(gate.guard(knock(&c, &a, Effect::Read, false, &i)).await.unwrap().decision(), Decision::Allowed);
     // Another app's tab does not count; the panel does; a closed tab stops counting.
     let other = gate.attach(Some(AppId::parse("other").unwrap()));
     assert!(!gate.is_attached(&a));
@@ -224,19 +164,10 @@ async fn with_nobody_attached_a_write_is_refused_at_once_and_a_read_runs() {
 async fn a_preview_refuses_external_even_for_the_person() {
     let gate = Gate::new(WINDOW);
     let (c, a, i) = (Caller::command_line(), app(), serde_json::json!({}));
-    let r = gate
-        .guard(knock(&c, &a, Effect::External, true, &i))
-        .await
-        .unwrap_err();
+    let r = gate.guard(knock(&c, &a, Effect::External, true, &i)).await.unwrap_err();
     assert_eq!(r.decision, Decision::Refused);
     assert!(r.reason.contains("preview"), "{}", r.reason);
-    assert_eq!(
-        gate.guard(knock(&c, &a, Effect::Write, true, &i))
-            .await
-            .unwrap()
-            .decision(),
-        Decision::Allowed
-    );
+    assert_eq!(gate.guard(knock(&c, &a, Effect::Write, true, &i)).await.unwrap().decision(), Decision::Allowed);
 }
 
 #[tokio::test(start_paused = true)]
@@ -261,20 +192,9 @@ mod property {
 
     #[derive(Debug, Clone)]
     enum Op {
-        Call {
-            channel: u8,
-            effect: u8,
-            preview: bool,
-        },
-        Answer {
-            pick: usize,
-            release_ok: bool,
-            hash_ok: bool,
-            yes: bool,
-        },
-        Wait {
-            secs: u64,
-        },
+        Call { channel: u8, effect: u8, preview: bool },
+        Answer { pick: usize, release_ok: bool, hash_ok: bool, yes: bool },
+        Wait { secs: u64 },
         Detach,
         Attach,
     }

@@ -13,6 +13,8 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
+pub mod journal;
+
 use crate::manifest::{self, MANIFEST_FILE, Manifest};
 use crate::root::{AppPaths, write_atomic};
 
@@ -70,8 +72,7 @@ pub fn write(app: &AppPaths, inputs: &ReleaseInputs<'_>) -> anyhow::Result<(Rele
         return Ok((info(app, &id)?, false));
     }
     let releases = app.releases();
-    fs::create_dir_all(&releases)
-        .with_context(|| format!("cannot create {}", releases.display()))?;
+    fs::create_dir_all(&releases).with_context(|| format!("cannot create {}", releases.display()))?;
     let tmp = releases.join(format!(".tmp-{id}-{}", std::process::id()));
     let _ = fs::remove_dir_all(&tmp);
     fs::create_dir_all(&tmp)?;
@@ -89,10 +90,7 @@ pub fn write(app: &AppPaths, inputs: &ReleaseInputs<'_>) -> anyhow::Result<(Rele
     for (name, sql) in inputs.migrations {
         write_atomic(&tmp.join(name), sql.as_bytes())?;
     }
-    write_atomic(
-        &tmp.join(RELEASE_FILE),
-        serde_json::to_string_pretty(&info)?.as_bytes(),
-    )?;
+    write_atomic(&tmp.join(RELEASE_FILE), serde_json::to_string_pretty(&info)?.as_bytes())?;
     make_read_only(&tmp)?;
     match fs::rename(&tmp, &dir) {
         Ok(()) => {}
@@ -149,8 +147,7 @@ pub fn now_rfc3339() -> String {
 /// The info of release `id`.
 pub fn info(app: &AppPaths, id: &str) -> anyhow::Result<ReleaseInfo> {
     let path = app.release(id).join(RELEASE_FILE);
-    let text =
-        fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("{} is damaged", path.display()))
 }
 
@@ -173,9 +170,7 @@ pub fn list(app: &AppPaths) -> anyhow::Result<Vec<ReleaseInfo>> {
 }
 
 fn is_release_id(s: &str) -> bool {
-    s.len() == 64
-        && s.bytes()
-            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 
 /// Why a release name given on the command line names no single release.
@@ -188,11 +183,7 @@ pub enum ResolveError {
     #[error("no release of {app} starts with `{given}`; `autoapp candidates {app}` lists them")]
     None { given: String, app: String },
     #[error("`{given}` names {count} releases of {app}; give more characters of the id")]
-    Ambiguous {
-        given: String,
-        app: String,
-        count: usize,
-    },
+    Ambiguous { given: String, app: String, count: usize },
 }
 
 /// The release whose id is `given` or starts with it.
@@ -200,25 +191,14 @@ pub fn resolve(app: &AppPaths, given: &str) -> Result<String, ResolveError> {
     let a = app.id.to_string();
     let g = given.to_ascii_lowercase();
     if g.is_empty() || g.len() > 64 || !g.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(ResolveError::NotHex {
-            given: given.escape_debug().to_string(),
-            app: a,
-        });
+        return Err(ResolveError::NotHex { given: given.escape_debug().to_string(), app: a });
     }
-    let matches: Vec<String> = list(app)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|r| r.id)
-        .filter(|id| id.starts_with(&g))
-        .collect();
+    let matches: Vec<String> =
+        list(app).unwrap_or_default().into_iter().map(|r| r.id).filter(|id| id.starts_with(&g)).collect();
     match matches.len() {
         0 => Err(ResolveError::None { given: g, app: a }),
         1 => Ok(matches.into_iter().next().expect("one")),
-        count => Err(ResolveError::Ambiguous {
-            given: g,
-            app: a,
-            count,
-        }),
+        count => Err(ResolveError::Ambiguous { given: g, app: a, count }),
     }
 }
 
@@ -251,18 +231,13 @@ pub fn manifest(app: &AppPaths, id: &str) -> anyhow::Result<Manifest> {
 }
 
 /// The migrations of a written release, `(name, sql)` in order.
-pub fn migrations(
-    app: &AppPaths,
-    id: &str,
-    manifest: &Manifest,
-) -> anyhow::Result<Vec<(String, String)>> {
+pub fn migrations(app: &AppPaths, id: &str, manifest: &Manifest) -> anyhow::Result<Vec<(String, String)>> {
     manifest
         .migrations
         .iter()
         .map(|name| {
             let path = app.release(id).join(name);
-            let sql = fs::read_to_string(&path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
+            let sql = fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
             Ok((name.clone(), sql))
         })
         .collect()
@@ -285,11 +260,7 @@ mod tests {
             component_bytes: 0,
             source: "cargo".into(),
         };
-        fs::write(
-            dir.join(RELEASE_FILE),
-            serde_json::to_string(&info).unwrap(),
-        )
-        .unwrap();
+        fs::write(dir.join(RELEASE_FILE), serde_json::to_string(&info).unwrap()).unwrap();
     }
 
     #[test]
@@ -303,21 +274,9 @@ mod tests {
         fake_release(&app, &two);
         assert_eq!(resolve(&app, "ab1").unwrap(), one);
         assert_eq!(resolve(&app, &two.to_uppercase()).unwrap(), two);
-        assert!(matches!(
-            resolve(&app, "ab"),
-            Err(ResolveError::Ambiguous { count: 2, .. })
-        ));
-        assert!(matches!(
-            resolve(&app, "cd"),
-            Err(ResolveError::None { .. })
-        ));
-        assert!(matches!(
-            resolve(&app, "zz"),
-            Err(ResolveError::NotHex { .. })
-        ));
-        assert!(matches!(
-            resolve(&app, ""),
-            Err(ResolveError::NotHex { .. })
-        ));
+        assert!(matches!(resolve(&app, "ab"), Err(ResolveError::Ambiguous { count: 2, .. })));
+        assert!(matches!(resolve(&app, "cd"), Err(ResolveError::None { .. })));
+        assert!(matches!(resolve(&app, "zz"), Err(ResolveError::NotHex { .. })));
+        assert!(matches!(resolve(&app, ""), Err(ResolveError::NotHex { .. })));
     }
 }

@@ -1,0 +1,426 @@
+//! The person's lifecycle actions on an app: activate, rollback, preview,
+//! remove. Activation and rollback are journaled pair switches
+//! (`release::journal`); a preview runs a candidate on a copy of the data.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use serde::Serialize;
+
+use crate::apps::{Apps, short};
+use crate::caps::store::{self, copy_data};
+use crate::manifest::AppId;
+use crate::release::journal::{self, Journal, Op, Step, fault, folder, rename, write_step};
+use crate::release::{self};
+use crate::root::{AppPaths, write_atomic};
+
+/// What an activation did.
+#[derive(Debug, Serialize)]
+pub struct Activated {
+    pub app: String,
+    pub release: String,
+    pub previous: Option<String>,
+    pub migrations_applied: usize,
+    pub snapshot: Option<String>,
+}
+
+/// How to roll back.
+#[derive(Debug, Clone)]
+pub enum RollbackHow {
+    /// Before the first write: the pair switch in reverse.
+    Plain,
+    /// To an older release that reads the newer schema.
+    Downgrade(String),
+    /// Put the snapshot back, setting aside the writes since activation.
+    Restore { yes: bool },
+}
+
+/// What a rollback did.
+#[derive(Debug, Serialize)]
+pub struct RolledBack {
+    pub app: String,
+    pub op: Op,
+    pub release: String,
+    /// Where the data that was active went (kept, not deleted).
+    pub set_aside: Option<String>,
+}
+
+/// A preview being served.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct Preview {
+    pub release: String,
+    pub started_at: String,
+}
+
+const PREVIEW_FILE: &str = "preview.json";
+
+impl Apps {
+    fn ensure_app(&self, app: &AppId) -> anyhow::Result<AppPaths> {
+        let paths = self.root().app(app);
+        anyhow::ensure!(paths.exists(), "there is no app `{app}`; `autoapp create {app}` makes one");
+        if let Some(j) = journal::journal(&paths)? {
+            anyhow::bail!(
+                "an interrupted {:?} of {app} (step {:?}) is waiting for recovery; run the command again and it will be finished or undone first",
+                j.op,
+                j.step
+            );
+        }
+        Ok(paths)
+    }
+
+    /// Makes `release_prefix` the active release of `app`: refuses an
+    /// ungranted capability or migrations that do not extend the applied ones;
+    /// then snapshots the data, applies the new migrations and switches, each
+    /// step journaled.
+    pub fn activate(&self, app: &AppId, release_prefix: &str) -> anyhow::Result<Activated> {
+        let paths = self.ensure_app(app)?;
+        let id = release::resolve(&paths, release_prefix)?;
+        let previous = release::active(&paths).ok().flatten();
+        anyhow::ensure!(
+            previous.as_deref() != Some(id.as_str()),
+            "release {} is already the active release of {app}; nothing to do",
+            short(&id)
+        );
+        let manifest = release::manifest(&paths, &id)?;
+        let ungranted = crate::grants::ungranted(&paths, &manifest)?;
+        if !ungranted.is_empty() {
+            anyhow::bail!(
+                "release {} asks for {}, which nobody granted; grant it with `autoapp grant {app} {}` (or `--all-asked`) and activate again",
+                short(&id),
+                ungranted.join(", "),
+                ungranted.join(" ")
+            );
+        }
+        // A release that cannot be served is not activated.
+        self.load_release(app, &id)?;
+        let migrations = release::migrations(&paths, &id, &manifest)?;
+        let data = paths.data();
+        store::check_extends(&store::applied_in(&data)?, &migrations)?;
+
+        let stamp = journal::new_stamp(&paths);
+        let snapshot = format!("data-prev-{stamp}");
+        let mut j = Journal {
+            op: Op::Activate,
+            step: Step::Begun,
+            stamp,
+            started_at: release::now_rfc3339(),
+            release: id.clone(),
+            previous: previous.clone(),
+            snapshot: Some(snapshot.clone()),
+            aside: None,
+        };
+        write_step(&paths, &j)?;
+        fault("activate:begun");
+
+        // The snapshot: a consistent copy, renamed into place once complete.
+        self.close_store(&data);
+        let partial = folder(&paths, &format!("{snapshot}.partial"));
+        copy_data(&data, &partial).context("cannot snapshot the data")?;
+        fault("activate:copied");
+        rename(&partial, &folder(&paths, &snapshot))?;
+        j.step = Step::Snapshotted;
+        write_step(&paths, &j)?;
+        fault("activate:snapshotted");
+
+        let applied = self.store(&data)?.migrate(&migrations)?;
+        fault("activate:migrations-committed");
+        j.step = Step::Migrated;
+        write_step(&paths, &j)?;
+        fault("activate:migrated");
+
+        release::set_active(&paths, &id)?;
+        j.step = Step::Switched;
+        write_step(&paths, &j)?;
+        fault("activate:switched");
+
+        journal::record_activation(&paths, &j)?;
+        journal::close(&paths, &j, "done")?;
+        fault("activate:done");
+        Ok(Activated {
+            app: app.to_string(),
+            release: id,
+            previous,
+            migrations_applied: applied,
+            snapshot: Some(snapshot),
+        })
+    }
+
+    /// Rolls the app back (see [`RollbackHow`]).
+    pub fn rollback(&self, app: &AppId, how: RollbackHow) -> anyhow::Result<RolledBack> {
+        let paths = self.ensure_app(app)?;
+        let active =
+            release::active(&paths)?.with_context(|| format!("{app} has no active release; nothing to roll back"))?;
+        let act = journal::activation(&paths)?
+            .filter(|a| a.release == active)
+            .with_context(|| format!("{app}'s active release {} was not activated by a journaled activation, so there is nothing to roll back to", short(&active)))?;
+        let Some(previous) = act.previous.clone() else {
+            anyhow::bail!(
+                "{} is the first release {app} activated; there is no earlier release to roll back to",
+                short(&active)
+            );
+        };
+        let snapshot = act.snapshot.clone().context("the activation kept no snapshot")?;
+        match how {
+            RollbackHow::Plain if act.first_write_at.is_some() => anyhow::bail!(
+                "{app} {} has written data since {} (its first write was at {}), so a rollback must choose what happens to those writes:\n  - a compatible downgrade keeps them: `autoapp rollback {app} --downgrade RELEASE`, for an older release whose migrations are a prefix of the applied ones and that declares [data] reads_newer_schema = true;\n  - a forward repair keeps them: fix the app, `autoapp build {app}` and `autoapp activate {app}` the new candidate;\n  - a restore discards them: `autoapp rollback {app} --restore --yes` puts back the data as it was before the activation (the writes since are set aside in the app's folder, not deleted).",
+                short(&active),
+                act.activated_at,
+                act.first_write_at.as_deref().unwrap_or("")
+            ),
+            RollbackHow::Plain => self.swap_back(&paths, Op::SwitchBack, &active, &previous, &snapshot),
+            RollbackHow::Restore { yes: false } => anyhow::bail!(
+                "a restore discards every write {app} made since its activation at {}; if that is what you want, run `autoapp rollback {app} --restore --yes`",
+                act.activated_at
+            ),
+            RollbackHow::Restore { yes: true } => self.swap_back(&paths, Op::Restore, &active, &previous, &snapshot),
+            RollbackHow::Downgrade(prefix) => self.downgrade(&paths, &active, &prefix),
+        }
+    }
+
+    fn swap_back(
+        &self,
+        paths: &AppPaths,
+        op: Op,
+        active: &str,
+        previous: &str,
+        snapshot: &str,
+    ) -> anyhow::Result<RolledBack> {
+        let snap = folder(paths, snapshot);
+        anyhow::ensure!(
+            snap.is_dir(),
+            "the snapshot {snapshot} is missing from {}; nothing can be put back",
+            paths.dir.display()
+        );
+        let stamp = journal::new_stamp(paths);
+        let aside = match op {
+            Op::Restore => format!("data-discarded-{stamp}"),
+            _ => format!("data-next-{stamp}"),
+        };
+        let mut j = Journal {
+            op,
+            step: Step::Begun,
+            stamp,
+            started_at: release::now_rfc3339(),
+            release: previous.to_string(),
+            previous: Some(active.to_string()),
+            snapshot: Some(snapshot.to_string()),
+            aside: Some(aside.clone()),
+        };
+        let data = paths.data();
+        write_step(paths, &j)?;
+        fault("rollback:begun");
+        self.close_store(&data);
+        rename(&data, &folder(paths, &aside))?;
+        j.step = Step::MovedAside;
+        write_step(paths, &j)?;
+        fault("rollback:moved-aside");
+        rename(&snap, &data)?;
+        j.step = Step::Restored;
+        write_step(paths, &j)?;
+        fault("rollback:restored");
+        release::set_active(paths, previous)?;
+        j.step = Step::Switched;
+        write_step(paths, &j)?;
+        fault("rollback:switched");
+        journal::set_activation(
+            paths,
+            &journal::Activation {
+                release: previous.to_string(),
+                previous: None,
+                snapshot: None,
+                activated_at: j.started_at.clone(),
+                first_write_at: None,
+            },
+        )?;
+        journal::close(paths, &j, "done")?;
+        Ok(RolledBack { app: paths.id.to_string(), op, release: previous.to_string(), set_aside: Some(aside) })
+    }
+
+    fn downgrade(&self, paths: &AppPaths, active: &str, prefix: &str) -> anyhow::Result<RolledBack> {
+        let app = &paths.id;
+        let target = release::resolve(paths, prefix)?;
+        anyhow::ensure!(target != active, "release {} is already active", short(&target));
+        let manifest = release::manifest(paths, &target)?;
+        anyhow::ensure!(
+            manifest.reads_newer_schema,
+            "release {} does not declare [data] reads_newer_schema = true, so it may not work on data that later migrations changed; choose a forward repair or a restore instead",
+            short(&target)
+        );
+        let wanted = release::migrations(paths, &target, &manifest)?;
+        let applied = store::applied_in(&paths.data())?;
+        anyhow::ensure!(
+            store::is_prefix(&wanted, &applied),
+            "release {}'s migrations are not a prefix of the ones applied to {app}'s data, so it cannot read it; choose a forward repair or a restore instead",
+            short(&target)
+        );
+        let ungranted = crate::grants::ungranted(paths, &manifest)?;
+        anyhow::ensure!(
+            ungranted.is_empty(),
+            "release {} asks for {}, which nobody granted",
+            short(&target),
+            ungranted.join(", ")
+        );
+        self.load_release(app, &target)?;
+        let mut j = Journal {
+            op: Op::Downgrade,
+            step: Step::Begun,
+            stamp: journal::new_stamp(paths),
+            started_at: release::now_rfc3339(),
+            release: target.clone(),
+            previous: Some(active.to_string()),
+            snapshot: None,
+            aside: None,
+        };
+        write_step(paths, &j)?;
+        fault("downgrade:begun");
+        release::set_active(paths, &target)?;
+        j.step = Step::Switched;
+        write_step(paths, &j)?;
+        let first_write = journal::activation(paths)?.and_then(|a| a.first_write_at);
+        journal::set_activation(
+            paths,
+            &journal::Activation {
+                release: target.clone(),
+                previous: None,
+                snapshot: None,
+                activated_at: j.started_at.clone(),
+                first_write_at: first_write,
+            },
+        )?;
+        journal::close(paths, &j, "done")?;
+        Ok(RolledBack { app: app.to_string(), op: Op::Downgrade, release: target, set_aside: None })
+    }
+
+    /// Starts a preview of `release_prefix` (default: the newest candidate) on
+    /// a consistent copy of the app's data, with the candidate's migrations
+    /// applied to the copy.
+    pub fn preview(&self, app: &AppId, release_prefix: Option<&str>) -> anyhow::Result<(Preview, bool)> {
+        let paths = self.ensure_app(app)?;
+        let active = release::active(&paths)?;
+        let id = match release_prefix {
+            Some(p) => release::resolve(&paths, p)?,
+            None => release::list(&paths)?
+                .into_iter()
+                .rev()
+                .find(|r| Some(&r.id) != active.as_ref())
+                .map(|r| r.id)
+                .with_context(|| format!("{app} has no candidate to preview; build one with `autoapp build {app}`"))?,
+        };
+        anyhow::ensure!(
+            Some(&id) != active.as_ref(),
+            "release {} is the active release; preview a candidate instead",
+            short(&id)
+        );
+        let dir = preview_dir(&paths, &id);
+        if let Some(p) = read_preview(&dir)? {
+            return Ok((p, false));
+        }
+        self.load_release(app, &id)?;
+        let manifest = release::manifest(&paths, &id)?;
+        let migrations = release::migrations(&paths, &id, &manifest)?;
+        let partial = dir.join("data.partial");
+        let _ = std::fs::remove_dir_all(&partial);
+        copy_data(&paths.data(), &partial).context("cannot copy the data for the preview")?;
+        let result = store::AppStore::open(&partial).and_then(|s| s.migrate(&migrations));
+        if let Err(e) = result {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e.context(format!("release {} cannot run on {app}'s data", short(&id))));
+        }
+        rename(&partial, &dir.join("data"))?;
+        let p = Preview { release: id, started_at: release::now_rfc3339() };
+        write_atomic(&dir.join(PREVIEW_FILE), serde_json::to_string_pretty(&p)?.as_bytes())?;
+        Ok((p, true))
+    }
+
+    /// Stops previews (one, or all of the app's) and removes their copies.
+    pub fn preview_stop(&self, app: &AppId, release_prefix: Option<&str>) -> anyhow::Result<Vec<String>> {
+        let paths = self.ensure_app(app)?;
+        let mut stopped = Vec::new();
+        for p in previews(&paths)? {
+            if release_prefix.is_some_and(|pre| !p.release.starts_with(&pre.to_ascii_lowercase())) {
+                continue;
+            }
+            let dir = preview_dir(&paths, &p.release);
+            self.close_store(&dir.join("data"));
+            std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
+            stopped.push(p.release);
+        }
+        anyhow::ensure!(
+            !stopped.is_empty(),
+            "{app} has no preview{} to stop",
+            release_prefix.map(|p| format!(" of a release starting with `{p}`")).unwrap_or_default()
+        );
+        Ok(stopped)
+    }
+
+    /// The preview a `call --preview[=RELEASE]` reaches: the one named, or the
+    /// newest.
+    pub fn find_preview(&self, app: &AppId, release_prefix: Option<&str>) -> anyhow::Result<(Preview, PathBuf)> {
+        let paths = self.root().app(app);
+        let mut all = previews(&paths)?;
+        all.sort_by(|a, b| a.started_at.cmp(&b.started_at));
+        let found = match release_prefix {
+            Some(pre) => {
+                let pre = pre.to_ascii_lowercase();
+                let m: Vec<Preview> = all.into_iter().filter(|p| p.release.starts_with(&pre)).collect();
+                anyhow::ensure!(
+                    m.len() <= 1,
+                    "`{pre}` names {} previews of {app}; give more of the release id",
+                    m.len()
+                );
+                m.into_iter().next()
+            }
+            None => all.pop(),
+        };
+        let p =
+            found.with_context(|| format!("{app} has no preview running; start one with `autoapp preview {app}`"))?;
+        let data = preview_dir(&paths, &p.release).join("data");
+        Ok((p, data))
+    }
+
+    /// Moves the app's folder to `<root>/trash/<id>-<stamp>`.
+    pub fn remove(&self, app: &AppId) -> anyhow::Result<PathBuf> {
+        let paths = self.ensure_app(app)?;
+        if let Some(pid) = crate::root::running_launcher(self.root())? {
+            anyhow::bail!(
+                "a running launcher (pid {pid}) may be serving {app}; stop it with `autoapp stop`, then remove the app"
+            );
+        }
+        let trash = self.root().dir().join("trash");
+        std::fs::create_dir_all(&trash)?;
+        let stamp = journal::new_stamp(&paths);
+        let to = trash.join(format!("{app}-{stamp}"));
+        self.close_store(&paths.data());
+        rename(&paths.dir, &to)?;
+        Ok(to)
+    }
+}
+
+fn preview_dir(paths: &AppPaths, release: &str) -> PathBuf {
+    paths.dir.join("previews").join(release)
+}
+
+fn read_preview(dir: &std::path::Path) -> anyhow::Result<Option<Preview>> {
+    match std::fs::read_to_string(dir.join(PREVIEW_FILE)) {
+        Ok(t) => Ok(Some(serde_json::from_str(&t)?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The app's previews.
+pub fn previews(paths: &AppPaths) -> anyhow::Result<Vec<Preview>> {
+    let mut out = Vec::new();
+    let dir = paths.dir.join("previews");
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e.into()),
+    };
+    for e in entries {
+        if let Some(p) = read_preview(&e?.path())? {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}

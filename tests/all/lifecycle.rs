@@ -1,0 +1,293 @@
+//! Releases: previews on a copy, journaled activation, honest rollback, and
+//! recovery from a crash at every journal step.
+
+use std::path::Path;
+
+use crate::support::{TestRoot, guest_component, repo};
+
+/// A copy of guests/notes as a workspace of its own, so a test can add a
+/// migration (v2) or a declaration without touching the repository.
+struct Notes {
+    root: TestRoot,
+    ws: tempfile::TempDir,
+}
+
+impl Notes {
+    fn new() -> Notes {
+        let root = TestRoot::new();
+        let ws = tempfile::Builder::new().prefix("notes-ws-").tempdir().unwrap();
+        let src = repo().join("guests/notes");
+        std::fs::copy(src.join("autoapp.toml"), ws.path().join("autoapp.toml")).unwrap();
+        std::fs::create_dir(ws.path().join("migrations")).unwrap();
+        std::fs::copy(src.join("migrations/0001_init.sql"), ws.path().join("migrations/0001_init.sql")).unwrap();
+        root.ok(&["create", "notes", "--at", ws.path().to_str().unwrap()]);
+        Notes { root, ws }
+    }
+
+    /// Builds the notes component with the workspace's manifest as it is now.
+    fn build(&self) -> String {
+        let c = guest_component("notes");
+        let out = self.root.ok(&["build", "notes", "--component", c.to_str().unwrap(), "--json"]);
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["release"].as_str().unwrap().to_string()
+    }
+
+    /// v2: a second migration and a new version.
+    fn add_migration(&self) {
+        std::fs::write(
+            self.ws.path().join("migrations/0002_pinned.sql"),
+            "ALTER TABLE notes ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;\n",
+        )
+        .unwrap();
+        self.edit_manifest(|m| {
+            m.replace("version = \"0.1.0\"", "version = \"0.2.0\"").replace(
+                "migrations = [\"migrations/0001_init.sql\"]",
+                "migrations = [\"migrations/0001_init.sql\", \"migrations/0002_pinned.sql\"]",
+            )
+        });
+    }
+
+    fn edit_manifest(&self, f: impl Fn(&str) -> String) {
+        let p = self.ws.path().join("autoapp.toml");
+        let text = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, f(&text)).unwrap();
+    }
+
+    fn titles(&self, extra: &[&str]) -> Vec<String> {
+        let mut args = vec!["call", "notes", "notes.list", "{}"];
+        args.extend_from_slice(extra);
+        let v: serde_json::Value = serde_json::from_str(&self.root.ok(&args)).unwrap();
+        let mut t: Vec<String> =
+            v["notes"].as_array().unwrap().iter().map(|n| n["title"].as_str().unwrap().to_string()).collect();
+        t.sort();
+        t
+    }
+
+    fn add(&self, title: &str) {
+        self.root.call("notes", "notes.add", &serde_json::json!({ "title": title }).to_string());
+    }
+
+    fn active(&self) -> String {
+        let v: serde_json::Value = serde_json::from_str(&self.root.ok(&["candidates", "notes", "--json"])).unwrap();
+        v["active"]["id"].as_str().unwrap().to_string()
+    }
+
+    fn app_dir(&self) -> std::path::PathBuf {
+        self.root.path().join("apps/notes")
+    }
+
+    /// Migrations applied to the live data.
+    fn applied(&self) -> usize {
+        applied_in(&self.app_dir().join("data"))
+    }
+
+    /// Migrations the active release declares.
+    fn declared(&self) -> usize {
+        let v: serde_json::Value =
+            serde_json::from_str(&self.root.ok(&["explain", "notes", &self.active(), "--json"])).unwrap();
+        v["migrations"].as_array().unwrap().len()
+    }
+
+    fn folders_starting(&self, prefix: &str) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(self.app_dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(prefix))
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+fn applied_in(data: &Path) -> usize {
+    let conn = rusqlite::Connection::open(data.join("app.sqlite")).unwrap();
+    conn.query_row("SELECT count(*) FROM _autoapp_migrations", [], |r| r.get::<_, i64>(0)).unwrap() as usize
+}
+
+fn has_column(data: &Path, column: &str) -> bool {
+    let conn = rusqlite::Connection::open(data.join("app.sqlite")).unwrap();
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM pragma_table_info('notes') WHERE name = ?1", [column], |r| r.get(0))
+        .unwrap();
+    n > 0
+}
+
+#[test]
+fn the_whole_lifecycle_from_preview_to_restore() {
+    let n = Notes::new();
+    let v1 = n.build();
+    n.root.ok(&["activate", "notes", &v1]);
+    n.add("one");
+    n.add("two");
+
+    n.add_migration();
+    let v2 = n.build();
+    assert_ne!(v1, v2);
+    let explained = n.root.ok(&["explain", "notes", &v2]);
+    assert!(explained.contains("migrations added: migrations/0002_pinned.sql"), "{explained}");
+
+    // A preview runs v2 on a copy; the live data does not change.
+    let out = n.root.ok(&["preview", "notes"]);
+    assert!(out.contains(&format!("previewing notes {}", &v2[..12])), "{out}");
+    n.root.ok(&["call", "notes", "notes.add", r#"{"title":"only in the preview"}"#, "--preview"]);
+    assert_eq!(n.titles(&["--preview"]), ["one", "only in the preview", "two"]);
+    assert_eq!(n.titles(&[]), ["one", "two"], "the live data is unchanged");
+    assert!(!has_column(&n.app_dir().join("data"), "pinned"), "the live schema is unchanged");
+    n.root.ok(&["preview-stop", "notes"]);
+    assert!(!n.app_dir().join("previews").join(&v2).exists(), "the copy is removed");
+    let e = n.root.refused(&["call", "notes", "notes.list", "{}", "--preview"]);
+    assert!(e.contains("no preview running"), "{e}");
+
+    // Activate v2, then roll back before any write: nothing is lost.
+    let out = n.root.ok(&["activate", "notes", &v2]);
+    assert!(out.contains("1 new migration applied"), "{out}");
+    assert!(has_column(&n.app_dir().join("data"), "pinned"));
+    assert_eq!(n.folders_starting("data-prev-").len(), 2, "a snapshot per activation");
+    n.root.ok(&["rollback", "notes"]);
+    assert_eq!(n.active(), v1);
+    assert_eq!(n.titles(&[]), ["one", "two"]);
+    assert!(!has_column(&n.app_dir().join("data"), "pinned"), "v1's data is back");
+    assert_eq!(n.folders_starting("data-next-").len(), 1, "v2's data is kept aside");
+
+    // Activate v2 again and write: now a rollback must choose.
+    n.root.ok(&["activate", "notes", &v2]);
+    n.add("three");
+    let e = n.root.fails_with(1, &["rollback", "notes"]);
+    for option in ["--downgrade RELEASE", "forward repair", "--restore --yes"] {
+        assert!(e.contains(option), "the refusal explains {option}: {e}");
+    }
+    let e = n.root.refused(&["rollback", "notes", "--restore"]);
+    assert!(e.contains("discards every write") && e.contains("--restore --yes"), "{e}");
+    let e = n.root.refused(&["rollback", "notes", "--downgrade", &v1]);
+    assert!(e.contains("does not declare [data] reads_newer_schema = true"), "{e}");
+
+    // The restore discards exactly the writes since activation, and keeps them aside.
+    n.root.ok(&["rollback", "notes", "--restore", "--yes"]);
+    assert_eq!(n.active(), v1);
+    assert_eq!(n.titles(&[]), ["one", "two"]);
+    let discarded = n.folders_starting("data-discarded-");
+    assert_eq!(discarded.len(), 1);
+    assert_eq!(applied_in(&n.app_dir().join(&discarded[0])), 2, "the discarded data is kept, with v2's schema");
+    let history = std::fs::read_to_string(n.app_dir().join("history.jsonl")).unwrap();
+    assert!(history.contains("\"op\":\"restore\"") && history.contains("\"op\":\"switch-back\""), "{history}");
+    assert!(history.contains("first write"), "{history}");
+}
+
+#[test]
+fn a_compatible_downgrade_keeps_the_writes() {
+    let n = Notes::new();
+    n.edit_manifest(|m| m.replace("[data]\n", "[data]\nreads_newer_schema = true\n"));
+    let v1 = n.build();
+    n.root.ok(&["activate", "notes", &v1]);
+    n.add("one");
+    n.add_migration();
+    let v2 = n.build();
+    n.root.ok(&["activate", "notes", &v2]);
+    n.add("two");
+    n.root.ok(&["rollback", "notes", "--downgrade", &v1[..10]]);
+    assert_eq!(n.active(), v1);
+    assert_eq!(n.titles(&[]), ["one", "two"], "a downgrade keeps every write");
+    assert_eq!(n.applied(), 2, "and the newer schema");
+}
+
+#[test]
+fn migrations_that_do_not_extend_the_applied_ones_are_refused() {
+    let n = Notes::new();
+    let v1 = n.build();
+    n.root.ok(&["activate", "notes", &v1]);
+    std::fs::write(n.ws.path().join("migrations/0001_init.sql"), "CREATE TABLE other (x);").unwrap();
+    n.edit_manifest(|m| m.replace("version = \"0.1.0\"", "version = \"0.1.1\""));
+    let changed = n.build();
+    let e = n.root.refused(&["activate", "notes", &changed]);
+    assert!(e.contains("forward only"), "{e}");
+    assert_eq!(n.active(), v1);
+    assert_eq!(n.folders_starting("data-prev-").len(), 1, "nothing was snapshotted for the refused release");
+}
+
+#[test]
+fn removal_needs_the_id_twice_and_keeps_everything_in_the_trash() {
+    let n = Notes::new();
+    let v1 = n.build();
+    n.root.ok(&["activate", "notes", &v1]);
+    let e = n.root.refused(&["remove", "notes", "--yes", "note"]);
+    assert!(e.contains("give its id again"), "{e}");
+    n.root.fails_with(2, &["remove", "notes"]);
+    n.root.ok(&["remove", "notes", "--yes", "notes"]);
+    assert!(!n.app_dir().exists());
+    let trash: Vec<_> = std::fs::read_dir(n.root.path().join("trash")).unwrap().collect();
+    assert_eq!(trash.len(), 1);
+    assert!(n.ws.path().join("autoapp.toml").exists(), "the chosen workspace stays where it is");
+}
+
+/// After a crash and a restart, the active release and the data agree, and
+/// no note written before the operation began is lost.
+fn assert_consistent(n: &Notes, expect_titles: &[&str]) {
+    assert!(!n.app_dir().join("journal.json").exists(), "recovery closed the journal");
+    assert_eq!(n.applied(), n.declared(), "the data has exactly the active release's migrations");
+    assert_eq!(n.titles(&[]), expect_titles);
+}
+
+#[test]
+fn an_activation_interrupted_at_any_step_is_finished_or_undone_at_the_next_start() {
+    for point in [
+        "activate:begun",
+        "activate:copied",
+        "activate:snapshotted",
+        "activate:migrations-committed",
+        "activate:migrated",
+        "activate:switched",
+        "activate:done",
+    ] {
+        let n = Notes::new();
+        let v1 = n.build();
+        n.root.ok(&["activate", "notes", &v1]);
+        n.add("before");
+        n.add_migration();
+        let v2 = n.build();
+        let crashed = std::process::Command::new(env!("CARGO_BIN_EXE_autoapp"))
+            .args(["--root", n.root.path().to_str().unwrap(), "activate", "notes", &v2])
+            .env("AUTOAPP_FAULT", point)
+            .output()
+            .unwrap();
+        assert_eq!(crashed.status.code(), None, "{point}: the process was killed by the fault");
+        let out = n.root.run(&["candidates", "notes"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if point != "activate:done" {
+            assert!(stderr.contains("recovered notes"), "{point}: {stderr}");
+        }
+        assert_consistent(&n, &["before"]);
+        let active = n.active();
+        let forward = ["activate:migrations-committed", "activate:migrated", "activate:switched", "activate:done"];
+        assert_eq!(active == v2, forward.contains(&point), "{point}: active is {active}");
+        assert!(n.folders_starting("data-prev-").iter().all(|f| !f.ends_with(".partial")), "{point}");
+        // The app works after recovery, and a later activation still can.
+        n.add("after");
+        if active == v1 {
+            n.root.ok(&["activate", "notes", &v2]);
+            assert_consistent(&n, &["after", "before"]);
+        }
+    }
+}
+
+#[test]
+fn a_rollback_interrupted_at_any_step_is_finished_or_undone_at_the_next_start() {
+    for point in ["rollback:begun", "rollback:moved-aside", "rollback:restored", "rollback:switched"] {
+        let n = Notes::new();
+        let v1 = n.build();
+        n.root.ok(&["activate", "notes", &v1]);
+        n.add("before");
+        n.add_migration();
+        let v2 = n.build();
+        n.root.ok(&["activate", "notes", &v2]);
+        let crashed = std::process::Command::new(env!("CARGO_BIN_EXE_autoapp"))
+            .args(["--root", n.root.path().to_str().unwrap(), "rollback", "notes"])
+            .env("AUTOAPP_FAULT", point)
+            .output()
+            .unwrap();
+        assert_eq!(crashed.status.code(), None, "{point}: the process was killed by the fault");
+        n.root.ok(&["candidates", "notes"]);
+        assert_consistent(&n, &["before"]);
+        let expect = if point == "rollback:begun" { &v2 } else { &v1 };
+        assert_eq!(&n.active(), expect, "{point}");
+        assert!(n.app_dir().join("data").is_dir(), "{point}: there is always a data folder");
+    }
+}
