@@ -337,7 +337,15 @@ impl Apps {
         }
         let query = query.to_string();
         let pass = self.gate.view();
-        self.run(&pass, &loaded, app, &data, Effect::Read, Entry::View { page, query: &query }, page).await
+        self.run(&pass, &loaded, app, &data, Effect::Read, Entry::View { page, query: &query }, page).await.and_then(
+            |spec| match crate::view::validate(&spec, &loaded.manifest) {
+                Ok(()) => Ok(spec),
+                Err(why) => Err(CallError::new(
+                    ErrorKind::Internal,
+                    format!("{app} returned a page `{page}` that cannot be shown: {why}"),
+                )),
+            },
+        )
     }
 
     #[allow(clippy::too_many_arguments)]

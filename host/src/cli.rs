@@ -37,8 +37,23 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Build the bundled example apps, activate them and run a short tour of calls.
+    /// Build the bundled example apps, activate them, run a short tour of calls, open the panel.
     Demo,
+    /// Start the launcher: the panel and every active app, each on its own loopback port.
+    ///
+    /// Opens the panel in your browser (or prints its single-use address when no
+    /// browser can be opened). Against a launcher that is already running, asks it
+    /// for a fresh panel address instead of starting a second one.
+    Open,
+    /// Serve one app, without the panel.
+    Serve { app: String },
+    /// Show the running launcher: its pid, when it started, which apps it serves.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop the running launcher (calls in flight finish first).
+    Stop,
     /// Make a new app from the starter template (or register an existing workspace).
     ///
     /// Without --at the workspace is <root>/apps/<app>/workspace. With --at, the
@@ -463,6 +478,69 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     r.reason
                 );
             }
+            Ok(())
+        }
+        Command::Open => {
+            if crate::control::running(&root)?.is_some() {
+                let answer = block_on(async {
+                    let mut c = crate::control::Client::connect(&root).await?;
+                    c.request(&serde_json::json!({ "type": "panel" })).await
+                })
+                .map_err(|e| format!("{e:#}"))?;
+                if answer["ok"] != true {
+                    return fail(answer["error"]["message"].as_str().unwrap_or("the launcher refused").to_string());
+                }
+                match answer["url"].as_str() {
+                    Some(url) => println!("Autoapp is already running; open the panel: {url}"),
+                    None => println!("Autoapp is already running; the panel was opened in your browser"),
+                }
+                return Ok(());
+            }
+            let config = Config::load(root.dir())?;
+            block_on(crate::server::run(root, config, None)).map_err(|e| format!("{e:#}"))?;
+            Ok(())
+        }
+        Command::Serve { app } => {
+            let id = app_id(&app)?;
+            if let Some(f) = crate::control::running(&root)? {
+                return fail(format!(
+                    "a launcher (pid {}) is already running on this root and serves its apps; use `autoapp open`",
+                    f.pid
+                ));
+            }
+            let config = Config::load(root.dir())?;
+            block_on(crate::server::run(root, config, Some(id))).map_err(|e| format!("{e:#}"))?;
+            Ok(())
+        }
+        Command::Status { json } => {
+            let answer = block_on(async {
+                let mut c = crate::control::Client::connect(&root).await?;
+                c.request(&serde_json::json!({ "type": "status" })).await
+            })
+            .map_err(|e| format!("{e:#}"))?;
+            if json {
+                return print_json(&answer);
+            }
+            let serving: Vec<&str> =
+                answer["serving"].as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
+            println!(
+                "Autoapp is running: pid {}, since {}, serving {}",
+                answer["pid"],
+                answer["startedAt"].as_str().unwrap_or("?"),
+                if serving.is_empty() { "no app".to_string() } else { serving.join(", ") }
+            );
+            Ok(())
+        }
+        Command::Stop => {
+            let answer = block_on(async {
+                let mut c = crate::control::Client::connect(&root).await?;
+                c.request(&serde_json::json!({ "type": "stop" })).await
+            })
+            .map_err(|e| format!("{e:#}"))?;
+            if answer["ok"] != true {
+                return fail("the launcher refused to stop");
+            }
+            println!("the launcher is stopping");
             Ok(())
         }
         Command::Demo => crate::demo::run(&root).map_err(|e| Failure { code: 1, message: format!("{e:#}") }),

@@ -28,6 +28,8 @@ pub struct Config {
     pub http_response_max_kib: u64,
     pub http_connect_timeout_ms: u64,
     pub spawn_output_max_kib: u64,
+    pub launch_token_secs: u64,
+    pub opener: String,
 }
 
 impl Default for Config {
@@ -77,6 +79,7 @@ impl Config {
             ("max_instances", u64::from(self.max_instances)),
             ("approval_window_secs", self.approval_window_secs),
             ("http_connect_timeout_ms", self.http_connect_timeout_ms),
+            ("launch_token_secs", self.launch_token_secs),
         ];
         for (k, v) in positive {
             if v == 0 {

@@ -83,10 +83,15 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
     } else {
         format!(" --root {}", root.dir().display())
     };
-    println!(
-        "\nDone. Try it yourself:\n  autoapp{root_flag} call notes notes.list\n  autoapp{root_flag} create my-app"
-    );
-    Ok(())
+    println!("\nTry it yourself in another terminal:\n  autoapp{root_flag} call notes notes.list\n  autoapp{root_flag} create my-app\n");
+    drop(apps);
+    // The demo ends in the launcher: the panel, and every active app.
+    if crate::control::running(root)?.is_some() {
+        println!("A launcher is already running on this root: `autoapp{root_flag} open` opens its panel.");
+        return Ok(());
+    }
+    let config = crate::config::Config::load(root.dir())?;
+    block_on(crate::server::run(root.clone(), config, None))
 }
 
 fn f_message(f: crate::cli::Failure) -> String {

@@ -380,12 +380,17 @@ impl Apps {
 
     /// Moves the app's folder to `<root>/trash/<id>-<stamp>`.
     pub fn remove(&self, app: &AppId) -> anyhow::Result<PathBuf> {
-        let paths = self.ensure_app(app)?;
         if let Some(pid) = crate::root::running_launcher(self.root())? {
             anyhow::bail!(
-                "a running launcher (pid {pid}) may be serving {app}; stop it with `autoapp stop`, then remove the app"
+                "a running launcher (pid {pid}) may be serving {app}; remove it from the panel, or stop the launcher with `autoapp stop` first"
             );
         }
+        self.remove_unserved(app)
+    }
+
+    /// Moves the app's folder to the trash; the caller has stopped serving it.
+    pub fn remove_unserved(&self, app: &AppId) -> anyhow::Result<PathBuf> {
+        let paths = self.ensure_app(app)?;
         let trash = self.root().dir().join("trash");
         std::fs::create_dir_all(&trash)?;
         let stamp = journal::new_stamp(&paths);

@@ -3,6 +3,7 @@
 
 mod census;
 mod concurrency;
+mod control;
 mod enforcement;
 mod examples;
 mod foundation;

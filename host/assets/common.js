@@ -1,0 +1,76 @@
+// Shared by the app renderer and the panel: DOM helpers that only ever set
+// text (never HTML), the JSON API, and the approvals strip.
+"use strict";
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k === "text") e.textContent = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const k of kids) if (k !== null && k !== undefined) e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  return e;
+}
+
+async function api(method, path, body) {
+  const opts = { method, headers: {} };
+  if (body !== undefined) { opts.headers["Content-Type"] = "application/json"; opts.body = JSON.stringify(body); }
+  const res = await fetch(path, opts);
+  let data = null;
+  try { data = await res.json(); } catch (_) { data = null; }
+  if (!res.ok) {
+    const msg = data && data.error ? data.error.message : `the request failed (${res.status})`;
+    const err = new Error(msg);
+    err.kind = data && data.error ? data.error.kind : "internal";
+    throw err;
+  }
+  return data;
+}
+
+// The approvals strip: one row per waiting question, with time left (amber
+// under a minute) and Approve / Deny. `onCount` gets the number waiting.
+function Approvals(container, onCount) {
+  const questions = new Map();
+  const render = () => {
+    container.replaceChildren();
+    for (const q of questions.values()) {
+      const left = el("span", { class: "left" });
+      const tick = () => {
+        const s = Math.max(0, Math.round((Date.parse(q.expiresAt) - Date.now()) / 1000));
+        left.textContent = `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")} left`;
+        left.classList.toggle("amber", s < 60);
+      };
+      tick();
+      q._timer && clearInterval(q._timer);
+      q._timer = setInterval(tick, 1000);
+      const answer = (approve) => async () => {
+        try {
+          await api("POST", "/api/answer", { requestId: q.requestId, releaseId: q.releaseId, argumentsHash: q.argumentsHash, approve });
+        } catch (e) { alert(e.message); }
+      };
+      container.append(el("div", { class: "question", "data-request": q.requestId },
+        el("div", { class: "what" },
+          el("strong", { text: `${q.appId}: ${q.route}` }), " ",
+          el("span", { class: "muted", text: `(${q.effect}) asked by ${q.caller} on channel ${q.channel}` }),
+          el("pre", { text: JSON.stringify(q.arguments, null, 2) })),
+        left,
+        el("button", { class: "primary approve", onclick: answer(true), text: "Approve" }),
+        el("button", { class: "danger deny", onclick: answer(false), text: "Deny" })));
+    }
+    onCount(questions.size);
+  };
+  return {
+    asked(q) { questions.set(q.requestId, q); render(); },
+    answered(id) { const q = questions.get(id); if (q) { clearInterval(q._timer); questions.delete(id); render(); } },
+    reset(list) { for (const q of questions.values()) clearInterval(q._timer); questions.clear(); for (const q of list) questions.set(q.requestId, q); render(); },
+  };
+}
+
+// Live updates. The open connection is what tells the gate somebody is here.
+function listen(handlers) {
+  const src = new EventSource("/api/events");
+  for (const [name, fn] of Object.entries(handlers)) src.addEventListener(name, (e) => fn(JSON.parse(e.data)));
+  return src;
+}

@@ -1,0 +1,137 @@
+// The panel: every app, its releases, previews, grants, record, and the
+// approvals strip. Everything here is the person acting (channel user).
+// Addresses of apps are never shown: Open asks the host to open the tab.
+"use strict";
+
+const root = document.getElementById("root");
+const strip = document.getElementById("strip");
+const status = el("p", { class: "status", role: "status" });
+let waiting = 0;
+let state = { apps: [], opener: true };
+
+function setTitle() { document.title = (waiting ? `(${waiting}) ` : "") + "Autoapp"; }
+function say(text, isError) { status.textContent = text; status.classList.toggle("error", !!isError); }
+
+async function act(label, path, body) {
+  say(`${label}…`);
+  try {
+    const out = await api("POST", path, body);
+    say(out && out.message ? out.message : `${label}: done`);
+    await refresh();
+    return out;
+  } catch (e) { say(e.message, true); return null; }
+}
+
+function short(id) { return id ? id.slice(0, 12) : "none"; }
+
+function explainBox(e) {
+  const box = el("div", { class: "card explain" },
+    el("h4", { text: `What ${short(e.release)} asks for` }),
+    el("table", {}, el("tbody", {}, ...e.routes.map((r) => el("tr", {},
+      el("td", { text: r.name }), el("td", { text: r.effect }), el("td", { text: r.summary }),
+      el("td", { class: "muted", text: r.can_use.length ? `can use ${r.can_use.join(", ")}` : "" }))))),
+    el("p", { text: e.capabilities.length ? `Capabilities: ${e.capabilities.join(", ")}` : "Capabilities: none (it reaches nothing outside its own store)" }));
+  if (e.not_granted.length) box.append(el("p", { class: "status error", text: `Not granted yet: ${e.not_granted.join(", ")}` }));
+  if (e.changes) {
+    const c = e.changes;
+    const lines = [["routes added", c.routes_added], ["routes removed", c.routes_removed], ["effects changed", c.effects_changed],
+      ["capabilities added", c.capabilities_added], ["capabilities removed", c.capabilities_removed], ["migrations added", c.migrations_added]]
+      .filter(([, v]) => v.length).map(([k, v]) => el("li", { text: `${k}: ${v.join(", ")}` }));
+    box.append(el("p", { text: "Compared with the active release:" }), lines.length ? el("ul", {}, ...lines) : el("p", { class: "muted", text: "no change to routes, effects, capabilities or migrations" }));
+  }
+  return box;
+}
+
+function appCard(a) {
+  const card = el("section", { class: "section app", "data-app": a.id },
+    el("h2", { text: `${a.name} ` }, el("span", { class: "muted", text: `(${a.id})` })),
+    el("p", { text: a.active ? `Active: ${a.active.version} — ${short(a.active.id)}` : "No active release" }));
+  const openRow = el("div", { class: "row" });
+  if (a.active) openRow.append(el("button", { class: "primary open", text: "Open", onclick: () => act(`opening ${a.id}`, "/api/open", { app: a.id }) }));
+  card.append(openRow);
+
+  if (a.candidates.length) {
+    const list = el("div", { class: "candidates" }, el("h3", { text: "Candidates" }));
+    for (const c of a.candidates) {
+      const detail = el("div");
+      list.append(el("div", { class: "card candidate", "data-release": c.id },
+        el("div", { class: "row" },
+          el("strong", { text: `${c.version} — ${short(c.id)}` }), el("span", { class: "muted", text: `built ${c.created_at}` }),
+          el("button", { class: "explain-btn", text: "What it asks", onclick: async () => {
+            try { detail.replaceChildren(explainBox(await api("GET", `/api/explain/${a.id}/${c.id}`))); } catch (e) { say(e.message, true); }
+          } }),
+          el("button", { class: "preview-btn", text: "Preview", onclick: () => act(`previewing ${short(c.id)}`, "/api/preview", { app: a.id, release: c.id }) }),
+          el("button", { class: "primary activate-btn", text: "Activate", onclick: async () => {
+            try {
+              const e = await api("GET", `/api/explain/${a.id}/${c.id}`);
+              const asks = e.capabilities.length ? `It asks for ${e.capabilities.join(", ")}.` : "It asks for no capability.";
+              if (!confirm(`Activate ${a.id} ${e.version} (${short(c.id)})? ${asks}`)) return;
+              act(`activating ${short(c.id)}`, "/api/activate", { app: a.id, release: c.id });
+            } catch (err) { say(err.message, true); }
+          } })),
+        detail));
+    }
+    card.append(list);
+  }
+
+  if (a.previews.length) {
+    card.append(el("h3", { text: "Previews" }), ...a.previews.map((p) => el("div", { class: "row preview" },
+      el("span", { text: `${short(p.release)} since ${p.started_at} (on a copy of the data; external routes refused)` }),
+      el("button", { text: "Open", onclick: () => act("opening the preview", "/api/open", { app: a.id, preview: p.release }) }),
+      el("button", { text: "Stop", onclick: () => act("stopping the preview", "/api/preview-stop", { app: a.id, release: p.release }) }))));
+  }
+
+  if (a.asked.length) {
+    card.append(el("h3", { text: "Grants" }), ...a.asked.map((cap) => {
+      const granted = !a.not_granted.includes(cap);
+      return el("div", { class: "row grant" }, el("span", { text: `${cap} — ${granted ? "granted" : "not granted"}` }),
+        granted ? el("button", { text: "Revoke", onclick: () => act(`revoking ${cap}`, "/api/revoke", { app: a.id, capabilities: [cap] }) })
+                : el("button", { text: "Grant", onclick: () => act(`granting ${cap}`, "/api/grant", { app: a.id, capabilities: [cap] }) }));
+    }));
+  }
+
+  if (a.rollback) {
+    const rb = el("div", { class: "row rollback" }, el("h3", { text: "Rollback" }));
+    if (!a.rollback.written) {
+      rb.append(el("button", { text: `Roll back to ${short(a.rollback.previous)} (nothing written yet: nothing lost)`, onclick: () => act("rolling back", "/api/rollback", { app: a.id, how: "plain" }) }));
+    } else {
+      rb.append(el("p", { text: `${a.id} has written data since its activation. Choose: a compatible downgrade (an older release that declares it reads the newer schema), a forward repair (build and activate a fix), or a restore that discards the writes since activation.` }),
+        el("button", { class: "danger", text: "Restore the data from before the activation (discards writes)", onclick: () => {
+          if (confirm("Discard every write since the activation? The data is set aside, not deleted.")) act("restoring", "/api/rollback", { app: a.id, how: "restore", yes: true });
+        } }));
+    }
+    card.append(rb);
+  }
+
+  if (a.runs.length) {
+    card.append(el("h3", { text: "Recent calls" }), el("table", { class: "runs" },
+      el("thead", {}, el("tr", {}, ...["time", "channel", "caller", "route", "decision", "outcome", "reason"].map((h) => el("th", { text: h })))),
+      el("tbody", {}, ...a.runs.map((r) => el("tr", {}, ...[r.time, r.channel, r.caller, r.route, r.decision, r.outcome, r.reason].map((c) => el("td", { text: c }))))))); 
+  }
+
+  const confirmInput = el("input", { placeholder: `type ${a.id} to remove it`, class: "remove-confirm" });
+  card.append(el("div", { class: "row remove" }, confirmInput,
+    el("button", { class: "danger", text: "Remove", onclick: () => act(`removing ${a.id}`, "/api/remove", { app: a.id, confirm: confirmInput.value }) })));
+  return card;
+}
+
+async function refresh() {
+  try {
+    state = await api("GET", "/api/state");
+  } catch (e) { say(e.message, true); return; }
+  const note = state.opener ? null : el("p", { class: "muted", text: "No browser opener was found: addresses of tabs are printed in the launcher's terminal." });
+  root.replaceChildren(el("h1", { text: "Autoapp" }), note || "", status,
+    ...(state.apps.length ? state.apps.map(appCard) : [el("p", { text: "No apps yet. Create one with `autoapp create <app>`." })]));
+}
+
+(function start() {
+  const approvals = Approvals(strip, (n) => { waiting = n; setTitle(); });
+  listen({
+    hello: (d) => approvals.reset(d.questions),
+    asked: (d) => approvals.asked(d.question),
+    answered: (d) => { approvals.answered(d.request_id); refresh(); },
+    activated: () => refresh(),
+  });
+  setTitle();
+  refresh();
+})();

@@ -1,0 +1,319 @@
+//! The control connection: how a local process (`autoapp mcp`, `status`,
+//! `stop`, `open`) reaches a running launcher.
+//!
+//! `127.0.0.1`, an ephemeral port, and `<root>/launcher.json` holding the
+//! port, the pid and a 32-byte hex secret (written atomically at mode 0600,
+//! removed on exit; a file whose pid is dead is stale and removed). Newline-
+//! delimited JSON. The first line must be `{"type":"auth","secret":…}` within
+//! 2 seconds, compared in constant time, or the socket closes. Lines are
+//! capped at 1 MiB. Requests: `invoke` (a route call on channel `mcp`; the
+//! client's name is only a label), `status`, `stop`, `panel`. The secret is
+//! never logged, never returned and never recorded.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::gate::Caller;
+use crate::manifest::AppId;
+use crate::root::{LAUNCHER_FILE, Root};
+use crate::server::Launcher;
+
+/// How long a connection has to authenticate.
+pub const AUTH_DEADLINE: Duration = Duration::from_secs(2);
+
+/// The longest line either side may send.
+pub const MAX_LINE: usize = 1 << 20;
+
+/// What `launcher.json` holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LauncherFile {
+    pub port: u16,
+    pub pid: u32,
+    pub secret: String,
+    pub started_at: String,
+}
+
+/// A request after authentication.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Request {
+    Auth {
+        secret: String,
+    },
+    Invoke {
+        app: String,
+        route: String,
+        #[serde(default = "empty_object")]
+        input: Value,
+        #[serde(default)]
+        client: String,
+        #[serde(default, rename = "requestId")]
+        request_id: Option<String>,
+    },
+    Status,
+    Stop,
+    Panel,
+}
+
+fn empty_object() -> Value {
+    json!({})
+}
+
+/// Parses one line of the protocol; the error is the sentence to answer with.
+pub fn parse_line(line: &[u8]) -> Result<Request, String> {
+    if line.len() > MAX_LINE {
+        return Err(format!("a line may be at most {MAX_LINE} bytes"));
+    }
+    let value: Value = serde_json::from_slice(line).map_err(|_| "a line must be one JSON object".to_string())?;
+    let kind = value.get("type").and_then(Value::as_str).ok_or("a request needs a \"type\"")?.to_string();
+    serde_json::from_value(value).map_err(|e| {
+        if matches!(kind.as_str(), "auth" | "invoke" | "status" | "stop" | "panel") {
+            format!("the {kind} request is malformed: {e}")
+        } else {
+            format!("unknown request `{}`; the requests are invoke, status, stop and panel", kind.escape_debug())
+        }
+    })
+}
+
+/// Reads one line of at most [`MAX_LINE`] bytes. `Ok(None)` at the end.
+async fn read_line<R: AsyncRead + Unpin>(r: &mut BufReader<R>) -> std::io::Result<Option<Result<Vec<u8>, ()>>> {
+    let mut buf = Vec::new();
+    let mut limited = (&mut *r).take(MAX_LINE as u64 + 1);
+    let n = limited.read_until(b'\n', &mut buf).await?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if buf.len() > MAX_LINE {
+        return Ok(Some(Err(())));
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+    }
+    Ok(Some(Ok(buf)))
+}
+
+/// The control connection of a running launcher.
+pub struct ControlServer {
+    file: PathBuf,
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+/// Listens, writes `launcher.json`, and serves connections until the launcher stops.
+pub async fn start(root: &Root, launcher: Arc<Launcher>) -> anyhow::Result<ControlServer> {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).await.context("cannot listen for the control connection")?;
+    let port = listener.local_addr()?.port();
+    let secret = crate::server::random_hex();
+    let file = root.dir().join(LAUNCHER_FILE);
+    let contents =
+        LauncherFile { port, pid: std::process::id(), secret: secret.clone(), started_at: launcher.started_at.clone() };
+    write_private(&file, serde_json::to_string_pretty(&contents)?.as_bytes())?;
+    let secret = Arc::new(secret);
+    let mut stopping = launcher.stopping();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = stopping.wait_for(|s| *s) => break,
+                accepted = listener.accept() => {
+                    let Ok((stream, _)) = accepted else { continue };
+                    tokio::spawn(serve(stream, secret.clone(), launcher.clone()));
+                }
+            }
+        }
+    });
+    Ok(ControlServer { file })
+}
+
+/// Writes `bytes` to `path` at mode 0600, atomically.
+fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let dir = path.parent().context("launcher.json has a folder")?;
+    let tmp = dir.join(format!(".launcher.json.tmp-{}", std::process::id()));
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .context("cannot write launcher.json")?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path).context("cannot write launcher.json")?;
+    crate::root::sync_dir(dir)
+}
+
+async fn send(w: &mut tokio::net::tcp::OwnedWriteHalf, v: &Value) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(v).expect("JSON");
+    line.push(b'\n');
+    w.write_all(&line).await
+}
+
+fn refuse(message: &str) -> Value {
+    json!({ "ok": false, "error": { "kind": "denied", "message": message } })
+}
+
+async fn serve(stream: TcpStream, secret: Arc<String>, launcher: Arc<Launcher>) {
+    let (r, mut w) = stream.into_split();
+    let mut r = BufReader::new(r);
+    // Authentication first, within the deadline.
+    let first = tokio::time::timeout(AUTH_DEADLINE, read_line(&mut r)).await;
+    let authed = match first {
+        Ok(Ok(Some(Ok(line)))) => {
+            matches!(parse_line(&line), Ok(Request::Auth { secret: s }) if crate::server::same_secret(&s, &secret))
+        }
+        _ => false,
+    };
+    if !authed {
+        let _ = send(&mut w, &refuse("authenticate first with the secret in launcher.json")).await;
+        return;
+    }
+    let _ = send(&mut w, &json!({ "ok": true })).await;
+    loop {
+        let line = match read_line(&mut r).await {
+            Ok(Some(Ok(l))) => l,
+            Ok(Some(Err(()))) => {
+                let _ = send(&mut w, &refuse("that line is longer than 1 MiB; the connection is closed")).await;
+                return;
+            }
+            Ok(None) | Err(_) => return,
+        };
+        let answer = match parse_line(&line) {
+            Err(e) => refuse(&e),
+            Ok(req) => handle(req, &launcher).await,
+        };
+        if send(&mut w, &answer).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn handle(req: Request, launcher: &Arc<Launcher>) -> Value {
+    match req {
+        Request::Auth { .. } => refuse("this connection is authenticated already"),
+        Request::Invoke { app, route, input, client, request_id } => {
+            let Ok(app) = AppId::parse(&app) else { return refuse("that is not an app id") };
+            let caller = Caller::control(if client.trim().is_empty() { "a local client" } else { &client });
+            match launcher.apps.call(&caller, &app, &route, &input.to_string()).await {
+                Ok(a) => json!({ "ok": true, "requestId": request_id, "output": a.output }),
+                Err(e) => {
+                    json!({ "ok": false, "requestId": request_id, "error": { "kind": e.kind, "message": e.message } })
+                }
+            }
+        }
+        Request::Status => json!({
+            "ok": true, "pid": std::process::id(), "startedAt": launcher.started_at, "serving": launcher.serving(),
+        }),
+        Request::Stop => {
+            let serving = launcher.serving();
+            launcher.request_stop();
+            json!({ "ok": true, "stopping": true, "serving": serving })
+        }
+        Request::Panel => match launcher.open_panel_url().await {
+            Ok((opened, url)) => json!({ "ok": true, "opened": opened, "url": url }),
+            Err(e) => refuse(&format!("{e:#}")),
+        },
+    }
+}
+
+/// A client of a running launcher.
+pub struct Client {
+    reader: BufReader<tokio::net::tcp::OwnedReadHalf>,
+    writer: tokio::net::tcp::OwnedWriteHalf,
+}
+
+/// The launcher running on `root`: its file, with a stale one removed.
+pub fn running(root: &Root) -> anyhow::Result<Option<LauncherFile>> {
+    let path = root.dir().join(LAUNCHER_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).context("cannot read launcher.json"),
+    };
+    let file: Option<LauncherFile> = serde_json::from_str(&text).ok();
+    match file {
+        Some(f) if Path::new(&format!("/proc/{}", f.pid)).exists() => Ok(Some(f)),
+        _ => {
+            // The launcher that wrote it is gone: the file is stale.
+            let _ = std::fs::remove_file(&path);
+            Ok(None)
+        }
+    }
+}
+
+impl Client {
+    /// Connects to the launcher running on `root` and authenticates.
+    pub async fn connect(root: &Root) -> anyhow::Result<Client> {
+        let Some(f) = running(root)? else {
+            anyhow::bail!("no launcher is running on {}; start one with `autoapp open`", root.dir().display());
+        };
+        let stream = TcpStream::connect(("127.0.0.1", f.port)).await.context("cannot reach the launcher")?;
+        let (r, writer) = stream.into_split();
+        let mut c = Client { reader: BufReader::new(r), writer };
+        let answer = c.request(&json!({ "type": "auth", "secret": f.secret })).await?;
+        anyhow::ensure!(answer["ok"] == true, "the launcher refused the connection");
+        Ok(c)
+    }
+
+    /// Sends one request and reads its answer.
+    pub async fn request(&mut self, v: &Value) -> anyhow::Result<Value> {
+        let mut line = serde_json::to_vec(v)?;
+        line.push(b'\n');
+        self.writer.write_all(&line).await.context("the launcher went away")?;
+        match read_line(&mut self.reader).await? {
+            Some(Ok(l)) => Ok(serde_json::from_slice(&l).context("the launcher answered something that is not JSON")?),
+            _ => anyhow::bail!("the launcher closed the connection"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_parse_into_requests_or_a_sentence() {
+        assert_eq!(parse_line(br#"{"type":"status"}"#), Ok(Request::Status));
+        assert!(matches!(
+            parse_line(br#"{"type":"invoke","app":"notes","route":"notes.list"}"#),
+            Ok(Request::Invoke { .. })
+        ));
+        assert!(parse_line(b"not json").unwrap_err().contains("one JSON object"));
+        assert!(parse_line(br#"{"type":"format-disk"}"#).unwrap_err().contains("unknown request `format-disk`"));
+        assert!(parse_line(br#"{"type":"invoke"}"#).unwrap_err().contains("malformed"));
+        assert!(parse_line(br#"[1,2]"#).is_err());
+        let big = vec![b' '; MAX_LINE + 1];
+        assert!(parse_line(&big).unwrap_err().contains("at most"));
+    }
+
+    mod fuzz {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn the_line_parser_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+                let _ = parse_line(&bytes);
+            }
+
+            #[test]
+            fn json_shaped_lines_never_panic(kind in "[a-z]{0,8}", app in ".{0,20}", extra in ".{0,20}") {
+                let line = serde_json::to_vec(&json!({ "type": kind, "app": app, "route": extra, "secret": extra })).unwrap();
+                let _ = parse_line(&line);
+            }
+        }
+    }
+}

@@ -1,0 +1,469 @@
+//! The routes of the panel and of an app's server. Every handler acts as the
+//! person (channel `user`): the fence already made sure the request came from
+//! a tab the person opened.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use futures::Stream;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Launcher, LauncherEvent, Site, SiteKey, fence, page};
+use crate::apps::{CallError, ErrorKind, Target, short};
+use crate::gate::{Caller, GateEvent};
+use crate::lifecycle::RollbackHow;
+use crate::manifest::AppId;
+use crate::release;
+
+#[derive(Clone)]
+struct Ctx {
+    launcher: Arc<Launcher>,
+    site: Arc<Site>,
+}
+
+pub fn router(launcher: Arc<Launcher>, site: Arc<Site>) -> Router {
+    let ctx = Ctx { launcher, site: site.clone() };
+    let common = Router::new()
+        .route("/launch", get(launch))
+        .route("/api/events", get(events))
+        .route("/api/answer", post(answer));
+    let routes = match site.key {
+        SiteKey::Panel => common
+            .route("/", get(|| async { html(page::panel()) }))
+            .route("/api/state", get(state))
+            .route("/api/explain/{app}/{release}", get(explain))
+            .route("/api/open", post(open))
+            .route("/api/activate", post(activate))
+            .route("/api/grant", post(grant))
+            .route("/api/revoke", post(revoke))
+            .route("/api/preview", post(preview))
+            .route("/api/preview-stop", post(preview_stop))
+            .route("/api/rollback", post(rollback))
+            .route("/api/remove", post(remove)),
+        _ => common
+            .route("/", get(|| async { html(page::app()) }))
+            .route("/api/info", get(info))
+            .route("/api/view/{page}", get(view))
+            .route("/api/call/{route}", post(call))
+            .route("/api/panel", post(panel)),
+    };
+    routes
+        .with_state(ctx)
+        .layer(axum::middleware::from_fn_with_state(site, fence::middleware))
+        .layer(axum::middleware::map_response(hardening))
+}
+
+async fn hardening(mut res: Response) -> Response {
+    let h = res.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    res
+}
+
+fn html(p: &page::Page) -> Response {
+    let mut res =
+        (StatusCode::OK, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], p.html.clone()).into_response();
+    res.headers_mut()
+        .insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_str(&p.csp).expect("a CSP is a header value"));
+    res
+}
+
+/// An error as the pages read it: `{"error": {"kind", "message"}}`.
+fn error(kind: ErrorKind, message: impl Into<String>) -> Response {
+    let status = match kind {
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::InvalidInput => StatusCode::BAD_REQUEST,
+        ErrorKind::Conflict => StatusCode::CONFLICT,
+        ErrorKind::Denied => StatusCode::FORBIDDEN,
+        ErrorKind::Trap => StatusCode::BAD_GATEWAY,
+        ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    (status, axum::Json(json!({ "error": { "kind": kind, "message": message.into() } }))).into_response()
+}
+
+fn call_error(e: CallError) -> Response {
+    error(e.kind, e.message)
+}
+
+fn refusal(e: anyhow::Error) -> Response {
+    error(ErrorKind::Conflict, format!("{e:#}"))
+}
+
+#[derive(Deserialize)]
+struct LaunchQuery {
+    token: Option<String>,
+}
+
+async fn launch(State(ctx): State<Ctx>, Query(q): Query<LaunchQuery>) -> Response {
+    let Some(session) = q.token.as_deref().and_then(|t| ctx.site.redeem(t)) else {
+        return fence::refused();
+    };
+    let cookie = format!("{}={session}; HttpOnly; SameSite=Strict; Path=/", ctx.site.cookie_name());
+    let mut res = Redirect::to("/").into_response();
+    res.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&cookie).expect("a cookie is a header value"));
+    res
+}
+
+fn app_of(ctx: &Ctx) -> Option<(AppId, Target)> {
+    ctx.site.key.target()
+}
+
+async fn info(State(ctx): State<Ctx>) -> Response {
+    let Some((app, target)) = app_of(&ctx) else { return error(ErrorKind::NotFound, "no app here") };
+    let paths = ctx.launcher.apps.root().app(&app);
+    let release = match &target {
+        Target::Preview(Some(r)) => Some(r.clone()),
+        _ => release::active(&paths).ok().flatten(),
+    };
+    let name = release.as_deref().and_then(|r| release::manifest(&paths, r).ok()).map(|m| m.name).unwrap_or_default();
+    axum::Json(json!({
+        "app": app, "name": name, "release": release, "preview": matches!(target, Target::Preview(_)),
+        "panel": ctx.launcher.with_panel,
+    }))
+    .into_response()
+}
+
+#[derive(Deserialize)]
+struct ViewQuery {
+    query: Option<String>,
+}
+
+async fn view(State(ctx): State<Ctx>, Path(page): Path<String>, Query(q): Query<ViewQuery>) -> Response {
+    let Some((app, target)) = app_of(&ctx) else { return error(ErrorKind::NotFound, "no app here") };
+    let query = q.query.unwrap_or_else(|| "{}".into());
+    match ctx.launcher.apps.render_at(&Caller::page(), &app, &target, &page, &query).await {
+        Ok(v) => axum::Json(v).into_response(),
+        Err(e) => call_error(e),
+    }
+}
+
+async fn call(State(ctx): State<Ctx>, Path(route): Path<String>, body: String) -> Response {
+    let Some((app, target)) = app_of(&ctx) else { return error(ErrorKind::NotFound, "no app here") };
+    let input = if body.trim().is_empty() { "{}".to_string() } else { body };
+    match ctx.launcher.apps.call_at(&Caller::page(), &app, &target, &route, &input).await {
+        Ok(a) => {
+            if a.effect.writes() {
+                ctx.launcher.announce(LauncherEvent::Changed { app: app.to_string() });
+            }
+            axum::Json(a.output).into_response()
+        }
+        Err(e) => call_error(e),
+    }
+}
+
+async fn panel(State(ctx): State<Ctx>) -> Response {
+    match ctx.launcher.open_panel().await {
+        Ok(o) => axum::Json(o).into_response(),
+        Err(e) => error(ErrorKind::Conflict, format!("{e:#}")),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AnswerBody {
+    request_id: String,
+    release_id: String,
+    arguments_hash: String,
+    approve: bool,
+}
+
+async fn answer(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AnswerBody>) -> Response {
+    let gate = ctx.launcher.apps.gate();
+    // An app's tab answers only its own app's questions; the panel answers any.
+    if let Some((app, _)) = app_of(&ctx) {
+        let ours = gate.pending().iter().any(|q| q.request_id == b.request_id && q.app_id == app.as_str());
+        if !ours {
+            return error(ErrorKind::NotFound, "that question is not waiting in this app");
+        }
+    }
+    match gate.answer(&b.request_id, &b.release_id, &b.arguments_hash, b.approve) {
+        Ok(()) => axum::Json(json!({ "message": if b.approve { "approved" } else { "declined" } })).into_response(),
+        Err(e) => error(ErrorKind::Conflict, e.to_string()),
+    }
+}
+
+/// Server-sent events: questions asked and answered, activations. While the
+/// stream is open, the app (or, for the panel, every app) counts as attached.
+async fn events(State(ctx): State<Ctx>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let app = app_of(&ctx).map(|(a, _)| a);
+    let gate = ctx.launcher.apps.gate().clone();
+    let attachment = gate.attach(app.clone());
+    let mine = move |a: &str| app.as_ref().is_none_or(|x| x.as_str() == a);
+    let questions: Vec<_> = gate.pending().into_iter().filter(|q| mine(&q.app_id)).collect();
+    let hello = Event::default().event("hello").json_data(json!({ "questions": questions })).expect("JSON");
+    let state = (gate.subscribe(), ctx.launcher.events.subscribe(), ctx.launcher.stopping(), attachment, mine);
+    let rest = futures::stream::unfold(state, |(mut g, mut l, mut stop, att, mine)| async move {
+        loop {
+            let event = tokio::select! {
+                _ = stop.wait_for(|s| *s) => return None,
+                e = g.recv() => match e {
+                    Ok(GateEvent::Asked { question }) if mine(&question.app_id) => {
+                        Event::default().event("asked").json_data(json!({ "question": question }))
+                    }
+                    Ok(GateEvent::Answered { request_id, app_id, outcome }) if mine(&app_id) => Event::default()
+                        .event("answered")
+                        .json_data(json!({ "request_id": request_id, "app_id": app_id, "outcome": outcome })),
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(_) => return None,
+                },
+                e = l.recv() => match e {
+                    Ok(LauncherEvent::Activated { app, release }) if mine(&app) => {
+                        Event::default().event("activated").json_data(json!({ "app": app, "release": release }))
+                    }
+                    Ok(LauncherEvent::Changed { app }) if mine(&app) => {
+                        Event::default().event("changed").json_data(json!({ "app": app }))
+                    }
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(_) => return None,
+                },
+            };
+            return Some((Ok(event.expect("JSON")), (g, l, stop, att, mine)));
+        }
+    });
+    Sse::new(futures::StreamExt::chain(futures::stream::once(async { Ok(hello) }), rest))
+        .keep_alive(KeepAlive::default())
+}
+
+// ---- the panel ------------------------------------------------------------------
+
+async fn state(State(ctx): State<Ctx>) -> Response {
+    let apps = ctx.launcher.apps.clone();
+    let result = tokio::task::spawn_blocking(move || -> anyhow::Result<Value> {
+        let root = apps.root();
+        let mut list = Vec::new();
+        for id in root.app_ids()? {
+            let paths = root.app(&id);
+            let active = release::active(&paths).ok().flatten();
+            let all = release::list(&paths).unwrap_or_default();
+            let active_info = all.iter().find(|r| Some(&r.id) == active.as_ref());
+            let candidates: Vec<_> = all.iter().rev().filter(|r| Some(&r.id) != active.as_ref()).collect();
+            let newest = active.clone().or_else(|| all.last().map(|r| r.id.clone()));
+            let manifest = newest.as_deref().and_then(|r| release::manifest(&paths, r).ok());
+            let (asked, not_granted) = match &manifest {
+                Some(m) => (crate::grants::asked(m), crate::grants::ungranted(&paths, m).unwrap_or_default()),
+                None => (Vec::new(), Vec::new()),
+            };
+            let rollback = release::journal::activation(&paths).ok().flatten().and_then(|a| {
+                (Some(&a.release) == active.as_ref() && a.previous.is_some())
+                    .then(|| json!({ "previous": a.previous, "written": a.first_write_at.is_some() }))
+            });
+            list.push(json!({
+                "id": id,
+                "name": manifest.as_ref().map(|m| m.name.clone()).unwrap_or_else(|| id.to_string()),
+                "active": active_info,
+                "candidates": candidates,
+                "previews": crate::lifecycle::previews(&paths).unwrap_or_default(),
+                "asked": asked,
+                "not_granted": not_granted,
+                "rollback": rollback,
+                "runs": crate::gate::record::read(&paths.data(), 20).unwrap_or_default(),
+            }));
+        }
+        Ok(json!({ "apps": list }))
+    })
+    .await;
+    match result {
+        Ok(Ok(mut v)) => {
+            v["opener"] = json!(ctx.launcher.opener.available());
+            axum::Json(v).into_response()
+        }
+        Ok(Err(e)) => refusal(e),
+        Err(e) => error(ErrorKind::Internal, e.to_string()),
+    }
+}
+
+async fn explain(State(ctx): State<Ctx>, Path((app, rel)): Path<(String, String)>) -> Response {
+    let id = match AppId::parse(&app) {
+        Ok(i) => i,
+        Err(e) => return error(ErrorKind::InvalidInput, e),
+    };
+    let paths = ctx.launcher.apps.root().app(&id);
+    match release::resolve(&paths, &rel).map_err(anyhow::Error::from).and_then(|r| crate::explain::explain(&paths, &r))
+    {
+        Ok(e) => axum::Json(e).into_response(),
+        Err(e) => error(ErrorKind::NotFound, format!("{e:#}")),
+    }
+}
+
+#[derive(Deserialize)]
+struct AppBody {
+    app: String,
+    release: Option<String>,
+    preview: Option<String>,
+    #[serde(default)]
+    capabilities: Vec<String>,
+    how: Option<String>,
+    #[serde(default)]
+    yes: bool,
+    confirm: Option<String>,
+}
+
+async fn open(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) -> Response {
+    let id = match AppId::parse(&b.app) {
+        Ok(i) => i,
+        Err(e) => return error(ErrorKind::InvalidInput, e),
+    };
+    let key = match b.preview {
+        Some(r) => SiteKey::Preview(id, r),
+        None => SiteKey::App(id),
+    };
+    match ctx.launcher.open(key).await {
+        Ok(o) => axum::Json(o).into_response(),
+        Err(e) => refusal(e),
+    }
+}
+
+/// Runs a lifecycle action off the async threads and answers with its message.
+async fn blocking<F>(ctx: &Ctx, f: F) -> Response
+where
+    F: FnOnce(&crate::apps::Apps) -> anyhow::Result<String> + Send + 'static,
+{
+    let apps = ctx.launcher.apps.clone();
+    match tokio::task::spawn_blocking(move || f(&apps)).await {
+        Ok(Ok(message)) => axum::Json(json!({ "message": message })).into_response(),
+        Ok(Err(e)) => refusal(e),
+        Err(e) => error(ErrorKind::Internal, e.to_string()),
+    }
+}
+
+async fn activate(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) -> Response {
+    let id = match AppId::parse(&b.app) {
+        Ok(i) => i,
+        Err(e) => return error(ErrorKind::InvalidInput, e),
+    };
+    let Some(rel) = b.release else { return error(ErrorKind::InvalidInput, "name the release to activate") };
+    let app = id.clone();
+    let res = blocking(&ctx, move |apps| {
+        let a = apps.activate(&app, &rel)?;
+        Ok(format!("activated {} {} ({} new migrations applied)", a.app, short(&a.release), a.migrations_applied))
+    })
+    .await;
+    if res.status().is_success() {
+        if let Err(e) = ctx.launcher.site(SiteKey::App(id.clone())).await {
+            tracing::error!("cannot serve {id}: {e:#}");
+        }
+        let release = release::active(&ctx.launcher.apps.root().app(&id)).ok().flatten().unwrap_or_default();
+        ctx.launcher.announce(LauncherEvent::Activated { app: id.to_string(), release });
+    }
+    res
+}
+
+async fn grant(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) -> Response {
+    let id = match AppId::parse(&b.app) {
+        Ok(i) => i,
+        Err(e) => return error(ErrorKind::InvalidInput, e),
+    };
+    blocking(&ctx, move |apps| {
+        let paths = apps.root().app(&id);
+        let newest = release::list(&paths)?.pop().ok_or_else(|| anyhow::anyhow!("{id} has no release yet"))?;
+        let manifest = release::manifest(&paths, &newest.id)?;
+        Ok(format!("granted {}", crate::grants::grant(&paths, &manifest, &b.capabilities)?.join(", ")))
+    })
+    .await
+}
+
+async fn revoke(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) -> Response {
+    let id = match AppId::parse(&b.app) {
+        Ok(i) => i,
+        Err(e) => return error(ErrorKind::InvalidInput, e),
+    };
+    blocking(&ctx, move |apps| {
+        Ok(format!("revoked {}", crate::grants::revoke(&apps.root().app(&id), &b.capabilities)?.join(", ")))
+    })
+    .await
+}
+
+async fn preview(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) -> Response {
+    let id = match AppId::parse(&b.app) {
+        Ok(i) => i,
+        Err(e) => return error(ErrorKind::InvalidInput, e),
+    };
+    let app = id.clone();
+    let rel = b.release.clone();
+    let apps = ctx.launcher.apps.clone();
+    let started = tokio::task::spawn_blocking(move || apps.preview(&app, rel.as_deref())).await;
+    match started {
+        Ok(Ok((p, _))) => match ctx.launcher.open(SiteKey::Preview(id, p.release.clone())).await {
+            Ok(o) => axum::Json(
+                json!({ "message": format!("previewing {} on a copy of the data; {}", short(&p.release), o.message) }),
+            )
+            .into_response(),
+            Err(e) => refusal(e),
+        },
+        Ok(Err(e)) => refusal(e),
+        Err(e) => error(ErrorKind::Internal, e.to_string()),
+    }
+}
+
+async fn preview_stop(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) -> Response {
+    let id = match AppId::parse(&b.app) {
+        Ok(i) => i,
+        Err(e) => return error(ErrorKind::InvalidInput, e),
+    };
+    let apps = ctx.launcher.apps.clone();
+    let app = id.clone();
+    let stopped = tokio::task::spawn_blocking(move || apps.preview_stop(&app, b.release.as_deref())).await;
+    match stopped {
+        Ok(Ok(releases)) => {
+            for r in &releases {
+                ctx.launcher.stop_site(&SiteKey::Preview(id.clone(), r.clone()));
+            }
+            axum::Json(json!({ "message": format!("stopped {} preview(s) and removed their copies", releases.len()) }))
+                .into_response()
+        }
+        Ok(Err(e)) => refusal(e),
+        Err(e) => error(ErrorKind::Internal, e.to_string()),
+    }
+}
+
+async fn rollback(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) -> Response {
+    let id = match AppId::parse(&b.app) {
+        Ok(i) => i,
+        Err(e) => return error(ErrorKind::InvalidInput, e),
+    };
+    let how = match (b.how.as_deref(), b.release.clone()) {
+        (Some("downgrade"), Some(r)) => RollbackHow::Downgrade(r),
+        (Some("restore"), _) => RollbackHow::Restore { yes: b.yes },
+        (Some("plain") | None, _) => RollbackHow::Plain,
+        _ => return error(ErrorKind::InvalidInput, "how is plain, downgrade (with a release) or restore"),
+    };
+    let app = id.clone();
+    let res = blocking(&ctx, move |apps| {
+        let r = apps.rollback(&app, how)?;
+        Ok(format!("{} is back on release {}", r.app, short(&r.release)))
+    })
+    .await;
+    if res.status().is_success() {
+        let release = release::active(&ctx.launcher.apps.root().app(&id)).ok().flatten().unwrap_or_default();
+        ctx.launcher.announce(LauncherEvent::Activated { app: id.to_string(), release });
+    }
+    res
+}
+
+async fn remove(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) -> Response {
+    let id = match AppId::parse(&b.app) {
+        Ok(i) => i,
+        Err(e) => return error(ErrorKind::InvalidInput, e),
+    };
+    if b.confirm.as_deref() != Some(id.as_str()) {
+        return error(ErrorKind::InvalidInput, format!("type the app's id, {id}, to remove it"));
+    }
+    // This launcher is the one serving it: stop serving, then move it.
+    ctx.launcher.stop_app(&id);
+    let res = blocking(&ctx, move |apps| {
+        let to = apps.remove_unserved(&id)?;
+        Ok(format!("moved {id} to {}", to.display()))
+    })
+    .await;
+    ctx.launcher.announce(LauncherEvent::Changed { app: b.app });
+    res
+}

@@ -1,0 +1,414 @@
+//! The launcher a person meets: the panel and one server per app (and per
+//! preview), each on its own loopback port, so each is its own origin.
+//!
+//! Every request passes the [`fence`] first: the `Host` must be this server's
+//! own loopback address and port, cross-site requests are refused, a
+//! state-changing request must be same-origin, and everything but `/launch`
+//! needs this server's session cookie, which only a single-use launch token
+//! sets. A page is one pinned renderer script over the view spec the app
+//! returns (see `assets/`), served with a CSP that names the script's and the
+//! stylesheet's hashes. This module decides nothing the gate decides: calls go
+//! to `Apps` as channel `user`; questions are answered through the gate.
+
+mod api;
+mod fence;
+mod page;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use serde::Serialize;
+use tokio::sync::{broadcast, watch};
+
+use crate::apps::{Apps, Target};
+use crate::config::Config;
+use crate::manifest::AppId;
+
+/// At most this many launch tokens live per server; minting one more drops the oldest.
+pub const MAX_LIVE_TOKENS: usize = 8;
+
+/// What a server serves.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum SiteKey {
+    Panel,
+    App(AppId),
+    Preview(AppId, String),
+}
+
+impl SiteKey {
+    fn target(&self) -> Option<(AppId, Target)> {
+        match self {
+            SiteKey::Panel => None,
+            SiteKey::App(a) => Some((a.clone(), Target::Active)),
+            SiteKey::Preview(a, r) => Some((a.clone(), Target::Preview(Some(r.clone())))),
+        }
+    }
+}
+
+/// One server: its port, its live launch tokens and its sessions.
+pub struct Site {
+    pub key: SiteKey,
+    pub port: u16,
+    tokens: Mutex<VecDeque<(String, Instant)>>,
+    sessions: Mutex<HashSet<String>>,
+    stop: watch::Sender<bool>,
+}
+
+impl Site {
+    fn cookie_name(&self) -> String {
+        format!("autoapp_session_{}", self.port)
+    }
+
+    /// A fresh single-use launch address for this server.
+    fn mint(&self, lifetime: Duration) -> String {
+        let token = random_hex();
+        let mut tokens = self.tokens.lock().expect("tokens");
+        let now = Instant::now();
+        tokens.retain(|(_, exp)| *exp > now);
+        while tokens.len() >= MAX_LIVE_TOKENS {
+            tokens.pop_front();
+        }
+        tokens.push_back((token.clone(), now + lifetime));
+        format!("http://127.0.0.1:{}/launch?token={token}", self.port)
+    }
+
+    /// Burns `token` if it is live; returns a new session id.
+    fn redeem(&self, token: &str) -> Option<String> {
+        let mut tokens = self.tokens.lock().expect("tokens");
+        let now = Instant::now();
+        let pos = tokens.iter().position(|(t, exp)| *exp > now && fence::same(t, token))?;
+        tokens.remove(pos);
+        let session = random_hex();
+        self.sessions.lock().expect("sessions").insert(session.clone());
+        Some(session)
+    }
+
+    fn has_session(&self, session: &str) -> bool {
+        self.sessions.lock().expect("sessions").iter().any(|s| fence::same(s, session))
+    }
+}
+
+/// Something the pages should hear about that the gate does not say.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum LauncherEvent {
+    Activated { app: String, release: String },
+    Changed { app: String },
+}
+
+/// How tabs are opened.
+#[derive(Debug, Clone)]
+pub enum Opener {
+    /// The operating system's opener, run with the address as its one argument.
+    Program(PathBuf),
+    /// No opener: the address is printed once to the launcher's terminal.
+    Print,
+}
+
+impl Opener {
+    /// From the `opener` config key: `auto`, `none`, or a program.
+    pub fn from_config(value: &str) -> Opener {
+        match value {
+            "none" => Opener::Print,
+            "auto" => {
+                let candidates: &[&str] = if cfg!(target_os = "macos") { &["open"] } else { &["xdg-open"] };
+                candidates
+                    .iter()
+                    .find_map(|p| crate::grants::find_program(p).ok())
+                    .map(Opener::Program)
+                    .unwrap_or(Opener::Print)
+            }
+            program => crate::grants::find_program(program).map(Opener::Program).unwrap_or(Opener::Print),
+        }
+    }
+
+    /// Opens `url` in the person's browser; returns whether a browser was asked.
+    /// The address is never logged; without an opener it is printed once.
+    fn open(&self, what: &str, url: &str) -> bool {
+        if let Opener::Program(p) = self {
+            let spawned = std::process::Command::new(p)
+                .arg(url)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn();
+            if spawned.is_ok() {
+                tracing::info!(what, "asked the system to open a tab");
+                return true;
+            }
+        }
+        println!("Open {what}: {url}");
+        false
+    }
+
+    pub fn available(&self) -> bool {
+        matches!(self, Opener::Program(_))
+    }
+}
+
+/// The running launcher.
+pub struct Launcher {
+    pub(crate) apps: Arc<Apps>,
+    pub(crate) config: Config,
+    opener: Opener,
+    sites: Mutex<HashMap<SiteKey, Arc<Site>>>,
+    pub(crate) events: broadcast::Sender<LauncherEvent>,
+    stop: watch::Sender<bool>,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    with_panel: bool,
+    last_panel: Mutex<Option<Instant>>,
+    pub started_at: String,
+}
+
+/// Whether a tab was opened by the system or its address printed.
+#[derive(Debug, Serialize)]
+pub struct Opened {
+    pub opened: bool,
+    pub message: String,
+}
+
+impl Launcher {
+    pub fn new(apps: Arc<Apps>, config: Config, opener: Opener, with_panel: bool) -> Arc<Launcher> {
+        let (events, _) = broadcast::channel(256);
+        let (stop, _) = watch::channel(false);
+        Arc::new(Launcher {
+            apps,
+            config,
+            opener,
+            sites: Mutex::default(),
+            events,
+            stop,
+            tasks: Mutex::default(),
+            with_panel,
+            last_panel: Mutex::default(),
+            started_at: crate::release::now_rfc3339(),
+        })
+    }
+
+    pub fn apps(&self) -> &Arc<Apps> {
+        &self.apps
+    }
+
+    /// The apps served now (those with a running server), by id.
+    pub fn serving(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .sites
+            .lock()
+            .expect("sites")
+            .keys()
+            .filter_map(|k| match k {
+                SiteKey::App(a) => Some(a.to_string()),
+                _ => None,
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The server for `key`, started if it is not running.
+    pub async fn site(self: &Arc<Self>, key: SiteKey) -> anyhow::Result<Arc<Site>> {
+        if let Some(s) = self.sites.lock().expect("sites").get(&key) {
+            return Ok(s.clone());
+        }
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+            .await
+            .context("cannot listen on a loopback port")?;
+        let port = listener.local_addr()?.port();
+        let (site_stop, mut site_stopped) = watch::channel(false);
+        let site = Arc::new(Site {
+            key: key.clone(),
+            port,
+            tokens: Mutex::default(),
+            sessions: Mutex::default(),
+            stop: site_stop,
+        });
+        let router = api::router(self.clone(), site.clone());
+        let mut stop = self.stop.subscribe();
+        let task = tokio::spawn(async move {
+            let shutdown = async move {
+                tokio::select! {
+                    _ = stop.wait_for(|s| *s) => {}
+                    _ = site_stopped.wait_for(|s| *s) => {}
+                }
+            };
+            if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
+                tracing::error!("a server stopped: {e}");
+            }
+        });
+        self.tasks.lock().expect("tasks").push(task);
+        self.sites.lock().expect("sites").insert(key, site.clone());
+        Ok(site)
+    }
+
+    /// Starts the panel (when this launcher has one) and a server for every app
+    /// with an active release.
+    pub async fn start(self: &Arc<Self>) -> anyhow::Result<()> {
+        if self.with_panel {
+            self.site(SiteKey::Panel).await?;
+        }
+        for id in self.apps.root().app_ids()? {
+            if crate::release::active(&self.apps.root().app(&id)).ok().flatten().is_some() {
+                self.site(SiteKey::App(id)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens a tab of `key` through the operating system, minting a fresh
+    /// single-use address that only the opener (or the terminal) sees.
+    pub async fn open(self: &Arc<Self>, key: SiteKey) -> anyhow::Result<Opened> {
+        let what = match &key {
+            SiteKey::Panel => "the Autoapp panel".to_string(),
+            SiteKey::App(a) => format!("{a}"),
+            SiteKey::Preview(a, r) => format!("the preview of {a} {}", crate::apps::short(r)),
+        };
+        let site = self.site(key).await?;
+        let url = site.mint(Duration::from_secs(self.config.launch_token_secs));
+        let opened = self.opener.open(&what, &url);
+        let message = if opened {
+            format!("opened {what} in your browser")
+        } else {
+            format!("no browser could be opened: the address of {what} is printed in the launcher's terminal")
+        };
+        Ok(Opened { opened, message })
+    }
+
+    fn panel_allowed(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.with_panel,
+            "this launcher serves one app and has no panel; start one with `autoapp open`"
+        );
+        let mut last = self.last_panel.lock().expect("panel rate");
+        if last.is_some_and(|t| t.elapsed() < Duration::from_secs(2)) {
+            anyhow::bail!("a panel address was issued less than 2 seconds ago; try again in a moment");
+        }
+        *last = Some(Instant::now());
+        tracing::info!("a panel address was issued");
+        Ok(())
+    }
+
+    /// Opens the panel for a page (the app's mark): at most once per 2 seconds.
+    pub async fn open_panel(self: &Arc<Self>) -> anyhow::Result<Opened> {
+        self.panel_allowed()?;
+        self.open(SiteKey::Panel).await
+    }
+
+    /// For a local process over the control connection: opens the panel
+    /// through the opener, or hands the address back (it holds the secret, so
+    /// it could reach the panel anyway) when there is no opener.
+    pub async fn open_panel_url(self: &Arc<Self>) -> anyhow::Result<(bool, Option<String>)> {
+        self.panel_allowed()?;
+        let site = self.site(SiteKey::Panel).await?;
+        let url = site.mint(Duration::from_secs(self.config.launch_token_secs));
+        if let Opener::Program(_) = &self.opener
+            && self.opener.open("the Autoapp panel", &url)
+        {
+            return Ok((true, None));
+        }
+        Ok((false, Some(url)))
+    }
+
+    /// Stops serving `key` (its calls in flight finish).
+    pub fn stop_site(&self, key: &SiteKey) {
+        if let Some(site) = self.sites.lock().expect("sites").remove(key) {
+            let _ = site.stop.send(true);
+        }
+    }
+
+    /// Stops every server of `app` (its tab and its previews).
+    pub fn stop_app(&self, app: &AppId) {
+        let keys: Vec<SiteKey> = self
+            .sites
+            .lock()
+            .expect("sites")
+            .keys()
+            .filter(|k| matches!(k, SiteKey::App(a) | SiteKey::Preview(a, _) if a == app))
+            .cloned()
+            .collect();
+        for k in keys {
+            self.stop_site(&k);
+        }
+    }
+
+    /// Tells the pages about an app's change.
+    pub(crate) fn announce(&self, event: LauncherEvent) {
+        let _ = self.events.send(event);
+    }
+
+    /// Stops every server after the calls in flight finish, and flushes the record.
+    pub async fn shutdown(&self) {
+        let _ = self.stop.send(true);
+        let tasks: Vec<_> = std::mem::take(&mut *self.tasks.lock().expect("tasks"));
+        for t in tasks {
+            let _ = t.await;
+        }
+        self.apps.flush_record();
+    }
+
+    /// A receiver that fires when the launcher stops.
+    pub(crate) fn stopping(&self) -> watch::Receiver<bool> {
+        self.stop.subscribe()
+    }
+
+    /// Asks the launcher to stop (the same path as Ctrl+C).
+    pub fn request_stop(&self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+/// Constant-time comparison of secrets and tokens.
+pub fn same_secret(a: &str, b: &str) -> bool {
+    fence::same(a, b)
+}
+
+/// Runs the launcher until Ctrl+C, SIGTERM or a `stop` request: the panel
+/// (unless `only` names one app to serve), the apps' servers, the control
+/// connection. On the way out the calls in flight finish, the record is
+/// flushed and `launcher.json` is removed.
+pub async fn run(root: crate::root::Root, config: Config, only: Option<AppId>) -> anyhow::Result<()> {
+    let apps = Arc::new(Apps::new(root.clone(), &config)?);
+    let opener = Opener::from_config(&config.opener);
+    let launcher = Launcher::new(apps, config, opener, only.is_none());
+    let control = crate::control::start(&root, launcher.clone()).await?;
+    match &only {
+        None => {
+            launcher.start().await?;
+            let o = launcher.open(SiteKey::Panel).await?;
+            println!(
+                "Autoapp is running (serving {}); {}. Press Ctrl+C to stop.",
+                launcher.serving().join(", "),
+                o.message
+            );
+        }
+        Some(app) => {
+            anyhow::ensure!(
+                crate::release::active(&root.app(app)).ok().flatten().is_some(),
+                "{app} has no active release; activate one first with `autoapp activate {app} RELEASE`"
+            );
+            let o = launcher.open(SiteKey::App(app.clone())).await?;
+            println!("Autoapp is serving {app}; {}. Press Ctrl+C to stop.", o.message);
+        }
+    }
+    let mut stopping = launcher.stopping();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+        _ = stopping.wait_for(|s| *s) => {}
+    }
+    println!("Autoapp is stopping: finishing the calls in flight.");
+    launcher.shutdown().await;
+    drop(control);
+    Ok(())
+}
+
+/// 32 random bytes as hex: launch tokens, sessions, secrets.
+pub fn random_hex() -> String {
+    let mut b = [0u8; 32];
+    getrandom::fill(&mut b).expect("the system's random source works");
+    hex::encode(b)
+}

@@ -1,0 +1,226 @@
+//! The control connection of a running launcher (`autoapp open`): every
+//! refusal leaves the launcher serving; `launcher.json` is private and goes
+//! away with the launcher.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt as _;
+use std::process::{Child, Command, Stdio};
+
+use crate::support::TestRoot;
+
+struct Running {
+    root: TestRoot,
+    child: Child,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Running {
+    fn start() -> Running {
+        let root = TestRoot::with_config("opener = \"none\"\n");
+        root.install("notes");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_autoapp"))
+            .args(["--root", root.path().to_str().unwrap(), "open"])
+            .env("AUTOAPP_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.starts_with("Autoapp is running") {
+            line.clear();
+            assert!(out.read_line(&mut line).unwrap() > 0, "the launcher started");
+        }
+        // Keep draining stdout so the launcher never blocks on it.
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        Running { root, child }
+    }
+
+    fn file(&self) -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(self.root.path().join("launcher.json")).unwrap()).unwrap()
+    }
+
+    fn connect(&self) -> (TcpStream, BufReader<TcpStream>) {
+        let port = self.file()["port"].as_u64().unwrap();
+        let s = TcpStream::connect(("127.0.0.1", port as u16)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        let r = BufReader::new(s.try_clone().unwrap());
+        (s, r)
+    }
+
+    fn authed(&self) -> (TcpStream, BufReader<TcpStream>) {
+        let (mut s, mut r) = self.connect();
+        let secret = self.file()["secret"].as_str().unwrap().to_string();
+        send(&mut s, &serde_json::json!({ "type": "auth", "secret": secret }));
+        assert_eq!(read(&mut r)["ok"], true);
+        (s, r)
+    }
+
+    /// The launcher still answers a status request.
+    fn still_serving(&self) {
+        let status = self.root.ok(&["status", "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&status).unwrap();
+        assert_eq!(v["serving"], serde_json::json!(["notes"]));
+    }
+}
+
+fn send(s: &mut TcpStream, v: &serde_json::Value) {
+    let mut line = serde_json::to_vec(v).unwrap();
+    line.push(b'\n');
+    s.write_all(&line).unwrap();
+}
+
+fn read(r: &mut BufReader<TcpStream>) -> serde_json::Value {
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    serde_json::from_str(&line).unwrap_or(serde_json::Value::Null)
+}
+
+/// True when the server closed the connection (after any last line).
+fn closed(r: &mut BufReader<TcpStream>) -> bool {
+    let mut rest = Vec::new();
+    // A read timeout (set in `connect`) makes a connection left open fail here.
+    r.read_to_end(&mut rest).is_ok()
+}
+
+#[test]
+fn launcher_json_is_private_and_holds_no_address_but_loopback() {
+    let l = Running::start();
+    let meta = std::fs::metadata(l.root.path().join("launcher.json")).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let f = l.file();
+    assert_eq!(f["secret"].as_str().unwrap().len(), 64);
+    assert_eq!(f["pid"], l.child.id());
+    let leftovers: Vec<_> = std::fs::read_dir(l.root.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "written atomically, no temporary file left");
+}
+
+#[test]
+fn a_wrong_secret_is_refused_and_the_launcher_goes_on() {
+    let l = Running::start();
+    let (mut s, mut r) = l.connect();
+    send(&mut s, &serde_json::json!({ "type": "auth", "secret": "0".repeat(64) }));
+    let answer = read(&mut r);
+    assert_eq!(answer["ok"], false);
+    assert!(!answer.to_string().contains(l.file()["secret"].as_str().unwrap()), "the secret is never returned");
+    assert!(closed(&mut r));
+    l.still_serving();
+}
+
+#[test]
+fn a_request_before_auth_is_refused() {
+    let l = Running::start();
+    let (mut s, mut r) = l.connect();
+    send(&mut s, &serde_json::json!({ "type": "status" }));
+    assert_eq!(read(&mut r)["ok"], false);
+    assert!(closed(&mut r));
+    l.still_serving();
+}
+
+#[test]
+fn a_connection_that_does_not_authenticate_within_two_seconds_is_closed() {
+    let l = Running::start();
+    let (_s, mut r) = l.connect();
+    let started = std::time::Instant::now();
+    assert_eq!(read(&mut r)["ok"], false, "the refusal arrives when the deadline passes");
+    assert!(closed(&mut r));
+    assert!(started.elapsed() >= std::time::Duration::from_millis(1900));
+    l.still_serving();
+}
+
+#[test]
+fn a_line_over_one_mebibyte_closes_the_connection() {
+    let l = Running::start();
+    let (mut s, mut r) = l.authed();
+    let big = format!("{{\"type\":\"status\",\"pad\":\"{}\"}}\n", "x".repeat(1 << 20));
+    let _ = s.write_all(big.as_bytes());
+    let answer = read(&mut r);
+    assert_eq!(answer["ok"], false);
+    assert!(answer["error"]["message"].as_str().unwrap().contains("1 MiB"), "{answer}");
+    l.still_serving();
+}
+
+#[test]
+fn malformed_and_unknown_requests_are_refused_and_the_connection_goes_on() {
+    let l = Running::start();
+    let (mut s, mut r) = l.authed();
+    s.write_all(b"this is not json\n").unwrap();
+    assert!(read(&mut r)["error"]["message"].as_str().unwrap().contains("one JSON object"));
+    send(&mut s, &serde_json::json!({ "type": "format-disk" }));
+    assert!(read(&mut r)["error"]["message"].as_str().unwrap().contains("unknown request `format-disk`"));
+    send(&mut s, &serde_json::json!({ "type": "status" }));
+    let status = read(&mut r);
+    assert_eq!(status["ok"], true);
+    assert_eq!(status["serving"], serde_json::json!(["notes"]));
+    assert!(status.get("port").is_none() && !status.to_string().contains("127.0.0.1"), "status gives no address");
+}
+
+#[test]
+fn invoke_arrives_on_channel_mcp_reads_run_and_writes_need_somebody_to_ask() {
+    let l = Running::start();
+    let (mut s, mut r) = l.authed();
+    send(
+        &mut s,
+        &serde_json::json!({ "type": "invoke", "app": "notes", "route": "notes.list", "input": {}, "client": "user" }),
+    );
+    let read_answer = read(&mut r);
+    assert_eq!(read_answer["ok"], true, "{read_answer}");
+    send(
+        &mut s,
+        &serde_json::json!({ "type": "invoke", "app": "notes", "route": "notes.add", "input": { "title": "x" }, "client": "user" }),
+    );
+    let write = read(&mut r);
+    assert_eq!(write["ok"], false);
+    assert!(write["error"]["message"].as_str().unwrap().contains("nobody could be asked"), "{write}");
+    // The client that called itself "user" was recorded on channel mcp.
+    let mut l = l;
+    l.root.ok(&["stop"]);
+    assert!(l.child.wait().unwrap().success());
+    let runs: Vec<serde_json::Value> = serde_json::from_str(&l.root.ok(&["runs", "notes", "--json"])).unwrap();
+    assert!(runs.iter().all(|r| r["channel"] == "mcp" && r["caller"] == "user"), "{runs:?}");
+    assert!(
+        runs.iter().any(|r| r["decision"] == "refused" && r["route"] == "notes.add"),
+        "the record was flushed at stop"
+    );
+}
+
+#[test]
+fn stop_stops_the_launcher_and_removes_launcher_json() {
+    let mut l = Running::start();
+    l.root.ok(&["stop"]);
+    let status = l.child.wait().unwrap();
+    assert!(status.success());
+    assert!(!l.root.path().join("launcher.json").exists());
+    let e = l.root.refused(&["status"]);
+    assert!(e.contains("no launcher is running"), "{e}");
+}
+
+#[test]
+fn a_stale_launcher_json_is_removed() {
+    let root = TestRoot::new();
+    let dead = serde_json::json!({ "port": 9, "pid": 999_999_999u64, "secret": "0".repeat(64), "started_at": "x" });
+    std::fs::write(root.path().join("launcher.json"), dead.to_string()).unwrap();
+    let e = root.refused(&["status"]);
+    assert!(e.contains("no launcher is running"), "{e}");
+    assert!(!root.path().join("launcher.json").exists());
+}
+
+#[test]
+fn open_against_a_running_launcher_asks_it_for_the_panel() {
+    let l = Running::start();
+    let out = l.root.ok(&["open"]);
+    assert!(out.contains("Autoapp is already running; open the panel: http://127.0.0.1:"), "{out}");
+    let e = l.root.refused(&["open"]);
+    assert!(e.contains("less than 2 seconds ago"), "at most one panel address per 2 seconds: {e}");
+}
