@@ -54,6 +54,13 @@ enum Command {
     },
     /// Stop the running launcher (calls in flight finish first).
     Stop,
+    /// Serve an app's read and write routes as MCP tools on stdin/stdout.
+    ///
+    /// For an AI agent (an MCP client): add `autoapp mcp <app>` as a stdio server.
+    /// Calls reach the running launcher (`autoapp open`) over its control
+    /// connection and pass the gate on channel mcp: every write is approved by you
+    /// in the app's page first. External routes are not offered.
+    Mcp { app: String },
     /// Make a new app from the starter template (or register an existing workspace).
     ///
     /// Without --at the workspace is <root>/apps/<app>/workspace. With --at, the
@@ -541,6 +548,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 return fail("the launcher refused to stop");
             }
             println!("the launcher is stopping");
+            Ok(())
+        }
+        Command::Mcp { app } => {
+            let id = app_id(&app)?;
+            block_on(crate::mcp::serve(root, id)).map_err(|e| format!("{e:#}"))?;
             Ok(())
         }
         Command::Demo => crate::demo::run(&root).map_err(|e| Failure { code: 1, message: format!("{e:#}") }),

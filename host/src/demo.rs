@@ -83,7 +83,9 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
     } else {
         format!(" --root {}", root.dir().display())
     };
-    println!("\nTry it yourself in another terminal:\n  autoapp{root_flag} call notes notes.list\n  autoapp{root_flag} create my-app\n");
+    println!(
+        "\nTry it yourself in another terminal:\n  autoapp{root_flag} call notes notes.list\n  autoapp{root_flag} create my-app\n"
+    );
     drop(apps);
     // The demo ends in the launcher: the panel, and every active app.
     if crate::control::running(root)?.is_some() {

@@ -15,6 +15,7 @@ pub mod gate;
 pub mod grants;
 pub mod lifecycle;
 pub mod manifest;
+pub mod mcp;
 pub mod release;
 pub mod root;
 pub mod runtime;

@@ -1,0 +1,210 @@
+//! `autoapp mcp <app>`: a stdio MCP server (the official Rust SDK, rmcp) that
+//! offers an app's `read` and `write` routes as tools. `external` routes are
+//! not offered at all. Every call goes over the control connection to the
+//! running launcher and through the gate on channel `mcp`: a write asks the
+//! person in the app's page and the tool call waits for the answer. Refusals
+//! and denials come back as tool errors whose text says what happened, never
+//! as protocol failures.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
+use serde_json::{Value, json};
+
+use crate::control::Client;
+use crate::manifest::{AppId, Effect, Manifest};
+use crate::release;
+use crate::root::Root;
+
+/// The MCP server of one app.
+pub struct AppTools {
+    root: Root,
+    app: AppId,
+    tools: Vec<Tool>,
+    /// Tool name → route name (tool names use `_` where routes use `.`, which
+    /// some clients do not accept in tool names).
+    routes: BTreeMap<String, String>,
+}
+
+/// A tool name every client accepts: `[A-Za-z0-9_-]`, at most 64 characters.
+fn tool_name(route: &str, taken: &BTreeMap<String, String>) -> String {
+    let base: String =
+        route.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    let base: String = base.chars().take(60).collect();
+    let mut name = base.clone();
+    let mut n = 2;
+    while taken.contains_key(&name) {
+        name = format!("{base}_{n}");
+        n += 1;
+    }
+    name
+}
+
+impl AppTools {
+    /// The tools of `app`'s active release.
+    pub fn new(root: Root, app: AppId) -> anyhow::Result<AppTools> {
+        let paths = root.app(&app);
+        anyhow::ensure!(paths.exists(), "there is no app `{app}`; `autoapp create {app}` makes one");
+        let active = release::active(&paths)?.ok_or_else(|| {
+            anyhow::anyhow!("{app} has no active release; activate one with `autoapp activate {app} RELEASE`")
+        })?;
+        let manifest = release::manifest(&paths, &active)?;
+        let (tools, routes) = tools_of(&manifest);
+        Ok(AppTools { root, app, tools, routes })
+    }
+}
+
+/// The tools for `manifest`: its read and write routes, never its external ones.
+pub fn tools_of(manifest: &Manifest) -> (Vec<Tool>, BTreeMap<String, String>) {
+    let mut routes = BTreeMap::new();
+    let mut tools = Vec::new();
+    for r in manifest.routes.iter().filter(|r| r.effect != Effect::External) {
+        let name = tool_name(&r.name, &routes);
+        routes.insert(name.clone(), r.name.clone());
+        let schema = r.input.as_object().cloned().unwrap_or_default();
+        let annotations = match r.effect {
+            Effect::Read => ToolAnnotations::new().read_only(true).destructive(false),
+            _ => ToolAnnotations::new().read_only(false).destructive(true),
+        };
+        let description = match r.effect {
+            Effect::Read => format!("{} (route {}; reads, answers at once)", r.summary, r.name),
+            _ => format!(
+                "{} (route {}; a write: the person approves each call in the app's page first, and the call waits for that answer)",
+                r.summary, r.name
+            ),
+        };
+        let mut tool = Tool::new(name, description, Arc::new(schema));
+        tool.title = Some(format!("{}: {}", manifest.name, r.name));
+        tool.annotations = Some(annotations);
+        tools.push(tool);
+    }
+    (tools, routes)
+}
+
+fn tool_error(text: impl Into<String>) -> CallToolResponse {
+    CallToolResult::error(vec![ContentBlock::text(text.into())]).into()
+}
+
+impl ServerHandler for AppTools {
+    fn get_info(&self) -> ServerConfig {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("autoapp", env!("CARGO_PKG_VERSION")))
+            .with_instructions(format!(
+                "The tools are the routes of the app `{}`. Reads answer at once. Every write is shown to the person in the app's page and runs only if they approve it; with no page open it is refused.",
+                self.app
+            ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tools.clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let Some(route) = self.routes.get(request.name.as_ref()) else {
+            return Ok(tool_error(format!(
+                "{} is not a tool of {}; the tools are {}",
+                request.name,
+                self.app,
+                self.routes.keys().cloned().collect::<Vec<_>>().join(", ")
+            )));
+        };
+        let client =
+            context.peer.peer_info().map(|i| i.client_info.name.clone()).unwrap_or_else(|| "an MCP client".to_string());
+        let input = Value::Object(request.arguments.unwrap_or_default());
+        let mut conn = match Client::connect(&self.root).await {
+            Ok(c) => c,
+            Err(e) => {
+                return Ok(tool_error(format!(
+                    "{e:#}; the person starts it with `autoapp open`, and keeps the app's page open to approve writes"
+                )));
+            }
+        };
+        let answer = conn
+            .request(&json!({ "type": "invoke", "app": self.app, "route": route, "input": input, "client": client }))
+            .await;
+        Ok(match answer {
+            Ok(a) if a["ok"] == true => {
+                let out = a["output"].clone();
+                let text = serde_json::to_string_pretty(&out).unwrap_or_default();
+                let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+                if out.is_object() {
+                    result.structured_content = Some(out);
+                }
+                result.into()
+            }
+            Ok(a) => tool_error(a["error"]["message"].as_str().unwrap_or("the launcher refused the call").to_string()),
+            Err(e) => tool_error(format!("the launcher could not be reached: {e:#}")),
+        })
+    }
+}
+
+/// Serves MCP on stdin/stdout until the client goes away.
+pub async fn serve(root: Root, app: AppId) -> anyhow::Result<()> {
+    let tools = AppTools::new(root, app)?;
+    let running = tools
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| anyhow::anyhow!("the MCP session did not start: {e}"))?;
+    running.waiting().await.map_err(|e| anyhow::anyhow!("the MCP session ended with an error: {e}"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn external_routes_are_not_tools_and_names_are_safe() {
+        let m = crate::manifest::parse(
+            r#"
+[app]
+id = "news"
+name = "News"
+version = "0.1.0"
+[[route]]
+name = "headlines.list"
+effect = "read"
+summary = "list"
+[[route]]
+name = "headlines.refresh"
+effect = "external"
+summary = "fetch"
+[[route]]
+name = "headlines.hide"
+effect = "write"
+summary = "hide"
+[[route]]
+name = "headlines_hide"
+effect = "write"
+summary = "hide again"
+[capabilities]
+network = ["https://example.com"]
+"#,
+            "t",
+        )
+        .unwrap();
+        let (tools, routes) = tools_of(&m);
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(names, ["headlines_list", "headlines_hide", "headlines_hide_2"]);
+        assert_eq!(routes["headlines_hide_2"], "headlines_hide");
+        assert!(!routes.values().any(|r| r == "headlines.refresh"));
+        let read = tools[0].annotations.as_ref().unwrap();
+        assert_eq!((read.read_only_hint, read.destructive_hint), (Some(true), Some(false)));
+        let write = tools[1].annotations.as_ref().unwrap();
+        assert_eq!((write.read_only_hint, write.destructive_hint), (Some(false), Some(true)));
+    }
+}
