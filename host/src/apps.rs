@@ -77,6 +77,8 @@ pub struct Apps {
     recorder: Recorder,
     /// `app/release` pairs known to have written since their activation.
     written: Mutex<std::collections::HashSet<String>>,
+    /// How spawned programs are contained, probed once.
+    containment: std::sync::OnceLock<caps::spawn::Containment>,
     loaded: Mutex<HashMap<String, Arc<Loaded>>>,
     stores: Mutex<HashMap<std::path::PathBuf, Arc<AppStore>>>,
 }
@@ -89,6 +91,7 @@ impl Apps {
             gate: Gate::new(std::time::Duration::from_secs(config.approval_window_secs)),
             recorder: Recorder::new(),
             written: Mutex::default(),
+            containment: std::sync::OnceLock::new(),
             loaded: Mutex::default(),
             stores: Mutex::default(),
         })
@@ -158,6 +161,34 @@ impl Apps {
             }
             Err(e) => tracing::error!(app = %app, "cannot record the first write: {e:#}"),
         }
+    }
+
+    /// How spawned programs are contained on this machine, decided once.
+    pub fn containment(&self) -> caps::spawn::Containment {
+        self.containment
+            .get_or_init(|| {
+                let config = self.runtime.config();
+                let support = if config.landlock == "off" {
+                    caps::confine::Support {
+                        enforced: false,
+                        summary: "Landlock is off in the configuration (landlock = \"off\")".into(),
+                    }
+                } else {
+                    match std::env::current_exe() {
+                        Ok(me) => caps::confine::probe(&me),
+                        Err(e) => caps::confine::Support {
+                            enforced: false,
+                            summary: format!("the autoapp binary cannot be found ({e})"),
+                        },
+                    }
+                };
+                match (support.enforced, config.spawn_unconfined) {
+                    (true, _) => caps::spawn::Containment::Landlock,
+                    (false, true) => caps::spawn::Containment::Unconfined,
+                    (false, false) => caps::spawn::Containment::Unavailable(support.summary),
+                }
+            })
+            .clone()
     }
 
     /// Forgets the open store of `data` (before its folder is renamed).
@@ -381,6 +412,8 @@ impl Apps {
                     deadline,
                     (config.spawn_output_max_kib as usize) << 10,
                     self.root.dir().join("cache").join("scratch"),
+                    self.containment(),
+                    given.policy,
                 ),
             }
         } else {
@@ -433,8 +466,9 @@ impl Apps {
     fn given(&self, app: &AppId, manifest: &Manifest) -> anyhow::Result<Given> {
         let g = crate::grants::load(&self.root.app(app))?;
         let declared = &manifest.capabilities;
-        let network = declared.network.iter().filter(|o| g.network.contains(o)).cloned().collect();
-        let folders = declared
+        let network: Vec<crate::manifest::Origin> =
+            declared.network.iter().filter(|o| g.network.contains(o)).cloned().collect();
+        let folders: Vec<caps::files::Folder> = declared
             .files
             .iter()
             .filter_map(|f| {
@@ -448,9 +482,32 @@ impl Apps {
                 })
             })
             .collect();
-        let programs =
-            declared.spawn.iter().filter_map(|s| Some((s.program.clone(), g.spawn.get(&s.program)?.clone()))).collect();
-        Ok(Given { network, folders, programs })
+        let programs = declared
+            .spawn
+            .iter()
+            .filter_map(|s| {
+                let path = g.spawn.get(&s.program)?.clone();
+                Some((s.program.clone(), caps::spawn::Program { path, pattern: s.args.clone() }))
+            })
+            .collect();
+        // What a spawned program may touch: the granted folders, the granted
+        // origins' ports; nothing else (see caps::confine).
+        let config = self.runtime.config();
+        let policy = caps::confine::Policy {
+            read: folders_of(&folders, false),
+            write: folders_of(&folders, true),
+            connect_ports: {
+                let mut p: Vec<u16> = network.iter().map(|o: &crate::manifest::Origin| o.port).collect();
+                p.sort_unstable();
+                p.dedup();
+                p
+            },
+            cpu_secs: config.spawn_cpu_secs,
+            address_space_bytes: config.spawn_memory_mib << 20,
+            file_size_bytes: config.spawn_file_size_mib << 20,
+            processes: config.spawn_processes,
+        };
+        Ok(Given { network, folders, programs, policy })
     }
 }
 
@@ -468,7 +525,12 @@ pub enum Target {
 struct Given {
     network: Vec<crate::manifest::Origin>,
     folders: Vec<caps::files::Folder>,
-    programs: std::collections::BTreeMap<String, std::path::PathBuf>,
+    programs: std::collections::BTreeMap<String, caps::spawn::Program>,
+    policy: caps::confine::Policy,
+}
+
+fn folders_of(folders: &[caps::files::Folder], write: bool) -> Vec<PathBuf> {
+    folders.iter().filter(|f| f.write == write || !write).map(|f| f.host.clone()).collect()
 }
 
 /// The first 12 characters of a release id, for messages.

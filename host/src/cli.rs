@@ -223,6 +223,14 @@ fn fail<T>(message: impl Into<String>) -> Result<T, Failure> {
 
 /// The binary's entry point.
 pub fn main() -> ExitCode {
+    // The confinement shim and the kernel probe are internal: our own binary
+    // run as the parent of a spawned program (see caps::confine).
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("__confined") => return ExitCode::from(crate::caps::confine::confined_main(&args[2..]) as u8),
+        Some("__landlock-probe") => return ExitCode::from(crate::caps::confine::probe_main() as u8),
+        _ => {}
+    }
     let cli = Cli::parse();
     init_tracing();
     match run(cli) {
@@ -338,10 +346,18 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 },
             };
             let e = crate::explain::explain(&paths, &rid)?;
+            // What the kernel can enforce on a spawned program, when the release runs any.
+            let spawn = (!release::manifest(&paths, &rid)?.capabilities.spawn.is_empty())
+                .then(|| crate::caps::confine::probe(&std::env::current_exe().unwrap_or_default()));
             if json {
-                print_json(&e)
+                let mut v = serde_json::to_value(&e).map_err(|e| e.to_string())?;
+                v["spawn_containment"] = serde_json::json!(spawn);
+                print_json(&v)
             } else {
                 print!("{}", crate::explain::render(&e));
+                if let Some(s) = spawn {
+                    println!("\nspawned programs: {}", s.summary);
+                }
                 Ok(())
             }
         }
@@ -378,6 +394,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Activate { app, release, json } => {
             let id = app_id(&app)?;
             let apps = open_apps(&root)?;
+            if let Ok(rid) = release::resolve(&root.app(&id), &release)
+                && let Ok(e) = crate::explain::explain(&root.app(&id), &rid)
+            {
+                for w in e.warnings {
+                    eprintln!("warning: {w}");
+                }
+            }
             let a = apps.activate(&id, &release).map_err(|e| format!("{e:#}"))?;
             if json {
                 print_json(&a)
@@ -536,6 +559,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 answer["startedAt"].as_str().unwrap_or("?"),
                 if serving.is_empty() { "no app".to_string() } else { serving.join(", ") }
             );
+            if let Some(spawn) = answer["spawnedPrograms"].as_str() {
+                println!("spawned programs: {spawn}");
+            }
             Ok(())
         }
         Command::Stop => {

@@ -30,6 +30,12 @@ pub struct Config {
     pub spawn_output_max_kib: u64,
     pub launch_token_secs: u64,
     pub opener: String,
+    pub landlock: String,
+    pub spawn_unconfined: bool,
+    pub spawn_cpu_secs: u64,
+    pub spawn_memory_mib: u64,
+    pub spawn_file_size_mib: u64,
+    pub spawn_processes: u64,
 }
 
 impl Default for Config {
@@ -85,6 +91,9 @@ impl Config {
             if v == 0 {
                 return Err(format!("{k} must be more than 0"));
             }
+        }
+        if !matches!(self.landlock.as_str(), "auto" | "off") {
+            return Err("landlock must be \"auto\" or \"off\"".into());
         }
         if self.memory_max_mib > 4096 {
             return Err("memory_max_mib may be at most 4096 (a 32-bit memory)".into());

@@ -214,9 +214,17 @@ async fn handle(req: Request, launcher: &Arc<Launcher>) -> Value {
                 }
             }
         }
-        Request::Status => json!({
-            "ok": true, "pid": std::process::id(), "startedAt": launcher.started_at, "serving": launcher.serving(),
-        }),
+        Request::Status => {
+            let spawn = match launcher.apps.containment() {
+                crate::caps::spawn::Containment::Landlock => "confined with Landlock".to_string(),
+                crate::caps::spawn::Containment::Unconfined => "unconfined (spawn_unconfined = true)".to_string(),
+                crate::caps::spawn::Containment::Unavailable(why) => format!("refused: {why}"),
+            };
+            json!({
+                "ok": true, "pid": std::process::id(), "startedAt": launcher.started_at, "serving": launcher.serving(),
+                "spawnedPrograms": spawn,
+            })
+        }
         Request::Stop => {
             let serving = launcher.serving();
             launcher.request_stop();

@@ -26,6 +26,8 @@ pub struct Explanation {
     pub migrations: Vec<String>,
     /// Compared with the active release; `None` when nothing is active or this is it.
     pub changes: Option<Changes>,
+    /// Things a person should know before granting or activating.
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -71,7 +73,20 @@ pub fn explain(app: &AppPaths, id: &str) -> anyhow::Result<Explanation> {
         Some(a) if a != id => Some(diff(a, &release::manifest(app, a)?, &m)),
         _ => None,
     };
+    let warnings = m
+        .capabilities
+        .spawn
+        .iter()
+        .filter(|s| s.args.is_none())
+        .map(|s| {
+            format!(
+                "spawn:{} has no argument pattern: this program may be told to do anything it can do (fix its arguments with args = [...] in the manifest)",
+                s.program
+            )
+        })
+        .collect();
     Ok(Explanation {
+        warnings,
         app: app.id.to_string(),
         release: id.to_string(),
         version: info.version,
@@ -152,6 +167,9 @@ pub fn render(e: &Explanation) -> String {
         if !any {
             let _ = writeln!(s, "  no change to routes, effects, capabilities or migrations");
         }
+    }
+    for w in &e.warnings {
+        let _ = writeln!(s, "\nwarning: {w}");
     }
     if !e.not_granted.is_empty() {
         let _ = writeln!(s, "\nbefore activating, grant: autoapp grant {} {}", e.app, e.not_granted.join(" "));

@@ -3,6 +3,7 @@
 
 mod census;
 mod concurrency;
+mod containment;
 mod control;
 mod enforcement;
 mod examples;

@@ -3,6 +3,7 @@
 //! carries it into the call's store, and the host functions consult only that
 //! value. Everything is denied by default.
 
+pub mod confine;
 pub mod files;
 pub mod log;
 pub mod network;

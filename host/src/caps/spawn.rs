@@ -22,14 +22,37 @@ use crate::runtime::bindings::autoapp::app::spawn::{Host, Output};
 pub const CHILD_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 pub const CHILD_LANG: &str = "C.UTF-8";
 
+/// How spawned programs are contained, decided once per process.
+#[derive(Debug, Clone)]
+pub enum Containment {
+    /// Each program confines itself with Landlock before it runs.
+    Landlock,
+    /// The person set `spawn_unconfined = true`: programs run without Landlock.
+    Unconfined,
+    /// Programs cannot be confined here, so they do not run; the reason.
+    Unavailable(String),
+}
+
+/// A granted program, as one call may run it.
+#[derive(Debug, Clone)]
+pub struct Program {
+    /// The absolute path resolved when it was granted.
+    pub path: PathBuf,
+    /// The grant's argument pattern, when the manifest fixes one.
+    pub pattern: Option<Vec<String>>,
+}
+
 /// One call's programs.
 pub struct CallSpawn {
     external: bool,
-    /// Program name (as declared) → absolute path (as granted).
-    programs: BTreeMap<String, PathBuf>,
+    /// Program name (as declared) → what was granted.
+    programs: BTreeMap<String, Program>,
     deadline: Instant,
     output_max: usize,
     scratch_root: PathBuf,
+    containment: Containment,
+    /// The policy every program of this call runs under (plus its scratch folder).
+    policy: super::confine::Policy,
 }
 
 impl CallSpawn {
@@ -42,17 +65,30 @@ impl CallSpawn {
             deadline: Instant::now(),
             output_max: 0,
             scratch_root: PathBuf::new(),
+            containment: Containment::Unavailable(String::new()),
+            policy: super::confine::Policy {
+                read: vec![],
+                write: vec![],
+                connect_ports: vec![],
+                cpu_secs: 0,
+                address_space_bytes: 0,
+                file_size_bytes: 0,
+                processes: 0,
+            },
         }
     }
 
-    /// A call of an external route that may run `programs` until `deadline`.
+    /// A call of an external route that may run `programs` until `deadline`,
+    /// each contained as `containment` says, under `policy`.
     pub fn new(
-        programs: BTreeMap<String, PathBuf>,
+        programs: BTreeMap<String, Program>,
         deadline: Instant,
         output_max: usize,
         scratch_root: PathBuf,
+        containment: Containment,
+        policy: super::confine::Policy,
     ) -> CallSpawn {
-        CallSpawn { external: true, programs, deadline, output_max, scratch_root }
+        CallSpawn { external: true, programs, deadline, output_max, scratch_root, containment, policy }
     }
 }
 
@@ -62,7 +98,7 @@ impl Host for crate::runtime::CallState {
         if !s.external {
             return Err(AppError::Denied("programs can only run in a route whose effect is external".into()));
         }
-        let Some(path) = s.programs.get(&program).cloned() else {
+        let Some(granted) = s.programs.get(&program).cloned() else {
             return Err(AppError::Denied(format!(
                 "the program `{}` is not granted to this app",
                 program.escape_debug()
@@ -71,7 +107,24 @@ impl Host for crate::runtime::CallState {
         if args.iter().any(|a| a.contains('\0')) {
             return Err(AppError::InvalidInput("an argument contains a NUL byte".into()));
         }
-        run_confined(&path, &args, stdin, s.deadline, s.output_max, &s.scratch_root).await
+        if let Some(pattern) = &granted.pattern
+            && !super::confine::argv_fits(pattern, &args)
+        {
+            return Err(AppError::Denied(format!(
+                "these arguments do not fit what was granted for `{program}`: {} (where * is one argument that does not start with -)",
+                serde_json::to_string(pattern).unwrap_or_default()
+            )));
+        }
+        let confine = match &s.containment {
+            Containment::Landlock => Some(s.policy.clone()),
+            Containment::Unconfined => None,
+            Containment::Unavailable(why) => {
+                return Err(AppError::Denied(format!(
+                    "programs cannot run here: {why}; a person who accepts running them unconfined can set spawn_unconfined = true in config.toml"
+                )));
+            }
+        };
+        run_confined(&granted.path, &args, stdin, s.deadline, s.output_max, &s.scratch_root, confine).await
     }
 }
 
@@ -82,11 +135,24 @@ async fn run_confined(
     deadline: Instant,
     output_max: usize,
     scratch_root: &PathBuf,
+    confine: Option<super::confine::Policy>,
 ) -> Result<Output, AppError> {
     let internal = |what: &str, e: std::io::Error| AppError::Internal(format!("{what}: {e}"));
     std::fs::create_dir_all(scratch_root).map_err(|e| internal("cannot make a scratch folder", e))?;
     let scratch = tempdir_in(scratch_root).map_err(|e| internal("cannot make a scratch folder", e))?;
-    let mut child = tokio::process::Command::new(path)
+    let mut command = match confine {
+        Some(mut policy) => {
+            // Our own binary confines itself, then becomes the program.
+            policy.read.push(path.clone());
+            policy.write.push(scratch.0.clone());
+            let me = std::env::current_exe().map_err(|e| internal("cannot find the autoapp binary", e))?;
+            let mut c = tokio::process::Command::new(me);
+            c.arg("__confined").arg(serde_json::to_string(&policy).unwrap_or_default()).arg("--").arg(path);
+            c
+        }
+        None => tokio::process::Command::new(path),
+    };
+    let mut child = command
         .args(args)
         .env_clear()
         .env("PATH", CHILD_PATH)
@@ -101,13 +167,10 @@ async fn run_confined(
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| internal("the program could not start", e))?;
-    let pgid = child.id().and_then(|id| rustix::process::Pid::from_raw(id as i32));
-    let kill_group = || {
-        if let Some(pgid) = pgid {
-            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
-        }
-    };
-
+    // The program leads its own process group; the whole group dies with the
+    // call, however the call ends (this guard runs on every path, a dropped
+    // future included).
+    let _group = GroupKiller(child.id().and_then(|id| rustix::process::Pid::from_raw(id as i32)));
     let mut child_stdin = child.stdin.take().expect("piped stdin");
     let stdout = child.stdout.take().expect("piped stdout");
     let stderr = child.stderr.take().expect("piped stderr");
@@ -122,9 +185,14 @@ async fn run_confined(
     };
     let remaining = deadline.saturating_duration_since(Instant::now());
     let result = tokio::time::timeout(remaining, work).await;
-    // Whatever happened, nothing of the group outlives the call.
-    kill_group();
+    drop(_group);
     match result {
+        Ok((_, stderr, Ok(status)))
+            if status.code() == Some(super::confine::CANNOT_CONFINE) && stderr.starts_with(b"autoapp: ") =>
+        {
+            let why = String::from_utf8_lossy(&stderr[b"autoapp: ".len()..]).trim().to_string();
+            Err(AppError::Denied(why))
+        }
         Ok((stdout, stderr, Ok(status))) => Ok(Output { status: status.code().unwrap_or(-1), stdout, stderr }),
         Ok((_, _, Err(e))) => Err(internal("cannot wait for the program", e)),
         Err(_) => {
@@ -132,6 +200,22 @@ async fn run_confined(
             Err(AppError::Denied(
                 "the program ran past the call's deadline and was killed with its process group".into(),
             ))
+        }
+    }
+}
+
+/// Kills a process group, again and again until none of it is left (a
+/// process forking while the first signal lands is caught by the next).
+struct GroupKiller(Option<rustix::process::Pid>);
+
+impl Drop for GroupKiller {
+    fn drop(&mut self) {
+        let Some(pgid) = self.0 else { return };
+        for _ in 0..200 {
+            if rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL).is_err() {
+                return; // ESRCH: the group is empty
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
         }
     }
 }

@@ -1,0 +1,132 @@
+//! Granted programs contained by the kernel: Landlock, argument patterns,
+//! the process group at the deadline, and failing closed without Landlock.
+
+use crate::support::{TestRoot, TestServer};
+
+const PROGRAMS: &str = "spawn = [{ program = \"sh\" }, { program = \"bash\" }, { program = \"cat\", args = [\"*\"] }]";
+
+fn run(root: &TestRoot, program: &str, args: &[&str]) -> serde_json::Value {
+    root.call("hostile", "spawn.run", &serde_json::json!({ "program": program, "args": args }).to_string())
+}
+
+fn sh(root: &TestRoot, script: &str) -> serde_json::Value {
+    run(root, "sh", &["-c", script])
+}
+
+#[test]
+fn a_granted_shell_cannot_write_outside_its_scratch_folder() {
+    let root = TestRoot::new();
+    root.install_hostile_with(PROGRAMS);
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("written");
+    let got = sh(&root, &format!("echo x > {} ; echo status $?", target.display()));
+    assert!(
+        got["stdout"].as_str().unwrap().contains("status 2") || got["stderr"].as_str().unwrap().contains("ermission"),
+        "{got}"
+    );
+    assert!(!target.exists(), "nothing was written outside the scratch folder");
+    let home = std::path::Path::new("/root/autoapp-containment-probe");
+    sh(&root, &format!("echo x > {}", home.display()));
+    assert!(!home.exists());
+    // Its own scratch folder it may use.
+    let got = sh(&root, "echo kept > note && cat note");
+    assert_eq!(got["stdout"], "kept\n", "{got}");
+}
+
+#[test]
+fn a_granted_shell_cannot_read_the_persons_files_or_a_path_not_granted() {
+    let root = TestRoot::new();
+    root.install_hostile_with(PROGRAMS);
+    let private = tempfile::tempdir().unwrap();
+    std::fs::write(private.path().join("secret.txt"), "the person's secret").unwrap();
+    let got = run(&root, "cat", &[private.path().join("secret.txt").to_str().unwrap()]);
+    assert_ne!(got["status"], 0, "{got}");
+    assert!(!got["stdout"].as_str().unwrap().contains("secret"), "{got}");
+    assert!(got["stderr"].as_str().unwrap().contains("Permission denied"), "{got}");
+    // The root's own files (grants, records) are not readable either.
+    let got = sh(&root, &format!("cat {}/apps/hostile/grants.json", root.path().display()));
+    assert!(got["stderr"].as_str().unwrap().contains("Permission denied"), "{got}");
+}
+
+#[test]
+fn a_granted_shell_cannot_open_a_tcp_connection_without_a_network_grant() {
+    let server = TestServer::start();
+    let root = TestRoot::new();
+    root.install_hostile_with(PROGRAMS);
+    let got = run(&root, "bash", &["-c", &format!("exec 3<>/dev/tcp/127.0.0.1/{} && echo connected", server.port)]);
+    assert!(!got["stdout"].as_str().unwrap().contains("connected"), "{got}");
+    assert!(got["stderr"].as_str().unwrap().contains("Permission denied"), "{got}");
+    assert_eq!(server.hits(), 0, "no connection reached the server");
+}
+
+#[test]
+fn with_a_network_grant_only_the_granted_port_is_reachable() {
+    let server = TestServer::start();
+    let other = TestServer::start();
+    let root = TestRoot::new();
+    root.install_hostile_with(&format!("network = [\"http://127.0.0.1:{}\"]\n{PROGRAMS}", server.port));
+    let got = run(&root, "bash", &["-c", &format!("exec 3<>/dev/tcp/127.0.0.1/{} && echo connected", server.port)]);
+    assert!(got["stdout"].as_str().unwrap().contains("connected"), "{got}");
+    let got = run(&root, "bash", &["-c", &format!("exec 3<>/dev/tcp/127.0.0.1/{} && echo connected", other.port)]);
+    assert!(!got["stdout"].as_str().unwrap().contains("connected"), "{got}");
+    assert_eq!(other.hits(), 0);
+}
+
+#[test]
+fn a_fork_bomb_and_its_grandchildren_end_at_the_deadline() {
+    let root = TestRoot::with_config("call_deadline_ms = 1500\n");
+    root.install_hostile_with(PROGRAMS);
+    let marker = format!("autoapp-bomb-{}", std::process::id());
+    // A grandchild that would outlive the call, then a fork bomb (bounded only
+    // by the deadline: tests run as root, where RLIMIT_NPROC does not bind).
+    let script = format!("sh -c 'sleep 300' {marker}-grandchild & b() {{ b | b & }}; b");
+    let e = root.refused(&[
+        "call",
+        "hostile",
+        "spawn.run",
+        &serde_json::json!({ "program": "sh", "args": ["-c", script, marker] }).to_string(),
+    ]);
+    assert!(e.contains("deadline"), "{e}");
+    // SIGKILL went to the whole group when the call ended; give the kernel a
+    // moment to tear a few thousand processes down, then none may be left.
+    let gone = |_: ()| std::process::Command::new("pgrep").args(["-f", &marker]).output().unwrap().stdout.is_empty();
+    let started = std::time::Instant::now();
+    while !gone(()) && started.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let left = std::process::Command::new("pgrep").args(["-f", &marker]).output().unwrap();
+    assert!(left.stdout.is_empty(), "processes of the call outlived it: {}", String::from_utf8_lossy(&left.stdout));
+}
+
+#[test]
+fn arguments_that_do_not_fit_the_grants_pattern_are_denied() {
+    let root = TestRoot::new();
+    root.install_hostile_with(PROGRAMS);
+    let got = run(&root, "cat", &["--version"]);
+    assert!(got["error"].as_str().unwrap().contains("do not fit what was granted for `cat`: [\"*\"]"), "{got}");
+    let got = run(&root, "cat", &["a", "b"]);
+    assert!(got["error"].as_str().unwrap().starts_with("denied: these arguments do not fit"), "{got}");
+}
+
+#[test]
+fn without_landlock_spawn_fails_closed_and_says_why() {
+    let root = TestRoot::with_config("landlock = \"off\"\n");
+    root.install_hostile_with(PROGRAMS);
+    let got = sh(&root, "echo should not run");
+    let e = got["error"].as_str().unwrap();
+    assert!(e.contains("programs cannot run here: Landlock is off"), "{e}");
+    assert!(e.contains("spawn_unconfined = true"), "{e}");
+    // Knowingly unconfined, it runs.
+    let unconfined = TestRoot::with_config("landlock = \"off\"\nspawn_unconfined = true\n");
+    unconfined.install_hostile_with(PROGRAMS);
+    assert_eq!(sh(&unconfined, "echo ran")["stdout"], "ran\n");
+}
+
+#[test]
+fn the_hosts_environment_never_reaches_the_program() {
+    let root = TestRoot::new();
+    root.install_hostile_with(PROGRAMS);
+    let got = sh(&root, "env");
+    let out = got["stdout"].as_str().unwrap();
+    assert!(!out.contains("CARGO") && !out.contains("AUTOAPP") && !out.contains("RUST_"), "{out}");
+}
