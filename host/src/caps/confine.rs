@@ -41,7 +41,7 @@ pub const SYSTEM_READ: &[&str] = &[
 ];
 
 /// What one spawned program may do.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Policy {
     pub read: Vec<PathBuf>,
     pub write: Vec<PathBuf>,
@@ -80,13 +80,11 @@ pub fn probe(self_exe: &Path) -> Support {
 /// `autoapp __landlock-probe`: confines itself and reports what held.
 pub fn probe_main() -> i32 {
     let policy = Policy {
-        read: vec![],
-        write: vec![],
-        connect_ports: vec![],
         cpu_secs: 1,
         address_space_bytes: 1 << 30,
         file_size_bytes: 1 << 20,
         processes: 16,
+        ..Policy::default()
     };
     match restrict(&policy) {
         Ok(scoped) => {

@@ -66,15 +66,7 @@ impl CallSpawn {
             output_max: 0,
             scratch_root: PathBuf::new(),
             containment: Containment::Unavailable(String::new()),
-            policy: super::confine::Policy {
-                read: vec![],
-                write: vec![],
-                connect_ports: vec![],
-                cpu_secs: 0,
-                address_space_bytes: 0,
-                file_size_bytes: 0,
-                processes: 0,
-            },
+            policy: super::confine::Policy::default(),
         }
     }
 
