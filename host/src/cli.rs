@@ -449,6 +449,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Rollback { app, downgrade, restore, yes, json } => {
             let id = app_id(&app)?;
+            // A rollback moves the data folder; a running launcher holds it open.
+            if let Some(f) = crate::control::running(&root)? {
+                return fail(format!(
+                    "a launcher (pid {}) is serving this root and holds {id}'s data open; roll back from the panel, or stop the launcher with `autoapp stop` first",
+                    f.pid
+                ));
+            }
             let apps = open_apps(&root)?;
             let how = match (downgrade, restore) {
                 (Some(r), _) => RollbackHow::Downgrade(r),
