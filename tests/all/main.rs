@@ -6,6 +6,7 @@ mod census;
 mod concurrency;
 mod containment;
 mod control;
+mod docs;
 mod enforcement;
 mod examples;
 mod foundation;
