@@ -369,7 +369,9 @@ impl Apps {
         let query = query.to_string();
         let pass = self.gate.view();
         self.run(&pass, &loaded, app, &data, Effect::Read, Entry::View { page, query: &query }, page).await.and_then(
-            |spec| match crate::view::validate(&spec, &loaded.manifest) {
+            |spec| match crate::view::validate(&spec, &loaded.manifest, &|route, input| {
+                loaded.validators.get(route).is_some_and(|v| v.is_valid(input))
+            }) {
                 Ok(()) => Ok(spec),
                 Err(why) => Err(CallError::new(
                     ErrorKind::Internal,

@@ -23,10 +23,11 @@ const FIELD_KINDS: &[(&str, &[&str])] = &[
     ("checkbox", &["boolean"]),
 ];
 
-/// Checks `spec` against the view rules and `manifest`'s routes. The error is
-/// one sentence naming the node.
-pub fn validate(spec: &Value, manifest: &Manifest) -> Result<(), String> {
-    let mut v = Checker { manifest, nodes: 0 };
+/// Checks `spec` against the view rules and `manifest`'s routes; `fits(route,
+/// input)` says whether a button's input fits its route's schema (the caller
+/// holds the compiled schemas). The error is one sentence naming the node.
+pub fn validate(spec: &Value, manifest: &Manifest, fits: &dyn Fn(&str, &Value) -> bool) -> Result<(), String> {
+    let mut v = Checker { manifest, fits, nodes: 0 };
     let root = spec.as_object().ok_or("the view is not a JSON object with a title and children")?;
     v.keys(root, "the view", &["title", "children"])?;
     v.string(root, "the view", "title")?;
@@ -35,6 +36,7 @@ pub fn validate(spec: &Value, manifest: &Manifest) -> Result<(), String> {
 
 struct Checker<'a> {
     manifest: &'a Manifest,
+    fits: &'a dyn Fn(&str, &Value) -> bool,
     nodes: usize,
 }
 
@@ -164,9 +166,7 @@ impl Checker<'_> {
                 self.string(obj, &here, "label")?;
                 let route = self.route(obj, &here)?;
                 let input = obj.get("input").cloned().unwrap_or(Value::Object(Map::new()));
-                let schema = &self.manifest.route(route).expect("checked").input;
-                let valid = jsonschema::validator_for(schema).map(|v| v.is_valid(&input)).unwrap_or(false);
-                if !valid {
+                if !(self.fits)(route, &input) {
                     return Err(format!("{here} has an `input` that does not fit route {route}'s schema"));
                 }
             }
@@ -302,7 +302,12 @@ input = { type = "object", required = ["id"], properties = { id = { type = "inte
     }
 
     fn check(children: Value) -> Result<(), String> {
-        validate(&json!({ "title": "T", "children": children }), &manifest())
+        let m = manifest();
+        let fits = |route: &str, input: &Value| {
+            let schema = &m.route(route).unwrap().input;
+            jsonschema::validator_for(schema).unwrap().is_valid(input)
+        };
+        validate(&json!({ "title": "T", "children": children }), &m, &fits)
     }
 
     #[test]

@@ -177,6 +177,12 @@ async fn run_confined(
     };
     let remaining = deadline.saturating_duration_since(Instant::now());
     let result = tokio::time::timeout(remaining, work).await;
+    if result.is_err() {
+        // Past the deadline: one signal to the whole group, then reap the
+        // leader so the group can empty (a zombie leader would keep it alive).
+        _group.signal();
+        let _ = child.wait().await;
+    }
     drop(_group);
     match result {
         Ok((_, stderr, Ok(status)))
@@ -187,18 +193,23 @@ async fn run_confined(
         }
         Ok((stdout, stderr, Ok(status))) => Ok(Output { status: status.code().unwrap_or(-1), stdout, stderr }),
         Ok((_, _, Err(e))) => Err(internal("cannot wait for the program", e)),
-        Err(_) => {
-            let _ = child.kill().await;
-            Err(AppError::Denied(
-                "the program ran past the call's deadline and was killed with its process group".into(),
-            ))
-        }
+        Err(_) => Err(AppError::Denied(
+            "the program ran past the call's deadline and was killed with its process group".into(),
+        )),
     }
 }
 
 /// Kills a process group, again and again until none of it is left (a
 /// process forking while the first signal lands is caught by the next).
 struct GroupKiller(Option<rustix::process::Pid>);
+
+impl GroupKiller {
+    fn signal(&self) {
+        if let Some(pgid) = self.0 {
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        }
+    }
+}
 
 impl Drop for GroupKiller {
     fn drop(&mut self) {
