@@ -17,6 +17,7 @@ use crate::gate::record::{Recorder, Row};
 use crate::gate::{Caller, Decision, Gate, Knock, Pass};
 use crate::manifest::{Access, AppId, Effect, Manifest};
 use crate::release;
+use crate::root::AppPaths;
 use crate::root::Root;
 use crate::runtime::{AppError, CallPlan, Entry, Outcome, Prepared, Runtime};
 
@@ -69,6 +70,9 @@ struct Loaded {
     validators: HashMap<String, jsonschema::Validator>,
 }
 
+/// Device, inode, modification and change times, length of a file.
+type FileStamp = (u64, u64, i64, i64, i64, i64, u64);
+
 /// The apps of one root.
 pub struct Apps {
     root: Root,
@@ -80,11 +84,15 @@ pub struct Apps {
     /// How spawned programs are contained, probed once.
     containment: std::sync::OnceLock<caps::spawn::Containment>,
     loaded: Mutex<HashMap<String, Arc<Loaded>>>,
-    stores: Mutex<HashMap<std::path::PathBuf, Arc<AppStore>>>,
+    /// Each app's active release as last read, with the stamp of its pointer file.
+    active_seen: Mutex<HashMap<AppId, (FileStamp, String)>>,
+    stores: Arc<Mutex<HashMap<std::path::PathBuf, Arc<AppStore>>>>,
 }
 
 impl Apps {
     pub fn new(root: Root, config: &Config) -> anyhow::Result<Apps> {
+        let stores: Arc<Mutex<HashMap<PathBuf, Arc<AppStore>>>> = Arc::default();
+        checkpoint_in_background(Arc::downgrade(&stores))?;
         Ok(Apps {
             root,
             runtime: Runtime::new(config)?,
@@ -93,7 +101,8 @@ impl Apps {
             written: Mutex::default(),
             containment: std::sync::OnceLock::new(),
             loaded: Mutex::default(),
-            stores: Mutex::default(),
+            active_seen: Mutex::default(),
+            stores,
         })
     }
 
@@ -225,13 +234,34 @@ impl Apps {
 
     fn active(&self, app: &AppId) -> Result<String, CallError> {
         let paths = self.root.app(app);
+        // The pointer is replaced by a rename whenever it changes (here, by
+        // another process, or by hand), so the file's identity and times say
+        // whether the id read last time still holds: one stat per call.
+        let stamp = std::fs::metadata(paths.active_file()).ok().map(|m| {
+            use std::os::unix::fs::MetadataExt as _;
+            (m.dev(), m.ino(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec(), m.len())
+        });
+        if let Some(stamp) = stamp
+            && let Some((seen, id)) = self.active_seen.lock().expect("active").get(app)
+            && *seen == stamp
+        {
+            return Ok(id.clone());
+        }
+        let id = self.read_active(app, &paths)?;
+        if let Some(stamp) = stamp {
+            self.active_seen.lock().expect("active").insert(app.clone(), (stamp, id.clone()));
+        }
+        Ok(id)
+    }
+
+    fn read_active(&self, app: &AppId, paths: &AppPaths) -> Result<String, CallError> {
         if !paths.exists() {
             return Err(CallError::new(
                 ErrorKind::NotFound,
                 format!("there is no app `{app}`; `autoapp create {app}` makes one"),
             ));
         }
-        match release::active(&paths) {
+        match release::active(paths) {
             Ok(Some(id)) => Ok(id),
             Ok(None) => Err(CallError::new(
                 ErrorKind::NotFound,
@@ -324,8 +354,8 @@ impl Apps {
             }
         };
         // The guest receives the canonical form of what was checked and hashed.
-        let text = crate::gate::canonical_json(&value);
-        let result = self.run(&pass, &loaded, app, &data, effect, Entry::Route { route, input: &text }, route).await;
+        let result =
+            self.run(&pass, &loaded, app, &data, effect, Entry::Route { route, input: pass.input() }, route).await;
         let (outcome, reason) = match &result {
             Ok(_) => ("ok", String::new()),
             Err(e) if e.kind == ErrorKind::Trap => ("trap", "the guest was stopped".to_string()),
@@ -511,6 +541,32 @@ impl Apps {
         };
         Ok(Given { network, folders, programs, policy })
     }
+}
+
+/// How often the open stores' write-ahead logs are checkpointed. Each
+/// checkpoint syncs the log, so this also bounds what an operating-system
+/// crash can lose (a process crash loses no committed call). More often
+/// costs writes: the sync stalls the calls appending to the log (measured in
+/// docs/performance.md, P3).
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Checkpoints every open store once a second, on a thread of its own,
+/// so that no call pays for it; the thread ends with the `Apps`.
+fn checkpoint_in_background(stores: std::sync::Weak<Mutex<HashMap<PathBuf, Arc<AppStore>>>>) -> anyhow::Result<()> {
+    std::thread::Builder::new().name("autoapp-checkpoint".into()).spawn(move || {
+        loop {
+            std::thread::sleep(CHECKPOINT_EVERY);
+            let Some(stores) = stores.upgrade() else { return };
+            let open: Vec<Arc<AppStore>> = stores.lock().expect("stores").values().cloned().collect();
+            drop(stores);
+            for s in open {
+                if let Err(e) = s.checkpoint() {
+                    tracing::warn!("cannot checkpoint a store: {e:#}");
+                }
+            }
+        }
+    })?;
+    Ok(())
 }
 
 /// Which release and data a call runs against.

@@ -25,6 +25,11 @@ impl Running {
     fn start() -> Running {
         let root = TestRoot::with_config("opener = \"none\"\n");
         root.install("notes");
+        Running::start_on(root)
+    }
+
+    /// A launcher (`autoapp open`) on `root`.
+    fn start_on(root: TestRoot) -> Running {
         let mut child = Command::new(env!("CARGO_BIN_EXE_autoapp"))
             .args(["--root", root.path().to_str().unwrap(), "open"])
             .env("AUTOAPP_LOG", "warn")
@@ -223,4 +228,47 @@ fn open_against_a_running_launcher_asks_it_for_the_panel() {
     assert!(out.contains("Autoapp is already running; open the panel: http://127.0.0.1:"), "{out}");
     let e = l.root.refused(&["open"]);
     assert!(e.contains("less than 2 seconds ago"), "at most one panel address per 2 seconds: {e}");
+}
+
+/// The launcher keeps each app's active release in memory and checks the
+/// pointer file's identity on every call: an activation by another process
+/// (the command line, while the launcher runs) is served from the next call.
+#[test]
+fn a_release_activated_from_the_command_line_is_served_from_the_launchers_next_call() {
+    let root = TestRoot::with_config("opener = \"none\"\n");
+    let ws = tempfile::Builder::new().prefix("ws-").tempdir().unwrap();
+    let src = crate::support::repo().join("guests/notes");
+    let manifest = std::fs::read_to_string(src.join("autoapp.toml")).unwrap();
+    std::fs::write(ws.path().join("autoapp.toml"), &manifest).unwrap();
+    std::fs::create_dir_all(ws.path().join("migrations")).unwrap();
+    for m in std::fs::read_dir(src.join("migrations")).unwrap() {
+        let m = m.unwrap();
+        std::fs::copy(m.path(), ws.path().join("migrations").join(m.file_name())).unwrap();
+    }
+    root.ok(&["create", "notes", "--at", ws.path().to_str().unwrap()]);
+    let wasm = crate::support::guest_component("notes");
+    let build = |root: &TestRoot| -> String {
+        let out = root.ok(&["build", "notes", "--component", wasm.to_str().unwrap(), "--json"]);
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["release"].as_str().unwrap().to_string()
+    };
+    let first = build(&root);
+    root.ok(&["activate", "notes", &first]);
+    let l = Running::start_on(root);
+    let (mut s, mut r) = l.authed();
+    let invoke = serde_json::json!({ "type": "invoke", "app": "notes", "route": "notes.count", "input": {} });
+    send(&mut s, &invoke);
+    let a = read(&mut r);
+    assert!(a["error"]["message"].as_str().unwrap().contains("has no route `notes.count`"), "{a}");
+
+    // A second release declares the route (the guest itself does not know it,
+    // so now the guest answers), activated from the command line.
+    let declared = "[[route]]\nname = \"notes.count\"\neffect = \"read\"\nsummary = \"Not in the guest\"\n\n[data]";
+    std::fs::write(ws.path().join("autoapp.toml"), manifest.replace("[data]", declared)).unwrap();
+    let second = build(&l.root);
+    assert_ne!(first, second);
+    l.root.ok(&["activate", "notes", &second]);
+    send(&mut s, &invoke);
+    let a = read(&mut r);
+    assert_eq!(a["error"]["message"], "no route notes.count", "the guest answered: {a}");
+    l.still_serving();
 }

@@ -16,6 +16,7 @@
 //! (epoch interruption cannot reach into host code).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -39,6 +40,9 @@ pub const MAX_RESULT_BYTES: usize = 16 << 20;
 /// Connections kept open per app between calls.
 const POOL_SIZE: usize = 8;
 
+/// Prepared statements each connection keeps for reuse.
+const STATEMENT_CACHE: usize = 32;
+
 /// SQLite virtual-machine steps between two deadline checks.
 const PROGRESS_STEPS: i32 = 10_000;
 
@@ -58,22 +62,58 @@ pub enum Mode {
 /// One app's database and its pool of connections.
 pub struct AppStore {
     path: PathBuf,
-    pool: Mutex<Vec<Connection>>,
+    /// Connections kept between calls, one pool per mode: a connection keeps
+    /// the statements it prepared, and a statement is only ever reused under
+    /// the rules (authorizer, `query_only`) it was checked under.
+    read_pool: Mutex<Vec<Pooled>>,
+    write_pool: Mutex<Vec<Pooled>>,
+    /// Commits so far, and how many of them the last checkpoint saw.
+    commits: AtomicU64,
+    checkpointed: AtomicU64,
+    /// The connection `checkpoint` uses, opened at its first use.
+    checkpointer: Mutex<Option<Pooled>>,
+}
+
+/// A connection and the switch of its authorizer.
+struct Pooled {
+    conn: Connection,
+    rules: Arc<Rules>,
+}
+
+/// What a connection's authorizer consults. The authorizer is installed once,
+/// when the connection is opened (installing one expires every prepared
+/// statement, so doing it per call would throw the statement cache away). It
+/// applies the rules of its pool's mode to everything prepared while a call
+/// has the connection; between calls the host runs its own statements
+/// (BEGIN, COMMIT, migrations), which never enter the statement cache.
+struct Rules {
+    /// The host, not a call, is using the connection.
+    host: AtomicBool,
+    /// Why the authorizer last refused a statement of the call.
+    denial: Arc<Mutex<Option<String>>>,
 }
 
 impl AppStore {
-    /// Opens (creating if needed) the store in `data_dir`.
+    /// The store in `data_dir` (its folder created if needed). The database is
+    /// opened, and created if needed, by the first use of a connection.
     pub fn open(data_dir: &Path) -> anyhow::Result<Arc<AppStore>> {
         std::fs::create_dir_all(data_dir)
             .with_context(|| format!("cannot create the data folder {}", data_dir.display()))?;
-        let store = Arc::new(AppStore { path: data_dir.join(STORE_FILE), pool: Mutex::new(Vec::new()) });
-        let conn = store.connect()?;
-        store.put_back(conn);
+        let store = Arc::new(AppStore {
+            path: data_dir.join(STORE_FILE),
+            read_pool: Mutex::new(Vec::new()),
+            write_pool: Mutex::new(Vec::new()),
+            commits: AtomicU64::new(0),
+            checkpointed: AtomicU64::new(0),
+            checkpointer: Mutex::new(None),
+        });
+        // No connection yet: the first call that uses the store opens one.
         Ok(store)
     }
 
-    fn connect(&self) -> anyhow::Result<Connection> {
-        let conn = Connection::open_with_flags(
+    /// A new connection for calls of `mode`.
+    fn connect(&self, mode: Mode) -> anyhow::Result<Pooled> {
+        let mut conn = Connection::open_with_flags(
             &self.path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
                 | OpenFlags::SQLITE_OPEN_CREATE
@@ -83,8 +123,13 @@ impl AppStore {
         .with_context(|| format!("cannot open the store {}", self.path.display()))?;
         // WAL with synchronous=NORMAL: a committed call survives the process
         // crashing; an OS crash may lose the last few commits, never corrupt.
+        // No call checkpoints the log itself (that would put a copy of many
+        // pages and an fsync inside somebody's call): `checkpoint` does, off
+        // the calls' path, and closing the last connection does.
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
+             PRAGMA wal_autocheckpoint = 0;
+             PRAGMA journal_size_limit = 67108864;
              PRAGMA synchronous = NORMAL;
              PRAGMA foreign_keys = ON;
              PRAGMA trusted_schema = OFF;",
@@ -92,53 +137,103 @@ impl AppStore {
         .context("cannot configure the store")?;
         conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)?;
         conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, true)?;
-        Ok(conn)
+        // A read connection stays read-only for its whole life: the second
+        // wall behind the authorizer.
+        conn.pragma_update(None, "query_only", mode == Mode::ReadOnly)?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        let rules = Arc::new(Rules { host: AtomicBool::new(true), denial: Arc::default() });
+        {
+            let rules = rules.clone();
+            conn.authorizer(Some(move |ctx: AuthContext<'_>| {
+                if rules.host.load(Ordering::Acquire) {
+                    return Authorization::Allow;
+                }
+                match authorize(mode, &ctx) {
+                    Ok(()) => Authorization::Allow,
+                    Err(why) => {
+                        *rules.denial.lock().expect("denial") = Some(why);
+                        Authorization::Deny
+                    }
+                }
+            }))?;
+        }
+        Ok(Pooled { conn, rules })
     }
 
-    fn take(&self) -> anyhow::Result<Connection> {
-        let pooled = self.pool.lock().expect("store pool").pop();
-        match pooled {
-            Some(c) => Ok(c),
-            None => self.connect(),
+    fn pool(&self, mode: Mode) -> &Mutex<Vec<Pooled>> {
+        match mode {
+            Mode::ReadOnly => &self.read_pool,
+            Mode::ReadWrite => &self.write_pool,
         }
     }
 
-    fn put_back(&self, conn: Connection) {
-        let mut pool = self.pool.lock().expect("store pool");
+    fn take(&self, mode: Mode) -> anyhow::Result<Pooled> {
+        let pooled = self.pool(mode).lock().expect("store pool").pop();
+        match pooled {
+            Some(c) => Ok(c),
+            None => self.connect(mode),
+        }
+    }
+
+    fn put_back(&self, mode: Mode, conn: Pooled) {
+        let mut pool = self.pool(mode).lock().expect("store pool");
         if pool.len() < POOL_SIZE {
             pool.push(conn);
         }
     }
 
-    /// Opens a transaction for one call.
-    pub fn begin(self: &Arc<Self>, mode: Mode, deadline: Instant) -> anyhow::Result<CallStore> {
-        let mut conn = self.take()?;
-        let busy = deadline.saturating_duration_since(Instant::now());
-        conn.busy_timeout(busy)?;
-        let denial: Arc<Mutex<Option<String>>> = Arc::default();
-        match mode {
-            Mode::ReadOnly => conn.execute_batch("PRAGMA query_only = ON; BEGIN DEFERRED;")?,
-            Mode::ReadWrite => conn.execute_batch("PRAGMA query_only = OFF; BEGIN IMMEDIATE;")?,
+    /// Copies what calls committed since the last checkpoint from the write-
+    /// ahead log into the database (PASSIVE: it never waits for, nor blocks,
+    /// a call). The host runs it on its own thread once a second.
+    pub fn checkpoint(&self) -> anyhow::Result<()> {
+        let commits = self.commits.load(Ordering::Acquire);
+        if commits == self.checkpointed.load(Ordering::Acquire) {
+            return Ok(());
         }
-        {
-            let denial = denial.clone();
-            conn.authorizer(Some(move |ctx: AuthContext<'_>| match authorize(mode, &ctx) {
-                Ok(()) => Authorization::Allow,
-                Err(why) => {
-                    *denial.lock().expect("denial") = Some(why);
-                    Authorization::Deny
-                }
-            }))?;
+        let mut slot = self.checkpointer.lock().expect("checkpointer");
+        if slot.is_none() {
+            *slot = Some(self.connect(Mode::ReadWrite)?);
         }
-        conn.progress_handler(PROGRESS_STEPS, Some(move || Instant::now() >= deadline))?;
-        Ok(CallStore { conn: Some(conn), home: self.clone(), mode, denial })
+        let conn = &slot.as_ref().expect("just opened").conn;
+        let (busy, logged, copied): (i64, i64, i64) =
+            conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        // All of the log is in the database: nothing left to do until the next commit.
+        if busy == 0 && logged == copied {
+            self.checkpointed.store(commits, Ordering::Release);
+        }
+        Ok(())
     }
 
-    /// The migrations already applied, in order: `(name, sha256)`.
+    /// The store of one call in `mode`. Nothing is opened yet: the call's
+    /// connection and transaction begin when the guest first uses the store,
+    /// so a call that never touches it costs no SQLite work at all.
+    pub fn begin(self: &Arc<Self>, mode: Mode, deadline: Instant) -> anyhow::Result<CallStore> {
+        Ok(CallStore { conn: None, home: self.clone(), mode, deadline, state: State::Unused, denial: Arc::default() })
+    }
+
+    /// A pooled connection inside a transaction of `mode`, with the authorizer
+    /// and the deadline's progress handler installed.
+    fn open_transaction(&self, mode: Mode, deadline: Instant) -> anyhow::Result<Pooled> {
+        let mut p = self.take(mode)?;
+        let busy = deadline.saturating_duration_since(Instant::now());
+        p.conn.busy_timeout(busy)?;
+        // Never through the statement cache: the cache is the guest's, and a
+        // host statement found there would skip the authorizer.
+        p.conn.execute_batch(match mode {
+            Mode::ReadOnly => "BEGIN DEFERRED",
+            Mode::ReadWrite => "BEGIN IMMEDIATE",
+        })?;
+        p.conn.progress_handler(PROGRESS_STEPS, Some(move || Instant::now() >= deadline))?;
+        p.rules.denial.lock().expect("denial").take();
+        // From here on, what is prepared on this connection is the guest's.
+        p.rules.host.store(false, Ordering::Release);
+        Ok(p)
+    }
+
     pub fn applied_migrations(&self) -> anyhow::Result<Vec<(String, String)>> {
-        let conn = self.take()?;
-        let result = read_applied(&conn);
-        self.put_back(conn);
+        let conn = self.take(Mode::ReadWrite)?;
+        let result = read_applied(&conn.conn);
+        self.put_back(Mode::ReadWrite, conn);
         result
     }
 
@@ -146,9 +241,9 @@ impl AppStore {
     /// one transaction: either every new migration is applied or none is.
     /// Refuses when the applied ones are not a prefix of `migrations`.
     pub fn migrate(&self, migrations: &[(String, String)]) -> anyhow::Result<usize> {
-        let mut conn = self.take()?;
+        let mut conn = self.take(Mode::ReadWrite)?;
         let result = (|| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let tx = conn.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             tx.execute_batch(&format!(
                 "CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (
                     seq INTEGER PRIMARY KEY, name TEXT NOT NULL, sha256 TEXT NOT NULL,
@@ -166,9 +261,10 @@ impl AppStore {
                 )?;
             }
             tx.commit()?;
+            self.commits.fetch_add(1, Ordering::AcqRel);
             Ok(wanted.len() - applied.len())
         })();
-        self.put_back(conn);
+        self.put_back(Mode::ReadWrite, conn);
         result
     }
 }
@@ -339,12 +435,26 @@ fn authorize(mode: Mode, ctx: &AuthContext<'_>) -> Result<(), String> {
     }
 }
 
-/// The store as one call sees it: one connection inside one transaction.
+/// The store as one call sees it: one connection inside one transaction,
+/// begun at the guest's first use.
 pub struct CallStore {
-    conn: Option<Connection>,
+    conn: Option<Pooled>,
     home: Arc<AppStore>,
     mode: Mode,
+    deadline: Instant,
+    state: State,
     denial: Arc<Mutex<Option<String>>>,
+}
+
+/// Where a call's transaction is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// The guest has not used the store.
+    Unused,
+    /// A transaction is open on `conn`.
+    Open,
+    /// The transaction could not begin, or was ended.
+    Closed,
 }
 
 impl CallStore {
@@ -356,27 +466,56 @@ impl CallStore {
     /// write, rolls back otherwise. The connection goes back to the pool only
     /// when it is clean.
     pub fn finish(mut self, commit: bool) -> anyhow::Result<()> {
-        let Some(mut conn) = self.conn.take() else {
+        self.state = State::Closed;
+        let Some(mut p) = self.conn.take() else {
             return Ok(());
         };
-        conn.authorizer(None::<fn(AuthContext<'_>) -> Authorization>)?;
-        conn.progress_handler(0, None::<fn() -> bool>)?;
+        p.rules.host.store(true, Ordering::Release);
+        p.conn.progress_handler(0, None::<fn() -> bool>)?;
         let end = if commit && self.mode == Mode::ReadWrite { "COMMIT" } else { "ROLLBACK" };
-        match conn.execute_batch(end) {
+        match p.conn.execute_batch(end) {
             Ok(()) => {
-                self.home.put_back(conn);
+                if end == "COMMIT" {
+                    self.home.commits.fetch_add(1, Ordering::AcqRel);
+                }
+                self.home.put_back(self.mode, p);
                 Ok(())
             }
             Err(e) => {
                 // Make sure nothing half-done survives, then drop the connection.
-                let _ = conn.execute_batch("ROLLBACK");
+                let _ = p.conn.execute_batch("ROLLBACK");
                 Err(e).context("cannot commit the call's writes; nothing it wrote was kept")
             }
         }
     }
 
+    /// The call's connection; the first use begins its transaction.
     fn conn(&mut self) -> Result<&mut Connection, AppError> {
-        self.conn.as_mut().ok_or_else(|| AppError::Internal("the store is closed".into()))
+        if self.state == State::Unused {
+            self.state = State::Closed;
+            match self.home.open_transaction(self.mode, self.deadline) {
+                Ok(p) => {
+                    self.denial = p.rules.denial.clone();
+                    self.conn = Some(p);
+                    self.state = State::Open;
+                }
+                Err(e) => {
+                    // The guest hears what it can act on, never a host path.
+                    tracing::warn!("a call's store transaction could not begin: {e:#}");
+                    let busy = e.chain().any(|c| {
+                        c.downcast_ref::<rusqlite::Error>()
+                            .and_then(|e| e.sqlite_error_code())
+                            .is_some_and(|code| matches!(code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
+                    });
+                    return Err(if busy {
+                        AppError::Conflict("the store is busy; try again".into())
+                    } else {
+                        AppError::Internal("the store could not be opened".into())
+                    });
+                }
+            }
+        }
+        self.conn.as_mut().map(|p| &mut p.conn).ok_or_else(|| AppError::Internal("the store is closed".into()))
     }
 
     fn map_err(&self, e: rusqlite::Error) -> AppError {
@@ -430,8 +569,9 @@ impl Drop for CallStore {
     fn drop(&mut self) {
         // A call that was never settled (a trap unwinding, a dropped future)
         // keeps nothing.
-        if let Some(conn) = self.conn.take() {
-            let _ = conn.execute_batch("ROLLBACK");
+        if let Some(p) = self.conn.take() {
+            p.rules.host.store(true, Ordering::Release);
+            let _ = p.conn.execute_batch("ROLLBACK");
         }
     }
 }
@@ -463,7 +603,9 @@ impl CallStore {
     pub fn execute(&mut self, sql: &str, params: Vec<Value>) -> Result<u64, AppError> {
         let params = bind(params);
         let r = self.conn().map_err(Ok).and_then(|c| {
-            let mut stmt = c.prepare(sql).map_err(Err)?;
+            // Cached per connection, and connections are pooled per mode: a
+            // statement is reused only under the rules it was authorized by.
+            let mut stmt = c.prepare_cached(sql).map_err(Err)?;
             stmt.execute(rusqlite::params_from_iter(params)).map_err(Err)
         });
         match r {
@@ -475,7 +617,9 @@ impl CallStore {
     pub fn query(&mut self, sql: &str, params: Vec<Value>) -> Result<Rows, AppError> {
         let params = bind(params);
         let r = self.conn().map_err(Ok).and_then(|c| {
-            let mut stmt = c.prepare(sql).map_err(Err)?;
+            // Cached per connection, and connections are pooled per mode: a
+            // statement is reused only under the rules it was authorized by.
+            let mut stmt = c.prepare_cached(sql).map_err(Err)?;
             let columns: Vec<String> = stmt.column_names().map(|s| s.to_string()).collect();
             let width = columns.len();
             let mut rows = stmt.query(rusqlite::params_from_iter(params)).map_err(Err)?;
@@ -580,9 +724,75 @@ mod tests {
             let e = c.execute(&sql, vec![]).unwrap_err();
             assert!(matches!(e, AppError::Denied(_) | AppError::InvalidInput(_)), "{sql}: {e:?}");
         }
+        // The host's own statements, by their exact text, after the host has
+        // run them on this very connection: denied by the authorizer, never
+        // found ready-made in the (guest's) statement cache.
+        for sql in ["BEGIN DEFERRED", "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK", "PRAGMA query_only = OFF"] {
+            let e = c.execute(sql, vec![]).unwrap_err();
+            assert!(matches!(e, AppError::Denied(_)), "{sql}: {e:?}");
+        }
         assert!(!other.exists());
         c.finish(true).unwrap();
         assert_eq!(s.applied_migrations().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_statement_a_write_call_prepared_is_not_reused_by_a_read_call() {
+        let (_d, s) = store();
+        let insert = "INSERT INTO t (x) VALUES (?1)";
+        for i in 0..3 {
+            let mut w = s.begin(Mode::ReadWrite, soon()).unwrap();
+            w.execute(insert, vec![Value::Integer(i)]).unwrap();
+            w.finish(true).unwrap();
+            let mut r = s.begin(Mode::ReadOnly, soon()).unwrap();
+            let e = r.execute(insert, vec![Value::Integer(100 + i)]).unwrap_err();
+            assert!(matches!(e, AppError::Denied(_)), "{e:?}");
+            r.finish(true).unwrap();
+        }
+        let mut r = s.begin(Mode::ReadOnly, soon()).unwrap();
+        let rows = r.query("SELECT count(*) FROM t", vec![]).unwrap();
+        assert!(matches!(rows.rows[0][0], Value::Integer(3)));
+    }
+
+    #[test]
+    fn no_call_checkpoints_the_log_and_checkpoint_does() {
+        let (d, s) = store();
+        let main = d.path().join(STORE_FILE);
+        let before = std::fs::metadata(&main).unwrap().len();
+        // Well past SQLite's automatic checkpoint (1,000 pages, 4 MiB).
+        for i in 0..400 {
+            let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+            c.execute("INSERT INTO t (x) VALUES (?1)", vec![Value::Integer(i)]).unwrap();
+            c.execute("CREATE TABLE IF NOT EXISTS blobs (b BLOB)", vec![]).unwrap();
+            c.execute("INSERT INTO blobs (b) VALUES (zeroblob(16384))", vec![]).unwrap();
+            c.finish(true).unwrap();
+        }
+        // Everything is in the log; none of it was copied inside a call.
+        assert_eq!(std::fs::metadata(&main).unwrap().len(), before);
+        s.checkpoint().unwrap();
+        assert!(std::fs::metadata(&main).unwrap().len() > 6 << 20);
+        let mut r = s.begin(Mode::ReadOnly, soon()).unwrap();
+        let rows = r.query("SELECT count(*) FROM blobs", vec![]).unwrap();
+        assert!(matches!(rows.rows[0][0], Value::Integer(400)));
+    }
+
+    #[test]
+    fn a_call_that_never_uses_the_store_holds_no_transaction() {
+        let (_d, s) = store();
+        // A write call that has not touched the store yet…
+        let idle = s.begin(Mode::ReadWrite, soon()).unwrap();
+        // …does not hold the write lock: another write goes through at once.
+        let mut c = s.begin(Mode::ReadWrite, Instant::now() + Duration::from_millis(200)).unwrap();
+        c.execute("INSERT INTO t (x) VALUES (1)", vec![]).unwrap();
+        c.finish(true).unwrap();
+        idle.finish(true).unwrap();
+        // Once used, it does hold it, and the other waits and hears "busy".
+        let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
+        first.execute("INSERT INTO t (x) VALUES (2)", vec![]).unwrap();
+        let mut second = s.begin(Mode::ReadWrite, Instant::now() + Duration::from_millis(200)).unwrap();
+        let e = second.execute("INSERT INTO t (x) VALUES (3)", vec![]).unwrap_err();
+        assert!(matches!(&e, AppError::Conflict(m) if m == "the store is busy; try again"), "{e:?}");
+        first.finish(true).unwrap();
     }
 
     #[test]

@@ -160,7 +160,12 @@ impl Decision {
 
 /// SHA-256 of the canonical JSON of `input`: object keys sorted, no spaces.
 pub fn arguments_hash(input: &serde_json::Value) -> String {
-    hex::encode(sha2::Sha256::digest(canonical_json(input).as_bytes()))
+    hash_of_canonical(&canonical_json(input))
+}
+
+/// SHA-256 of text that is already canonical JSON.
+fn hash_of_canonical(text: &str) -> String {
+    hex::encode(sha2::Sha256::digest(text.as_bytes()))
 }
 
 /// `input` as canonical JSON text (keys sorted at every depth).
@@ -265,6 +270,8 @@ pub struct Pass {
     decision: Decision,
     request_id: String,
     arguments_hash: String,
+    /// The canonical JSON the hash is of: what the guest is given.
+    input: String,
 }
 
 impl Pass {
@@ -278,6 +285,11 @@ impl Pass {
 
     pub fn arguments_hash(&self) -> &str {
         &self.arguments_hash
+    }
+
+    /// The input as it was hashed (canonical JSON): the text a route receives.
+    pub fn input(&self) -> &str {
+        &self.input
     }
 }
 
@@ -320,7 +332,8 @@ impl Gate {
     /// Decides a call; waits for the person when the rule says ask.
     pub async fn guard(&self, knock: Knock<'_>) -> Result<Pass, Refusal> {
         let request_id = new_request_id();
-        let arguments_hash = arguments_hash(knock.input);
+        let canonical = canonical_json(knock.input);
+        let arguments_hash = hash_of_canonical(&canonical);
         let refuse = |decision: Decision, reason: String| Refusal {
             decision,
             reason,
@@ -333,6 +346,7 @@ impl Gate {
                     decision: Decision::Allowed,
                     request_id: request_id.clone(),
                     arguments_hash: arguments_hash.clone(),
+                    input: canonical,
                 });
             }
             Rule::Refuse(why) => return Err(refuse(Decision::Refused, why)),
@@ -383,6 +397,7 @@ impl Gate {
                 decision: Decision::Confirmed,
                 request_id: request_id.clone(),
                 arguments_hash: arguments_hash.clone(),
+                input: canonical,
             }),
             Ok(Ok(Reply::No)) => Err(refuse(Decision::Denied, "the person declined this call".into())),
             Ok(Ok(Reply::Mismatch(what))) => Err(refuse(
@@ -404,7 +419,12 @@ impl Gate {
 
     /// A pass for rendering a page: a render runs as a read, on any channel.
     pub fn view(&self) -> Pass {
-        Pass { decision: Decision::Allowed, request_id: new_request_id(), arguments_hash: String::new() }
+        Pass {
+            decision: Decision::Allowed,
+            request_id: new_request_id(),
+            arguments_hash: String::new(),
+            input: String::new(),
+        }
     }
 
     /// The questions waiting, oldest first.
@@ -521,10 +541,24 @@ fn rfc3339(t: SystemTime) -> String {
 }
 
 /// A request id: 128 random bits as hex.
+/// A fresh request id: 128 bits nobody can predict. SHA-256 of a secret
+/// drawn once from the system's random source and a counter, so a call pays
+/// no system call for it.
 fn new_request_id() -> String {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).expect("the system's random source works");
-    hex::encode(bytes)
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SECRET: OnceLock<[u8; 32]> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let secret = SECRET.get_or_init(|| {
+        let mut b = [0u8; 32];
+        getrandom::fill(&mut b).expect("the system's random source works");
+        b
+    });
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut h = sha2::Sha256::new();
+    h.update(secret);
+    h.update(n.to_le_bytes());
+    hex::encode(&h.finalize()[..16])
 }
 
 /// For tests of the gate's timing: how long until `q` expires.

@@ -21,7 +21,15 @@ use serde::{Deserialize, Serialize};
 pub const RUNS_FILE: &str = "runs.sqlite";
 
 /// Rows committed together at most.
-const BATCH: usize = 512;
+const BATCH: usize = 4096;
+
+/// How long the writer gathers rows after the first before it commits them:
+/// the rows of a call reach the disk within about this long. Fewer, larger
+/// transactions keep the writer's work (and its interference with the calls
+/// running beside it) small; docs/performance.md (P1) has the figures. A
+/// clean stop flushes everything; a crash of the host can lose the rows of
+/// this last moment.
+const GATHER: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// One call: its decision, and what happened when it ran.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -101,6 +109,12 @@ impl Drop for Recorder {
 fn writer(rx: mpsc::Receiver<Msg>) {
     let mut conns: HashMap<PathBuf, Connection> = HashMap::new();
     while let Ok(first) = rx.recv() {
+        // Gather what comes in the next moment into the same transaction:
+        // while this thread is not waiting, queuing a row wakes nobody, so a
+        // busy host pays no system call per row and one commit per batch.
+        if matches!(first, Msg::Row(..)) {
+            std::thread::sleep(GATHER);
+        }
         let mut rows: Vec<(PathBuf, Box<Row>)> = Vec::new();
         let mut acks = Vec::new();
         let mut next = Some(first);
