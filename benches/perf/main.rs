@@ -1,0 +1,774 @@
+//! Autoapp's benchmarks: each figure beside a peer measured in the same run on
+//! the same machine (docs/performance.md says what each row means).
+//!
+//! Run them with `scripts/bench`, which installs the tools (wrk, the
+//! wasmtime CLI) and passes their paths; `--quick` takes fewer samples,
+//! `--only P1,P3` runs some rows, `--write docs/performance.md` puts the
+//! table into the document, `--profile p1-ours` runs one series alone for a
+//! profiler (valgrind --tool=callgrind).
+//!
+//! These are never timed assertions: a missed target is printed as MISSED
+//! and explained in docs/performance.md, and the run still ends normally.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use autoapp::apps::Apps;
+use autoapp::config::Config;
+use autoapp::gate::Caller;
+use autoapp::manifest::AppId;
+use autoapp::root::Root;
+use clap::Parser;
+use support::{Autoapp, Http, Row, Samples, median_of, us};
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker, ResourceTable, Val};
+use wasmtime::{Engine, Store};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+#[derive(Parser)]
+#[command(about = "Autoapp's benchmarks, each against a peer measured in the same run")]
+struct Args {
+    /// Fewer samples and shorter loads: a quick look, not figures to publish.
+    #[arg(long)]
+    quick: bool,
+    /// Only these rows, like `P1,P3`.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Put the table into this document between its `bench:begin`/`bench:end` marks.
+    #[arg(long)]
+    write: Option<PathBuf>,
+    /// The wasmtime CLI whose `serve` is P2's peer.
+    #[arg(long, env = "AUTOAPP_BENCH_WASMTIME")]
+    wasmtime: Option<PathBuf>,
+    /// The wrk load generator of P2.
+    #[arg(long, env = "AUTOAPP_BENCH_WRK", default_value = "wrk")]
+    wrk: PathBuf,
+    /// Run one series alone for a profiler: p1-ours, p1-peer, p3-ours, p4-ours.
+    #[arg(long)]
+    profile: Option<String>,
+    /// How many calls `--profile` makes.
+    #[arg(long, default_value_t = 2000)]
+    calls: usize,
+    /// Keep the work folder (its path is printed).
+    #[arg(long)]
+    keep: bool,
+    /// Passed by `cargo bench`; ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+struct Ctx {
+    args: Args,
+    work: PathBuf,
+    bench_wasm: PathBuf,
+}
+
+impl Ctx {
+    fn scale(&self, quick: usize, full: usize) -> usize {
+        if self.args.quick { quick } else { full }
+    }
+
+    /// A root with `config.toml` and the app `id` of guest `guest` installed.
+    fn root_with(&self, name: &str, config: &str, apps: &[(&str, &str, &Path)]) -> anyhow::Result<Autoapp> {
+        let a = Autoapp::new(self.work.join(name), config)?;
+        for (id, guest, wasm) in apps {
+            a.install(id, guest, wasm)?;
+        }
+        Ok(a)
+    }
+}
+
+const QUIET: &str = "opener = \"none\"\n";
+const HELLO: &str = r#"{"hello":"world"}"#;
+
+fn hello_json() -> serde_json::Value {
+    serde_json::json!({ "hello": "world" })
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let work = tempfile::Builder::new().prefix("autoapp-bench-").tempdir()?;
+    let machine = support::machine();
+    eprintln!("Autoapp benchmarks on {machine}; work folder {}", work.path().display());
+    let bench_wasm = support::guest("bench")?;
+    let ctx = Ctx { args, work: work.path().to_path_buf(), bench_wasm };
+
+    if let Some(which) = ctx.args.profile.clone() {
+        return profile(&ctx, &which);
+    }
+
+    let want = |id: &str| ctx.args.only.is_empty() || ctx.args.only.iter().any(|o| o.eq_ignore_ascii_case(id));
+    let mut rows = Vec::new();
+    type Bench = fn(&Ctx) -> anyhow::Result<Row>;
+    let all: [(&str, Bench); 7] =
+        [("P1", p1), ("P2", p2), ("P3", p3), ("P4", p4), ("P4", p4_cold), ("P5", p5), ("P6", p6)];
+    for (id, bench) in all {
+        if want(id) {
+            eprintln!("{id} …");
+            let row = bench(&ctx).map_err(|e| anyhow::anyhow!("benchmark {id} could not run: {e:?}"))?;
+            eprintln!("{id}: ours {} | {} {} | {} | {}", row.ours, row.peer_name, row.peer, row.ratio, row.verdict());
+            rows.push(row);
+        }
+    }
+    let table = support::table(&rows);
+    println!("\n{table}");
+    if let Some(path) = &ctx.args.write {
+        if ctx.args.quick || !ctx.args.only.is_empty() {
+            eprintln!("{} is left as it is: only a full run of every row is written there", path.display());
+        } else {
+            write_doc(path, &table, &machine)?;
+            eprintln!("wrote the table into {}", path.display());
+        }
+    }
+    if ctx.args.keep {
+        let kept = work.keep();
+        eprintln!("kept the work folder {}", kept.display());
+    }
+    Ok(())
+}
+
+/// Replaces the text between the document's bench marks with this run.
+fn write_doc(path: &Path, table: &str, machine: &str) -> anyhow::Result<()> {
+    const BEGIN: &str = "<!-- bench:begin -->";
+    const END: &str = "<!-- bench:end -->";
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let (Some(b), Some(e)) = (text.find(BEGIN), text.find(END)) else {
+        bail!("{} has no {BEGIN} … {END} marks to write between", path.display());
+    };
+    ensure!(b < e, "the bench marks of {} are out of order", path.display());
+    let rustc = support::run(std::process::Command::new("rustc").arg("--version")).unwrap_or_default();
+    let body = format!(
+        "{BEGIN}\nRun {} on {machine}; {}; wasmtime 48.0.8 (the crate we link and the CLI of P2).\n\n{table}{END}",
+        autoapp::release::now_rfc3339(),
+        rustc.trim(),
+    );
+    let out = format!("{}{body}{}", &text[..b], &text[e + END.len()..]);
+    std::fs::write(path, out)?;
+    Ok(())
+}
+
+fn current_thread() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?)
+}
+
+fn open_apps(root: &Path) -> anyhow::Result<Apps> {
+    Apps::new(Root::open(root)?, &Config::load(root)?)
+}
+
+fn id(s: &str) -> AppId {
+    AppId::parse(s).expect("a valid app id")
+}
+
+/// Rows of `runs` in an app's record that match `route` and `outcome`.
+fn recorded(root: &Path, app: &str, route: &str, outcome: &str) -> anyhow::Result<i64> {
+    let db = root.join("apps").join(app).join("data").join("runs.sqlite");
+    let c = rusqlite::Connection::open(db)?;
+    Ok(c.query_row("SELECT count(*) FROM runs WHERE route = ?1 AND outcome = ?2", [route, outcome], |r| r.get(0))?)
+}
+
+// ---------------------------------------------------------------- P1
+
+/// Bare wasmtime: the same engine, an `InstancePre` of the same component
+/// with only WASI linked (our interfaces trap if called; `hello` calls none),
+/// a fresh store per call, no gate, no store transaction, no record.
+struct Bare {
+    engine: Engine,
+    pre: InstancePre<BareState>,
+    handle: ComponentExportIndex,
+}
+
+struct BareState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+}
+
+impl WasiView for BareState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl Bare {
+    fn new(engine: &Engine, wasm: &Path) -> anyhow::Result<Bare> {
+        let component = Component::from_file(engine, wasm)?;
+        let mut linker: Linker<BareState> = Linker::new(engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        // Our own interfaces trap if called (`hello` calls none of them).
+        // (`define_unknown_imports_as_traps` would also shadow WASI's
+        // semver-matched instances, so only `autoapp:` is stubbed.)
+        for (name, item) in component.component_type().imports(engine) {
+            let ComponentItem::ComponentInstance(instance) = item.ty else { continue };
+            if !name.starts_with("autoapp:") {
+                continue;
+            }
+            let mut stubs = linker.instance(name)?;
+            for (func, item) in instance.exports(engine) {
+                if let ComponentItem::ComponentFunc(_) = item.ty {
+                    let what = format!("{name}#{func}");
+                    stubs.func_new(func, move |_, _, _, _| {
+                        Err(wasmtime::format_err!("bare wasmtime does not give `{what}`"))
+                    })?;
+                }
+            }
+        }
+        let pre = linker.instantiate_pre(&component)?;
+        let routes = component.get_export_index(None, "autoapp:app/routes@0.1.0").context("no routes export")?;
+        let handle = component.get_export_index(Some(&routes), "handle").context("no handle function")?;
+        Ok(Bare { engine: engine.clone(), pre, handle })
+    }
+
+    async fn call(&self, route: &str) -> anyhow::Result<String> {
+        let state = BareState { wasi: WasiCtx::builder().build(), table: ResourceTable::new() };
+        let mut store = Store::new(&self.engine, state);
+        store.set_epoch_deadline(1 << 40);
+        let instance = self.pre.instantiate_async(&mut store).await?;
+        let func = instance.get_func(&mut store, self.handle).context("handle is a function")?;
+        let mut results = [Val::Bool(false)];
+        func.call_async(&mut store, &[Val::String(route.into()), Val::String("{}".into())], &mut results).await?;
+        match &results[0] {
+            Val::Result(Ok(Some(v))) => match v.as_ref() {
+                Val::String(s) => Ok(s.to_string()),
+                other => bail!("handle answered {other:?}"),
+            },
+            other => bail!("handle answered {other:?}"),
+        }
+    }
+}
+
+fn p1(ctx: &Ctx) -> anyhow::Result<Row> {
+    let a = ctx.root_with("p1", QUIET, &[("bench", "bench", &ctx.bench_wasm)])?;
+    let apps = open_apps(&a.root)?;
+    let peer = Bare::new(apps.runtime().engine(), &ctx.bench_wasm)?;
+    let app = id("bench");
+    let me = Caller::command_line();
+    let (rounds, per, warm) = (ctx.scale(3, 10), ctx.scale(300, 1000), 200);
+    let (mut ours, mut bare) = (Samples::default(), Samples::default());
+    current_thread()?.block_on(async {
+        for _ in 0..warm {
+            apps.call(&me, &app, "hello", "{}").await?;
+            peer.call("hello").await?;
+        }
+        for round in 0..rounds {
+            // Alternate which goes first, so neither always runs warmer.
+            for side in [round % 2, 1 - round % 2] {
+                for _ in 0..per {
+                    let t = Instant::now();
+                    if side == 0 {
+                        let a = apps.call(&me, &app, "hello", "{}").await?;
+                        ours.push(t.elapsed());
+                        ensure!(a.output == hello_json(), "ours answered {}", a.output);
+                    } else {
+                        let out = peer.call("hello").await?;
+                        bare.push(t.elapsed());
+                        ensure!(out == HELLO, "bare wasmtime answered {out}");
+                    }
+                }
+            }
+        }
+        anyhow::Ok(())
+    })?;
+    apps.flush_record();
+    drop(apps);
+    let calls = (warm + rounds * per) as i64;
+    let kept = recorded(&a.root, "bench", "hello", "ok")?;
+    ensure!(kept == calls, "{calls} calls made, {kept} recorded");
+    let ratio = ours.median().as_secs_f64() / bare.median().as_secs_f64();
+    Ok(Row {
+        id: "P1",
+        what: "a trivial `read` route: gate + fresh instance + call + record (in process)".into(),
+        ours: format!("median {} · p99 {} ({} calls, all recorded)", us(ours.median()), us(ours.p99()), ours.len()),
+        peer_name: "bare wasmtime: `InstancePre` instantiate + call, same engine and component".into(),
+        peer: format!("median {} · p99 {}", us(bare.median()), us(bare.p99())),
+        ratio: format!("{ratio:.2}× (medians)"),
+        target: "≤ 1.25×".into(),
+        met: Some(ratio <= 1.25),
+    })
+}
+
+// ---------------------------------------------------------------- P2
+
+fn p2(ctx: &Ctx) -> anyhow::Result<Row> {
+    let wasmtime = ctx.args.wasmtime.clone().context(
+        "P2 needs the wasmtime CLI 48.0.8: scripts/bench installs it, or pass --wasmtime PATH (or AUTOAPP_BENCH_WASMTIME)",
+    )?;
+    let version = support::run(std::process::Command::new(&wasmtime).arg("--version"))?;
+    ensure!(
+        version.contains("48.0.8"),
+        "P2's peer must be wasmtime 48.0.8 (the version we link); {wasmtime:?} is {version}"
+    );
+    support::run(std::process::Command::new(&ctx.args.wrk).arg("--version")).or_else(|e| {
+        // wrk prints its version and exits 1.
+        if e.to_string().contains("Usage: wrk") { Ok(String::new()) } else { Err(e) }
+    })?;
+    let http_wasm = support::guest("bench-http")?;
+    let a = ctx.root_with("p2", QUIET, &[("bench", "bench", &ctx.bench_wasm)])?;
+    let server = a.start(&["serve", "bench"])?;
+    let tab = Http::launch(&server.address_of("bench")?)?;
+    let ours_url = format!("http://127.0.0.1:{}/api/call/hello", tab.port());
+    let ours_headers = vec![
+        ("Cookie".to_string(), tab.cookie.clone().expect("a session")),
+        ("Origin".to_string(), format!("http://127.0.0.1:{}", tab.port())),
+        ("Sec-Fetch-Site".to_string(), "same-origin".to_string()),
+    ];
+    let peer_port = support::free_port()?;
+    let mut peer = std::process::Command::new(&wasmtime)
+        // -Scli: Rust's standard library on wasip2 imports wasi:cli, which
+        // `serve` links only when asked.
+        .args(["serve", "-Scli", "--addr", &format!("127.0.0.1:{peer_port}")])
+        .arg(&http_wasm)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(ctx.work.join("wasmtime-serve.log"))?)
+        .spawn()
+        .context("cannot start wasmtime serve")?;
+    let result = (|| {
+        support::wait_for_port(peer_port, Duration::from_secs(120))
+            .with_context(|| std::fs::read_to_string(ctx.work.join("wasmtime-serve.log")).unwrap_or_default())?;
+        let peer_url = format!("http://127.0.0.1:{peer_port}/api/call/hello");
+        let peer_headers = vec![
+            ("Origin".to_string(), format!("http://127.0.0.1:{peer_port}")),
+            ("Sec-Fetch-Site".to_string(), "same-origin".to_string()),
+        ];
+        // Both answer the same bytes.
+        let mut check = Http::new(peer_port);
+        let r = check.request("POST", "/api/call/hello", Some("{}"))?;
+        ensure!(r.status == 200 && r.body == HELLO.as_bytes(), "wasmtime serve answered {}", r.status);
+        let mut mine = Http::new(tab.port());
+        mine.cookie = tab.cookie.clone();
+        let r = mine.request("POST", "/api/call/hello", Some("{}"))?;
+        ensure!(r.status == 200 && r.body == HELLO.as_bytes(), "our server answered {}", r.status);
+
+        let (rounds, secs, conns) = (ctx.scale(1, 3), ctx.scale(3, 10) as u64, 32);
+        support::wrk(&ctx.args.wrk, &ours_url, &ours_headers, 2, conns)?;
+        support::wrk(&ctx.args.wrk, &peer_url, &peer_headers, 2, conns)?;
+        let (mut o, mut p) = (Vec::new(), Vec::new());
+        for round in 0..rounds {
+            for side in [round % 2, 1 - round % 2] {
+                if side == 0 {
+                    o.push(support::wrk(&ctx.args.wrk, &ours_url, &ours_headers, secs, conns)?);
+                } else {
+                    p.push(support::wrk(&ctx.args.wrk, &peer_url, &peer_headers, secs, conns)?);
+                }
+            }
+        }
+        anyhow::Ok((o, p))
+    })();
+    let _ = peer.kill();
+    let _ = peer.wait();
+    server.stop()?;
+    let (o, p) = result?;
+    let rps = |v: &[support::Load]| median_of(&v.iter().map(|l| l.requests_per_sec).collect::<Vec<_>>());
+    let p99 = |v: &[support::Load]| median_of(&v.iter().map(|l| l.p99.as_secs_f64()).collect::<Vec<_>>());
+    let p50 = |v: &[support::Load]| median_of(&v.iter().map(|l| l.p50.as_secs_f64()).collect::<Vec<_>>());
+    let total: u64 = o.iter().map(|l| l.requests).sum();
+    let ratio = rps(&o) / rps(&p);
+    let fmt = |v: &[support::Load]| {
+        format!(
+            "{:.0} req/s · p50 {} · p99 {}",
+            rps(v),
+            us(Duration::from_secs_f64(p50(v))),
+            us(Duration::from_secs_f64(p99(v)))
+        )
+    };
+    Ok(Row {
+        id: "P2",
+        what: format!(
+            "HTTP POSTs of `hello` through the app's server (wrk, keep-alive, 32 connections; {total} requests)"
+        ),
+        ours: fmt(&o),
+        peer_name: "`wasmtime serve` of a wasi:http hello component (same answer)".into(),
+        peer: fmt(&p),
+        ratio: format!("{ratio:.2}× requests/s"),
+        target: "≥ 1.2× requests/s".into(),
+        met: Some(ratio >= 1.2),
+    })
+}
+
+// ---------------------------------------------------------------- P3
+
+fn note(i: usize) -> (String, String, String) {
+    (format!("note {i}"), format!("the body of note {i}, a few words long"), format!("tag{}", i % 10))
+}
+
+/// Native Rust: the same rows into the same schema, with the pragmas of the
+/// app store (WAL, synchronous=NORMAL, foreign keys), one transaction each.
+fn native_writes(db: &Path, from: usize, n: usize) -> anyhow::Result<Duration> {
+    let mut c = rusqlite::Connection::open(db)?;
+    c.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")?;
+    let t = Instant::now();
+    for i in from..from + n {
+        let (title, body, tag) = note(i);
+        let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let id: i64 = tx
+            .prepare_cached("INSERT INTO notes (title, body) VALUES (?1, ?2) RETURNING id")?
+            .query_row([&title, &body], |r| r.get(0))?;
+        tx.prepare_cached("INSERT OR IGNORE INTO note_tags (note_id, tag) VALUES (?1, ?2)")?
+            .execute(rusqlite::params![id, tag])?;
+        tx.commit()?;
+    }
+    Ok(t.elapsed())
+}
+
+fn p3(ctx: &Ctx) -> anyhow::Result<Row> {
+    let notes_wasm = support::guest("notes")?;
+    let a = ctx.root_with("p3", QUIET, &[("notes", "notes", &notes_wasm)])?;
+    let native_db = ctx.work.join("p3-native.sqlite");
+    {
+        let c = rusqlite::Connection::open(&native_db)?;
+        for m in std::fs::read_dir(support::repo().join("guests/notes/migrations"))? {
+            c.execute_batch(&std::fs::read_to_string(m?.path())?)?;
+        }
+    }
+    let apps = open_apps(&a.root)?;
+    let app = id("notes");
+    let me = Caller::command_line();
+    let (rounds, per) = (3, ctx.scale(1000, 10_000));
+    let mut latencies = Samples::default();
+    let (mut ours_rate, mut peer_rate) = (Vec::new(), Vec::new());
+    let rt = current_thread()?;
+    let mut made = 0;
+    for round in 0..rounds {
+        for side in [round % 2, 1 - round % 2] {
+            if side == 0 {
+                let t = Instant::now();
+                rt.block_on(async {
+                    for i in made..made + per {
+                        let (title, body, tag) = note(i);
+                        let input = serde_json::json!({ "title": title, "body": body, "tags": [tag] }).to_string();
+                        let c = Instant::now();
+                        apps.call(&me, &app, "notes.add", &input).await?;
+                        latencies.push(c.elapsed());
+                    }
+                    anyhow::Ok(())
+                })?;
+                ours_rate.push(per as f64 / t.elapsed().as_secs_f64());
+                made += per;
+            } else {
+                let took = native_writes(&native_db, round * per, per)?;
+                peer_rate.push(per as f64 / took.as_secs_f64());
+            }
+        }
+    }
+    // A clean stop, then count: every write is in the store and in the record.
+    apps.flush_record();
+    drop(apps);
+    let store = rusqlite::Connection::open(a.root.join("apps/notes/data/app.sqlite"))?;
+    let notes: i64 = store.query_row("SELECT count(*) FROM notes", [], |r| r.get(0))?;
+    let tags: i64 = store.query_row("SELECT count(*) FROM note_tags", [], |r| r.get(0))?;
+    let runs = recorded(&a.root, "notes", "notes.add", "ok")?;
+    ensure!(
+        notes == made as i64 && tags == made as i64 && runs == made as i64,
+        "{made} writes answered, but the store holds {notes} notes and {tags} tags and the record {runs} rows"
+    );
+    let (ours, peer) = (median_of(&ours_rate), median_of(&peer_rate));
+    Ok(Row {
+        id: "P3",
+        what: "`notes.add` writes, one after another, each decision recorded; clean stop, then counted".into(),
+        ours: format!(
+            "{ours:.0} writes/s · median {} · p99 {} ({made} of {made} in the store and the record)",
+            us(latencies.median()),
+            us(latencies.p99())
+        ),
+        peer_name: "native Rust + rusqlite: the same rows, one transaction each, same pragmas".into(),
+        peer: format!("{peer:.0} writes/s"),
+        ratio: format!("{:.2}× (ours/native)", ours / peer),
+        target: "≥ 10,000 writes/s; ratio reported".into(),
+        met: Some(ours >= 10_000.0),
+    })
+}
+
+// ---------------------------------------------------------------- P4
+
+/// P4: a host that is running (a launcher) and a release activated by
+/// another process (`autoapp activate` from the command line): the host's
+/// first response of the new release. Each round activates a new release
+/// (the same component; the manifest differs by a comment, so the id does).
+fn p4(ctx: &Ctx) -> anyhow::Result<Row> {
+    let a = ctx.root_with("p4", QUIET, &[("bench", "bench", &ctx.bench_wasm)])?;
+    let app = id("bench");
+    let me = Caller::command_line();
+    let cache = Root::open(&a.root)?.compiled_cache();
+    let mut ws = a.root.clone().into_os_string();
+    ws.push("-workspaces");
+    let manifest_path = PathBuf::from(ws).join("bench").join("autoapp.toml");
+    let manifest = std::fs::read_to_string(&manifest_path)?;
+    let wasm = ctx.bench_wasm.to_str().context("a UTF-8 path")?;
+    let rt = current_thread()?;
+    let apps = open_apps(&a.root)?;
+    rt.block_on(apps.call(&me, &app, "hello", "{}")).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (mut cached, mut scratch) = (Samples::default(), Samples::default());
+    let mut n = 0;
+    for round in 0..ctx.scale(5, 15) {
+        for side in [round % 2, 1 - round % 2] {
+            n += 1;
+            std::fs::write(&manifest_path, format!("{manifest}\n# release {n} of benchmark P4\n"))?;
+            let built: serde_json::Value =
+                serde_json::from_str(&a.ok(&["build", "bench", "--component", wasm, "--json"])?)?;
+            let release = built["release"].as_str().context("build --json names the release")?;
+            a.ok(&["activate", "bench", release])?;
+            if side == 1 {
+                for f in std::fs::read_dir(&cache)? {
+                    std::fs::remove_file(f?.path())?;
+                }
+            }
+            let t = Instant::now();
+            let answer = rt.block_on(apps.call(&me, &app, "hello", "{}")).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let took = t.elapsed();
+            ensure!(answer.output == hello_json(), "ours answered {}", answer.output);
+            ensure!(answer.release == release, "the host answered from {} instead of {release}", answer.release);
+            if side == 0 { cached.push(took) } else { scratch.push(took) }
+        }
+    }
+    apps.flush_record();
+    let ratio = scratch.median().as_secs_f64() / cached.median().as_secs_f64();
+    Ok(Row {
+        id: "P4",
+        what: "first response of a release activated from the command line, in a host already running (in process)"
+            .into(),
+        ours: format!("median {} · p99 {} (from the precompiled cache)", us(cached.median()), us(cached.p99())),
+        peer_name: "the same first response compiling the component from scratch".into(),
+        peer: format!("median {} · p99 {}", us(scratch.median()), us(scratch.p99())),
+        ratio: format!("{ratio:.0}× faster"),
+        target: "≤ 1 ms; ≥ 50× faster".into(),
+        met: Some(cached.median() <= Duration::from_millis(1) && ratio >= 50.0),
+    })
+}
+
+/// P4, cold: a host process that has just started (a fresh engine, nothing
+/// loaded) and its first call. Reported beside P4, no target of its own.
+fn p4_cold(ctx: &Ctx) -> anyhow::Result<Row> {
+    let a = ctx.root_with("p4-cold", QUIET, &[("bench", "bench", &ctx.bench_wasm)])?;
+    let app = id("bench");
+    let me = Caller::command_line();
+    let cache = Root::open(&a.root)?.compiled_cache();
+    let rt = current_thread()?;
+    let (mut cached, mut scratch) = (Samples::default(), Samples::default());
+    for round in 0..ctx.scale(5, 15) {
+        for side in [round % 2, 1 - round % 2] {
+            if side == 1 {
+                for f in std::fs::read_dir(&cache)? {
+                    std::fs::remove_file(f?.path())?;
+                }
+            }
+            let apps = open_apps(&a.root)?;
+            let t = Instant::now();
+            let answer = rt.block_on(apps.call(&me, &app, "hello", "{}")).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let took = t.elapsed();
+            ensure!(answer.output == hello_json(), "ours answered {}", answer.output);
+            if side == 0 {
+                cached.push(took)
+            } else {
+                scratch.push(took)
+            }
+            apps.flush_record();
+        }
+    }
+    let ratio = scratch.median().as_secs_f64() / cached.median().as_secs_f64();
+    Ok(Row {
+        id: "P4 cold",
+        what: "first call of a host that has just started: fresh engine, nothing loaded (in process)".into(),
+        ours: format!("median {} · p99 {} (from the precompiled cache)", us(cached.median()), us(cached.p99())),
+        peer_name: "the same first call compiling the component from scratch".into(),
+        peer: format!("median {} · p99 {}", us(scratch.median()), us(scratch.p99())),
+        ratio: format!("{ratio:.0}× faster"),
+        target: "reported".into(),
+        met: None,
+    })
+}
+
+// ---------------------------------------------------------------- P5
+
+/// Starts a launcher on `a`, calls `hello` of every app once over the control
+/// connection (so each release is loaded and its store open), lets it idle,
+/// and reads its resident memory.
+fn launcher_rss(a: &Autoapp, apps: &[String]) -> anyhow::Result<u64> {
+    let launcher = a.start(&["open"])?;
+    launcher.address_of("the Autoapp panel")?;
+    let root = Root::open(&a.root)?;
+    current_thread()?.block_on(async {
+        let mut c = autoapp::control::Client::connect(&root).await?;
+        for app in apps {
+            let v =
+                c.request(&serde_json::json!({ "type": "invoke", "app": app, "route": "hello", "input": {} })).await?;
+            ensure!(v["ok"] == true, "{app} answered {v}");
+        }
+        let status = c.request(&serde_json::json!({ "type": "status" })).await?;
+        let serving = status["serving"].as_array().map(Vec::len).unwrap_or(0);
+        ensure!(serving == apps.len(), "the launcher serves {serving} apps, not {}", apps.len());
+        anyhow::Ok(())
+    })?;
+    std::thread::sleep(Duration::from_secs(2));
+    let rss = support::rss(launcher.pid())?;
+    launcher.stop()?;
+    Ok(rss)
+}
+
+fn p5(ctx: &Ctx) -> anyhow::Result<Row> {
+    let n = 100;
+    let full = Autoapp::new(ctx.work.join("p5-full"), QUIET)?;
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let id = format!("app-{i:03}");
+        full.install(&id, "bench", &ctx.bench_wasm)?;
+        if (i + 1) % 20 == 0 {
+            eprintln!("  {} of {n} apps installed", i + 1);
+        }
+        ids.push(id);
+    }
+    let empty = Autoapp::new(ctx.work.join("p5-empty"), QUIET)?;
+    let (mut with, mut none) = (Vec::new(), Vec::new());
+    for _ in 0..ctx.scale(1, 2) {
+        none.push(launcher_rss(&empty, &[])? as f64);
+        with.push(launcher_rss(&full, &ids)? as f64);
+    }
+    let mib = |b: f64| b / (1024.0 * 1024.0);
+    let (w, z) = (mib(median_of(&with)), mib(median_of(&none)));
+    Ok(Row {
+        id: "P5",
+        what: format!("resident memory of a launcher with {n} active apps, each served and called once, then idle"),
+        ours: format!("{w:.1} MiB"),
+        peer_name: "the same launcher with no apps".into(),
+        peer: format!("{z:.1} MiB"),
+        ratio: format!("+{:.1} MiB ({:.2} MiB per app)", w - z, (w - z) / n as f64),
+        target: "≤ 150 MiB above".into(),
+        met: Some(w - z <= 150.0),
+    })
+}
+
+// ---------------------------------------------------------------- P6
+
+fn p6(ctx: &Ctx) -> anyhow::Result<Row> {
+    let deadline_ms = 2000;
+    let config = format!("{QUIET}call_deadline_ms = {deadline_ms}\n");
+    let a =
+        ctx.root_with("p6", &config, &[("bench", "bench", &ctx.bench_wasm), ("spinner", "bench", &ctx.bench_wasm)])?;
+    let launcher = a.start(&["open"])?;
+    let mut panel = Http::launch(&launcher.address_of("the Autoapp panel")?)?;
+    let mut tab = |app: &str| -> anyhow::Result<Http> {
+        let r = panel.request("POST", "/api/open", Some(&format!(r#"{{"app":"{app}"}}"#)))?;
+        ensure!(r.status == 200, "the panel did not open {app}: {}", r.status);
+        Http::launch(&launcher.address_of(app)?)
+    };
+    let mut hello = tab("bench")?;
+    let spinner = tab("spinner")?;
+    fn call(h: &mut Http) -> anyhow::Result<Duration> {
+        let t = Instant::now();
+        let r = h.request("POST", "/api/call/hello", Some("{}"))?;
+        let took = t.elapsed();
+        ensure!(r.status == 200 && r.body == HELLO.as_bytes(), "hello answered {}", r.status);
+        Ok(took)
+    }
+    for _ in 0..200 {
+        call(&mut hello)?;
+    }
+    let (rounds, per) = (ctx.scale(3, 5), ctx.scale(300, 2000));
+    let (mut alone, mut beside) = (Samples::default(), Samples::default());
+    let stopped = Arc::new(AtomicUsize::new(0));
+    let mut spinner = Some(spinner);
+    for _ in 0..rounds {
+        for _ in 0..per {
+            alone.push(call(&mut hello)?);
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut s = spinner.take().expect("the spinner's tab");
+        let spinning = {
+            let (stop, stopped) = (stop.clone(), stopped.clone());
+            std::thread::spawn(move || -> anyhow::Result<Http> {
+                while !stop.load(Ordering::Relaxed) {
+                    let r = s.request("POST", "/api/call/spin", Some("{}"))?;
+                    ensure!(r.status == 502, "spin answered {} (it should be stopped at its deadline)", r.status);
+                    stopped.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(s)
+            })
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        for _ in 0..per {
+            beside.push(call(&mut hello)?);
+        }
+        stop.store(true, Ordering::Relaxed);
+        spinner = Some(spinning.join().map_err(|_| anyhow::anyhow!("the spinner thread panicked"))??);
+    }
+    launcher.stop()?;
+    let ratio = beside.p99().as_secs_f64() / alone.p99().as_secs_f64();
+    Ok(Row {
+        id: "P6",
+        what: format!(
+            "`hello` over HTTP while another app of the launcher spins until its deadline ({deadline_ms} ms; stopped {} times)",
+            stopped.load(Ordering::Relaxed)
+        ),
+        ours: format!("p99 {} · median {}", us(beside.p99()), us(beside.median())),
+        peer_name: "the same app alone".into(),
+        peer: format!("p99 {} · median {}", us(alone.p99()), us(alone.median())),
+        ratio: format!("{ratio:.2}× (p99)"),
+        target: "≤ 2×".into(),
+        met: Some(ratio <= 2.0),
+    })
+}
+
+// ---------------------------------------------------------------- profiles
+
+/// One series alone, for `valgrind --tool=callgrind` or `perf record`.
+fn profile(ctx: &Ctx, which: &str) -> anyhow::Result<()> {
+    let n = ctx.args.calls;
+    // A small pool, so the engine's address-space reservation fits under valgrind.
+    const QUIET: &str = "opener = \"none\"\nmax_instances = 2\n";
+    match which {
+        "p1-ours" | "p1-peer" => {
+            let a = ctx.root_with("profile", QUIET, &[("bench", "bench", &ctx.bench_wasm)])?;
+            let apps = open_apps(&a.root)?;
+            let peer = Bare::new(apps.runtime().engine(), &ctx.bench_wasm)?;
+            let (app, me) = (id("bench"), Caller::command_line());
+            let t = Instant::now();
+            current_thread()?.block_on(async {
+                for _ in 0..n {
+                    if which == "p1-ours" {
+                        apps.call(&me, &app, "hello", "{}").await?;
+                    } else {
+                        peer.call("hello").await?;
+                    }
+                }
+                anyhow::Ok(())
+            })?;
+            eprintln!("{which}: {n} calls in {:?}", t.elapsed());
+            apps.flush_record();
+        }
+        "p3-ours" => {
+            let notes_wasm = support::guest("notes")?;
+            let a = ctx.root_with("profile", QUIET, &[("notes", "notes", &notes_wasm)])?;
+            let apps = open_apps(&a.root)?;
+            let (app, me) = (id("notes"), Caller::command_line());
+            let t = Instant::now();
+            current_thread()?.block_on(async {
+                for i in 0..n {
+                    let (title, body, tag) = note(i);
+                    let input = serde_json::json!({ "title": title, "body": body, "tags": [tag] }).to_string();
+                    apps.call(&me, &app, "notes.add", &input).await?;
+                }
+                anyhow::Ok(())
+            })?;
+            eprintln!("{which}: {n} calls in {:?}", t.elapsed());
+            apps.flush_record();
+        }
+        "p4-ours" => {
+            let a = ctx.root_with("profile", QUIET, &[("bench", "bench", &ctx.bench_wasm)])?;
+            let (app, me) = (id("bench"), Caller::command_line());
+            let rt = current_thread()?;
+            let mut first = Samples::default();
+            for _ in 0..n {
+                let apps = open_apps(&a.root)?;
+                let t = Instant::now();
+                rt.block_on(apps.call(&me, &app, "hello", "{}")).map_err(|e| anyhow::anyhow!("{e}"))?;
+                first.push(t.elapsed());
+            }
+            eprintln!("{which}: {n} first calls, median {}", us(first.median()));
+        }
+        other => bail!("no profile `{other}`; choose p1-ours, p1-peer, p3-ours or p4-ours"),
+    }
+    Ok(())
+}

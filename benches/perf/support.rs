@@ -1,0 +1,480 @@
+//! What the benchmarks share: statistics, the table, processes, a small
+//! keep-alive HTTP/1.1 client, the wrk driver and the apps' set-up.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+
+/// Latencies of one series.
+#[derive(Debug, Clone, Default)]
+pub struct Samples(pub Vec<Duration>);
+
+impl Samples {
+    pub fn push(&mut self, d: Duration) {
+        self.0.push(d);
+    }
+
+    fn sorted(&self) -> Vec<Duration> {
+        let mut v = self.0.clone();
+        v.sort_unstable();
+        v
+    }
+
+    /// The `q` quantile (0..=1), nearest rank.
+    pub fn quantile(&self, q: f64) -> Duration {
+        let v = self.sorted();
+        if v.is_empty() {
+            return Duration::ZERO;
+        }
+        let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+        v[rank - 1]
+    }
+
+    pub fn median(&self) -> Duration {
+        self.quantile(0.5)
+    }
+
+    pub fn p99(&self) -> Duration {
+        self.quantile(0.99)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// The median of some figures (one per round).
+pub fn median_of(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return 0.0;
+    }
+    let n = v.len();
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+}
+
+pub fn us(d: Duration) -> String {
+    let us = d.as_secs_f64() * 1e6;
+    if us >= 10_000.0 { format!("{:.1} ms", us / 1000.0) } else { format!("{us:.1} µs") }
+}
+
+/// One line of the table.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub id: &'static str,
+    pub what: String,
+    pub ours: String,
+    pub peer_name: String,
+    pub peer: String,
+    pub ratio: String,
+    pub target: String,
+    /// Whether the target was met; `None` when the row only reports.
+    pub met: Option<bool>,
+}
+
+impl Row {
+    pub fn verdict(&self) -> &'static str {
+        match self.met {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "reported",
+        }
+    }
+}
+
+pub fn table(rows: &[Row]) -> String {
+    let mut s = String::from("| id | what | ours | peer (same run) | peer | ratio | target | |\n");
+    s.push_str("|---|---|---|---|---|---|---|---|\n");
+    for r in rows {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.id,
+            r.what,
+            r.ours,
+            r.peer_name,
+            r.peer,
+            r.ratio,
+            r.target,
+            r.verdict()
+        ));
+    }
+    s
+}
+
+/// Runs a command to its end; its stdout, or an error with its stderr.
+pub fn run(cmd: &mut Command) -> anyhow::Result<String> {
+    let out = cmd.stdin(Stdio::null()).output().with_context(|| format!("cannot run {cmd:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "{cmd:?} failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The repository's root (this file is `benches/perf/support.rs`).
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the host crate is in the repository").to_path_buf()
+}
+
+/// Builds `guests/<name>` for wasm32-wasip2 into `target/guests` (shared with
+/// the tests); returns the component's path.
+pub fn guest(name: &str) -> anyhow::Result<PathBuf> {
+    let target = repo().join("target").join("guests");
+    eprintln!("  building guests/{name} …");
+    run(Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--release", "--target", "wasm32-wasip2", "--quiet"])
+        .current_dir(repo().join("guests").join(name))
+        .env("CARGO_TARGET_DIR", &target))?;
+    let file = format!("{}.wasm", name.replace('-', "_"));
+    let path = target.join("wasm32-wasip2").join("release").join(file);
+    ensure!(path.is_file(), "guests/{name} built no {}", path.display());
+    Ok(path)
+}
+
+/// The `autoapp` binary of this build, on one root.
+#[derive(Clone)]
+pub struct Autoapp {
+    pub bin: PathBuf,
+    pub root: PathBuf,
+}
+
+impl Autoapp {
+    pub fn new(root: PathBuf, config: &str) -> anyhow::Result<Autoapp> {
+        std::fs::create_dir_all(&root)?;
+        std::fs::write(root.join("config.toml"), config)?;
+        Ok(Autoapp { bin: PathBuf::from(env!("CARGO_BIN_EXE_autoapp")), root })
+    }
+
+    pub fn command(&self) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.arg("--root").arg(&self.root).env_remove("RUST_LOG").env("NO_COLOR", "1");
+        c
+    }
+
+    pub fn ok(&self, args: &[&str]) -> anyhow::Result<String> {
+        run(self.command().args(args))
+    }
+
+    /// Makes app `id` from a guest's manifest (its id replaced) and a built
+    /// component, builds it and activates it; returns the release id.
+    pub fn install(&self, id: &str, guest_name: &str, component: &Path) -> anyhow::Result<String> {
+        let src = repo().join("guests").join(guest_name);
+        // Workspaces may not be inside the root.
+        let mut ws = self.root.clone().into_os_string();
+        ws.push("-workspaces");
+        let ws = PathBuf::from(ws).join(id);
+        std::fs::create_dir_all(&ws)?;
+        let manifest = std::fs::read_to_string(src.join("autoapp.toml"))?.replacen(
+            &format!("id = \"{guest_name}\""),
+            &format!("id = \"{id}\""),
+            1,
+        );
+        std::fs::write(ws.join("autoapp.toml"), manifest)?;
+        if src.join("migrations").is_dir() {
+            std::fs::create_dir_all(ws.join("migrations"))?;
+            for m in std::fs::read_dir(src.join("migrations"))? {
+                let m = m?;
+                std::fs::copy(m.path(), ws.join("migrations").join(m.file_name()))?;
+            }
+        }
+        self.ok(&["create", id, "--at", ws.to_str().context("a UTF-8 path")?])?;
+        let built: serde_json::Value = serde_json::from_str(&self.ok(&[
+            "build",
+            id,
+            "--component",
+            component.to_str().context("a UTF-8 path")?,
+            "--json",
+        ])?)?;
+        let release = built["release"].as_str().context("build --json names the release")?.to_string();
+        self.ok(&["activate", id, &release])?;
+        Ok(release)
+    }
+
+    /// Starts a long-running command (`open`, `serve APP`) whose stdout lines
+    /// arrive on a channel.
+    pub fn start(&self, args: &[&str]) -> anyhow::Result<Running> {
+        let mut child = self
+            .command()
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("cannot start autoapp")?;
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Running { child, lines })
+    }
+}
+
+/// A launcher (or single-app server) started by [`Autoapp::start`].
+pub struct Running {
+    pub child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Running {
+    /// The first launch address printed for `what` (`bench`, `the Autoapp panel`).
+    pub fn address_of(&self, what: &str) -> anyhow::Result<String> {
+        let prefix = format!("Open {what}: ");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line =
+                self.lines.recv_timeout(left).with_context(|| format!("autoapp printed no address for {what}"))?;
+            if let Some(url) = line.strip_prefix(&prefix) {
+                return Ok(url.trim().to_string());
+            }
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Stops it as Ctrl+C would (SIGTERM) and waits for a clean exit.
+    pub fn stop(mut self) -> anyhow::Result<()> {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).context("a pid")?;
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM)?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                ensure!(status.success(), "autoapp stopped with {status}");
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                bail!("autoapp did not stop within 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Resident memory of a process, in bytes (VmRSS).
+pub fn rss(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).context("no VmRSS")?;
+    let kib: u64 = line.split_whitespace().nth(1).context("VmRSS value")?.parse()?;
+    Ok(kib * 1024)
+}
+
+/// A free loopback port (bound and released; good enough for one run).
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+pub fn wait_for_port(port: u16, within: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + within;
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        ensure!(Instant::now() < deadline, "nothing listens on port {port} after {within:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// A response of [`Http`].
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// A keep-alive HTTP/1.1 client of one server, as a browser tab of it would
+/// send: its own `Host`, same-origin `Origin` and `Sec-Fetch-Site`, the cookie.
+pub struct Http {
+    port: u16,
+    conn: Option<BufReader<TcpStream>>,
+    pub cookie: Option<String>,
+}
+
+impl Http {
+    pub fn new(port: u16) -> Http {
+        Http { port, conn: None, cookie: None }
+    }
+
+    /// A client of the server a launch address names, holding the session
+    /// the address was exchanged for.
+    pub fn launch(url: &str) -> anyhow::Result<Http> {
+        let rest = url.strip_prefix("http://127.0.0.1:").context("a loopback launch address")?;
+        let (port, path) = rest.split_once('/').context("a path")?;
+        let mut h = Http::new(port.parse()?);
+        let r = h.request("GET", &format!("/{path}"), None)?;
+        ensure!(r.status == 303 || r.status == 302 || r.status == 307, "the launch address answered {}", r.status);
+        let set = r.header("set-cookie").context("no session cookie")?;
+        h.cookie = Some(set.split(';').next().unwrap_or_default().to_string());
+        Ok(h)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn request(&mut self, method: &str, path: &str, body: Option<&str>) -> anyhow::Result<Response> {
+        if self.conn.is_none() {
+            let s = TcpStream::connect(("127.0.0.1", self.port))?;
+            s.set_nodelay(true)?;
+            s.set_read_timeout(Some(Duration::from_secs(120)))?;
+            self.conn = Some(BufReader::new(s));
+        }
+        let conn = self.conn.as_mut().expect("connected");
+        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n", self.port);
+        if method != "GET" {
+            req.push_str(&format!("Origin: http://127.0.0.1:{}\r\nSec-Fetch-Site: same-origin\r\n", self.port));
+        }
+        if let Some(c) = &self.cookie {
+            req.push_str(&format!("Cookie: {c}\r\n"));
+        }
+        let body = body.unwrap_or("");
+        if method != "GET" {
+            req.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len()));
+        }
+        req.push_str("\r\n");
+        req.push_str(body);
+        let sent = conn.get_mut().write_all(req.as_bytes());
+        let answer = sent.map_err(anyhow::Error::from).and_then(|()| read_response(conn));
+        if answer.is_err() {
+            self.conn = None;
+        }
+        answer
+    }
+}
+
+fn read_response(conn: &mut BufReader<TcpStream>) -> anyhow::Result<Response> {
+    let mut line = String::new();
+    ensure!(conn.read_line(&mut line)? > 0, "the server closed the connection");
+    let status: u16 = line.split_whitespace().nth(1).context("a status line")?.parse()?;
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        conn.read_line(&mut line)?;
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = l.split_once(':') {
+            headers.push((k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .map(|(_, v)| v.parse())
+        .transpose()?
+        .context("a response without Content-Length")?;
+    let mut body = vec![0; len];
+    conn.read_exact(&mut body)?;
+    Ok(Response { status, headers, body })
+}
+
+/// What wrk measured.
+#[derive(Debug, Clone)]
+pub struct Load {
+    pub requests_per_sec: f64,
+    pub p50: Duration,
+    pub p99: Duration,
+    pub requests: u64,
+}
+
+/// Runs wrk against `url` with POST `{}` and the headers a page of the
+/// server would send; refuses a run with any non-2xx answer or socket error.
+pub fn wrk(wrk: &Path, url: &str, headers: &[(String, String)], secs: u64, connections: u32) -> anyhow::Result<Load> {
+    let script = std::env::temp_dir().join(format!("autoapp-bench-{}.lua", std::process::id()));
+    let mut lua = String::from(
+        "wrk.method = \"POST\"\nwrk.body = \"{}\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\n",
+    );
+    for (k, v) in headers {
+        lua.push_str(&format!("wrk.headers[{k:?}] = {v:?}\n"));
+    }
+    std::fs::write(&script, lua)?;
+    let out = run(Command::new(wrk)
+        .args(["-t2", &format!("-c{connections}"), &format!("-d{secs}s"), "--latency", "-s"])
+        .arg(&script)
+        .arg(url))?;
+    let _ = std::fs::remove_file(&script);
+    ensure!(!out.contains("Non-2xx or 3xx responses"), "some requests failed:\n{out}");
+    ensure!(!out.contains("Socket errors"), "wrk saw socket errors:\n{out}");
+    let field = |prefix: &str| -> anyhow::Result<&str> {
+        out.lines()
+            .map(str::trim)
+            .find_map(|l| l.strip_prefix(prefix))
+            .map(str::trim)
+            .with_context(|| format!("wrk printed no `{prefix}`:\n{out}"))
+    };
+    let requests_per_sec: f64 = field("Requests/sec:")?.parse()?;
+    let requests: u64 = out
+        .lines()
+        .find(|l| l.contains("requests in"))
+        .and_then(|l| l.split_whitespace().next())
+        .context("a request count")?
+        .parse()?;
+    Ok(Load { requests_per_sec, p50: duration(field("50%")?)?, p99: duration(field("99%")?)?, requests })
+}
+
+/// A wrk duration: `812.00us`, `1.23ms`, `2.00s`.
+fn duration(s: &str) -> anyhow::Result<Duration> {
+    let (n, scale) = if let Some(n) = s.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        bail!("not a wrk duration: {s}")
+    };
+    Ok(Duration::from_secs_f64(n.parse::<f64>()? * scale))
+}
+
+/// The machine the figures come from.
+pub fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| m.lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|k| k.parse::<u64>().ok()))
+        .map(|kib| format!("{:.0} GiB", kib as f64 / 1024.0 / 1024.0))
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{cpu}, {cores} cores, {mem}, Linux {}", kernel.trim())
+}
