@@ -569,6 +569,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
             if let Some(spawn) = answer["spawnedPrograms"].as_str() {
                 println!("spawned programs: {spawn}");
             }
+            if let Some(pages) = answer["pagesOpen"].as_u64() {
+                println!("pages open that can answer a question: {pages}");
+            }
             Ok(())
         }
         Command::Stop => {

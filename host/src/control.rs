@@ -222,7 +222,7 @@ async fn handle(req: Request, launcher: &Arc<Launcher>) -> Value {
             };
             json!({
                 "ok": true, "pid": std::process::id(), "startedAt": launcher.started_at, "serving": launcher.serving(),
-                "spawnedPrograms": spawn,
+                "spawnedPrograms": spawn, "pagesOpen": launcher.apps.gate().pages(),
             })
         }
         Request::Stop => {

@@ -83,6 +83,14 @@ test("a read answers at once; a write waits for the person; Approve runs it, Den
 
 test("with no page open a write is refused with the reason, and a read still runs", async () => {
   await panel.close();
+  // The launcher notices a closed page within about a second (its events
+  // stream writes a comment every second); wait until it says none is open.
+  const c = await control(root);
+  for (let i = 0; (await c.request({ type: "status" })).pagesOpen !== 0; i++) {
+    assert.ok(i < 100, "the closed panel stops counting as an open page");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  c.close();
   const agent = await mcpClient("notes");
   const write = await agent.callTool({ name: "notes_add", arguments: { title: "nobody home" } });
   assert.equal(write.isError, true);

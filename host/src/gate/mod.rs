@@ -484,6 +484,11 @@ impl Gate {
     }
 
     /// Whether a question about `app` could be asked now.
+    /// How many pages (tabs of an app, the panel) are open and able to answer.
+    pub fn pages(&self) -> usize {
+        self.state.lock().expect("gate state").attached.values().sum()
+    }
+
     pub fn is_attached(&self, app: &AppId) -> bool {
         let st = self.state.lock().expect("gate state");
         st.attached.get(&None).copied().unwrap_or(0) > 0

@@ -230,7 +230,9 @@ async fn events(State(ctx): State<Ctx>) -> Sse<impl Stream<Item = Result<Event, 
         }
     });
     Sse::new(futures::StreamExt::chain(futures::stream::once(async { Ok(hello) }), rest))
-        .keep_alive(KeepAlive::default())
+        // A comment every second: a tab that was closed is noticed (and stops
+        // counting as a page that can answer) within about a second.
+        .keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(1)))
 }
 
 // ---- the panel ------------------------------------------------------------------
