@@ -484,6 +484,14 @@ fn p3(ctx: &Ctx) -> anyhow::Result<Row> {
 
 // ---------------------------------------------------------------- P4
 
+/// Empties the compile cache, so the next load compiles from scratch.
+fn empty(cache: &Path) -> anyhow::Result<()> {
+    for f in std::fs::read_dir(cache)? {
+        std::fs::remove_file(f?.path())?;
+    }
+    Ok(())
+}
+
 /// P4: a host that is running (a launcher) and a release activated by
 /// another process (`autoapp activate` from the command line): the host's
 /// first response of the new release. Each round activates a new release
@@ -512,9 +520,7 @@ fn p4(ctx: &Ctx) -> anyhow::Result<Row> {
             let release = built["release"].as_str().context("build --json names the release")?;
             a.ok(&["activate", "bench", release])?;
             if side == 1 {
-                for f in std::fs::read_dir(&cache)? {
-                    std::fs::remove_file(f?.path())?;
-                }
+                empty(&cache)?;
             }
             let t = Instant::now();
             let answer = rt.block_on(apps.call(&me, &app, "hello", "{}")).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -551,9 +557,7 @@ fn p4_cold(ctx: &Ctx) -> anyhow::Result<Row> {
     for round in 0..ctx.scale(5, 15) {
         for side in [round % 2, 1 - round % 2] {
             if side == 1 {
-                for f in std::fs::read_dir(&cache)? {
-                    std::fs::remove_file(f?.path())?;
-                }
+                empty(&cache)?;
             }
             let apps = open_apps(&a.root)?;
             let t = Instant::now();

@@ -232,8 +232,7 @@ impl Apps {
         Ok(loaded)
     }
 
-    fn active(&self, app: &AppId) -> Result<String, CallError> {
-        let paths = self.root.app(app);
+    fn active(&self, app: &AppId, paths: &AppPaths) -> Result<String, CallError> {
         // The pointer is replaced by a rename whenever it changes (here, by
         // another process, or by hand), so the file's identity and times say
         // whether the id read last time still holds: one stat per call.
@@ -247,7 +246,7 @@ impl Apps {
         {
             return Ok(id.clone());
         }
-        let id = self.read_active(app, &paths)?;
+        let id = self.read_active(app, paths)?;
         if let Some(stamp) = stamp {
             self.active_seen.lock().expect("active").insert(app.clone(), (stamp, id.clone()));
         }
@@ -276,7 +275,10 @@ impl Apps {
     /// Which release and data a call of `target` runs against.
     fn resolve_target(&self, app: &AppId, target: &Target) -> Result<(String, PathBuf, bool), CallError> {
         match target {
-            Target::Active => Ok((self.active(app)?, self.root.app(app).data(), false)),
+            Target::Active => {
+                let paths = self.root.app(app);
+                Ok((self.active(app, &paths)?, paths.data(), false))
+            }
             Target::Preview(prefix) => {
                 let (p, data) = self
                     .find_preview(app, prefix.as_deref())

@@ -90,7 +90,7 @@ struct Rules {
     /// The host, not a call, is using the connection.
     host: AtomicBool,
     /// Why the authorizer last refused a statement of the call.
-    denial: Arc<Mutex<Option<String>>>,
+    denial: Mutex<Option<String>>,
 }
 
 impl AppStore {
@@ -141,7 +141,7 @@ impl AppStore {
         // wall behind the authorizer.
         conn.pragma_update(None, "query_only", mode == Mode::ReadOnly)?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-        let rules = Arc::new(Rules { host: AtomicBool::new(true), denial: Arc::default() });
+        let rules = Arc::new(Rules { host: AtomicBool::new(true), denial: Mutex::default() });
         {
             let rules = rules.clone();
             conn.authorizer(Some(move |ctx: AuthContext<'_>| {
@@ -208,7 +208,7 @@ impl AppStore {
     /// connection and transaction begin when the guest first uses the store,
     /// so a call that never touches it costs no SQLite work at all.
     pub fn begin(self: &Arc<Self>, mode: Mode, deadline: Instant) -> anyhow::Result<CallStore> {
-        Ok(CallStore { conn: None, home: self.clone(), mode, deadline, state: State::Unused, denial: Arc::default() })
+        Ok(CallStore { conn: None, home: self.clone(), mode, deadline, state: State::Unused })
     }
 
     /// A pooled connection inside a transaction of `mode`, with the authorizer
@@ -230,6 +230,7 @@ impl AppStore {
         Ok(p)
     }
 
+    /// The migrations already applied, in order: `(name, sha256)`.
     pub fn applied_migrations(&self) -> anyhow::Result<Vec<(String, String)>> {
         let conn = self.take(Mode::ReadWrite)?;
         let result = read_applied(&conn.conn);
@@ -443,7 +444,6 @@ pub struct CallStore {
     mode: Mode,
     deadline: Instant,
     state: State,
-    denial: Arc<Mutex<Option<String>>>,
 }
 
 /// Where a call's transaction is.
@@ -495,7 +495,6 @@ impl CallStore {
             self.state = State::Closed;
             match self.home.open_transaction(self.mode, self.deadline) {
                 Ok(p) => {
-                    self.denial = p.rules.denial.clone();
                     self.conn = Some(p);
                     self.state = State::Open;
                 }
@@ -519,7 +518,8 @@ impl CallStore {
     }
 
     fn map_err(&self, e: rusqlite::Error) -> AppError {
-        let denial = self.denial.lock().expect("denial").take();
+        // Why the connection's authorizer refused, when it did.
+        let denial = self.conn.as_ref().and_then(|p| p.rules.denial.lock().expect("denial").take());
         // SQLite's own failures, whether or not rusqlite attached the SQL.
         let failure = match e {
             rusqlite::Error::SqliteFailure(f, msg) => Ok((f.code, msg.unwrap_or_else(|| f.to_string()))),
