@@ -105,8 +105,17 @@ fn main() -> anyhow::Result<()> {
     let want = |id: &str| ctx.args.only.is_empty() || ctx.args.only.iter().any(|o| o.eq_ignore_ascii_case(id));
     let mut rows = Vec::new();
     type Bench = fn(&Ctx) -> anyhow::Result<Row>;
-    let all: [(&str, Bench); 7] =
-        [("P1", p1), ("P2", p2), ("P3", p3), ("P4", p4), ("P4", p4_cold), ("P5", p5), ("P6", p6)];
+    let all: [(&str, Bench); 9] = [
+        ("P1", p1),
+        ("P2", p2),
+        ("P2r", p2r),
+        ("P3", p3),
+        ("P3c", p3c),
+        ("P4", p4),
+        ("P4", p4_cold),
+        ("P5", p5),
+        ("P6", p6),
+    ];
     for (id, bench) in all {
         if want(id) {
             eprintln!("{id} …");
@@ -293,6 +302,65 @@ fn p1(ctx: &Ctx) -> anyhow::Result<Row> {
 // ---------------------------------------------------------------- P2
 
 fn p2(ctx: &Ctx) -> anyhow::Result<Row> {
+    let (o, p, total) = against_wasmtime_serve(ctx, "p2", "hello", HELLO)?;
+    let ratio = rps(&o) / rps(&p);
+    Ok(Row {
+        id: "P2",
+        what: format!(
+            "HTTP POSTs of `hello` through the app's server (wrk, keep-alive, 32 connections; {total} requests)"
+        ),
+        ours: fmt_load(&o),
+        peer_name: PEER.into(),
+        peer: fmt_load(&p),
+        ratio: format!("{ratio:.2}× requests/s"),
+        target: "≥ 1.5× requests/s".into(),
+        met: Some(ratio >= 1.5),
+    })
+}
+
+/// P2r: like P2, but the route reads the app's store (`SELECT count(*)` on
+/// an empty table), so the figure includes the store's read path.
+fn p2r(ctx: &Ctx) -> anyhow::Result<Row> {
+    let (o, p, total) = against_wasmtime_serve(ctx, "p2r", "count", r#"{"rows":0}"#)?;
+    let ratio = rps(&o) / rps(&p);
+    Ok(Row {
+        id: "P2r",
+        what: format!(
+            "HTTP POSTs of `count` (a read of the store: `SELECT count(*)` on an empty table) through the app's server (wrk, keep-alive, 32 connections; {total} requests)"
+        ),
+        ours: fmt_load(&o),
+        peer_name: PEER.into(),
+        peer: fmt_load(&p),
+        ratio: format!("{ratio:.2}× requests/s"),
+        target: "≥ 1.2× requests/s".into(),
+        met: Some(ratio >= 1.2),
+    })
+}
+
+/// The peer of P2 and P2r, configured for throughput as its documentation
+/// recommends for serving.
+const PEER: &str =
+    "`wasmtime serve -O pooling-allocator=y` of a wasi:http hello component (same answer as `hello`; it has no store)";
+
+fn rps(v: &[support::Load]) -> f64 {
+    median_of(&v.iter().map(|l| l.requests_per_sec).collect::<Vec<_>>())
+}
+
+fn fmt_load(v: &[support::Load]) -> String {
+    let p99 = median_of(&v.iter().map(|l| l.p99.as_secs_f64()).collect::<Vec<_>>());
+    let p50 = median_of(&v.iter().map(|l| l.p50.as_secs_f64()).collect::<Vec<_>>());
+    format!("{:.0} req/s · p50 {} · p99 {}", rps(v), us(Duration::from_secs_f64(p50)), us(Duration::from_secs_f64(p99)))
+}
+
+/// Loads `route` of our server (which must answer `answer`) and the hello of
+/// `wasmtime serve` with wrk, in alternating rounds; returns our loads, the
+/// peer's, and how many requests we answered.
+fn against_wasmtime_serve(
+    ctx: &Ctx,
+    name: &str,
+    route: &str,
+    answer: &str,
+) -> anyhow::Result<(Vec<support::Load>, Vec<support::Load>, u64)> {
     let wasmtime = ctx.args.wasmtime.clone().context(
         "P2 needs the wasmtime CLI 48.0.8: scripts/bench installs it, or pass --wasmtime PATH (or AUTOAPP_BENCH_WASMTIME)",
     )?;
@@ -306,53 +374,53 @@ fn p2(ctx: &Ctx) -> anyhow::Result<Row> {
         if e.to_string().contains("Usage: wrk") { Ok(String::new()) } else { Err(e) }
     })?;
     let http_wasm = support::guest("bench-http")?;
-    let a = ctx.root_with("p2", QUIET, &[("bench", "bench", &ctx.bench_wasm)])?;
+    let a = ctx.root_with(name, QUIET, &[("bench", "bench", &ctx.bench_wasm)])?;
     let server = a.start(&["serve", "bench"])?;
     let tab = Http::launch(&server.address_of("bench")?)?;
-    let ours_url = format!("http://127.0.0.1:{}/api/call/hello", tab.port());
-    let ours_headers = vec![
-        ("Cookie".to_string(), tab.cookie.clone().expect("a session")),
-        ("Origin".to_string(), format!("http://127.0.0.1:{}", tab.port())),
-        ("Sec-Fetch-Site".to_string(), "same-origin".to_string()),
-    ];
+    let ours_url = format!("http://127.0.0.1:{}/api/call/{route}", tab.port());
+    let ours_headers = page_headers(&tab);
     let peer_port = support::free_port()?;
+    let log = ctx.work.join(format!("{name}-wasmtime-serve.log"));
     let mut peer = std::process::Command::new(&wasmtime)
         // -Scli: Rust's standard library on wasip2 imports wasi:cli, which
-        // `serve` links only when asked.
-        .args(["serve", "-Scli", "--addr", &format!("127.0.0.1:{peer_port}")])
+        // `serve` links only when asked. The pooling allocator: what
+        // wasmtime's documentation recommends for a server's throughput.
+        .args(["serve", "-Scli", "-O", "pooling-allocator=y", "--addr", &format!("127.0.0.1:{peer_port}")])
         .arg(&http_wasm)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(ctx.work.join("wasmtime-serve.log"))?)
+        .stderr(std::fs::File::create(&log)?)
         .spawn()
         .context("cannot start wasmtime serve")?;
     let result = (|| {
         support::wait_for_port(peer_port, Duration::from_secs(120))
-            .with_context(|| std::fs::read_to_string(ctx.work.join("wasmtime-serve.log")).unwrap_or_default())?;
+            .with_context(|| std::fs::read_to_string(&log).unwrap_or_default())?;
         let peer_url = format!("http://127.0.0.1:{peer_port}/api/call/hello");
         let peer_headers = vec![
             ("Origin".to_string(), format!("http://127.0.0.1:{peer_port}")),
             ("Sec-Fetch-Site".to_string(), "same-origin".to_string()),
         ];
-        // Both answer the same bytes.
+        // Both answer what they should.
         let mut check = Http::new(peer_port);
         let r = check.request("POST", "/api/call/hello", Some("{}"))?;
         ensure!(r.status == 200 && r.body == HELLO.as_bytes(), "wasmtime serve answered {}", r.status);
         let mut mine = Http::new(tab.port());
         mine.cookie = tab.cookie.clone();
-        let r = mine.request("POST", "/api/call/hello", Some("{}"))?;
-        ensure!(r.status == 200 && r.body == HELLO.as_bytes(), "our server answered {}", r.status);
+        let r = mine.request("POST", &format!("/api/call/{route}"), Some("{}"))?;
+        ensure!(r.status == 200 && r.body == answer.as_bytes(), "our server answered {}", r.status);
 
         let (rounds, secs, conns) = (ctx.scale(1, 3), ctx.scale(3, 10) as u64, 32);
-        support::wrk(&ctx.args.wrk, &ours_url, &ours_headers, 2, conns)?;
-        support::wrk(&ctx.args.wrk, &peer_url, &peer_headers, 2, conns)?;
+        let post = support::post_script("{}", &ours_headers);
+        let peer_post = support::post_script("{}", &peer_headers);
+        support::wrk(&ctx.args.wrk, &ours_url, &post, 2, conns)?.ok()?;
+        support::wrk(&ctx.args.wrk, &peer_url, &peer_post, 2, conns)?.ok()?;
         let (mut o, mut p) = (Vec::new(), Vec::new());
         for round in 0..rounds {
             for side in [round % 2, 1 - round % 2] {
                 if side == 0 {
-                    o.push(support::wrk(&ctx.args.wrk, &ours_url, &ours_headers, secs, conns)?);
+                    o.push(support::wrk(&ctx.args.wrk, &ours_url, &post, secs, conns)?.ok()?);
                 } else {
-                    p.push(support::wrk(&ctx.args.wrk, &peer_url, &peer_headers, secs, conns)?);
+                    p.push(support::wrk(&ctx.args.wrk, &peer_url, &peer_post, secs, conns)?.ok()?);
                 }
             }
         }
@@ -362,30 +430,69 @@ fn p2(ctx: &Ctx) -> anyhow::Result<Row> {
     let _ = peer.wait();
     server.stop()?;
     let (o, p) = result?;
-    let rps = |v: &[support::Load]| median_of(&v.iter().map(|l| l.requests_per_sec).collect::<Vec<_>>());
-    let p99 = |v: &[support::Load]| median_of(&v.iter().map(|l| l.p99.as_secs_f64()).collect::<Vec<_>>());
-    let p50 = |v: &[support::Load]| median_of(&v.iter().map(|l| l.p50.as_secs_f64()).collect::<Vec<_>>());
     let total: u64 = o.iter().map(|l| l.requests).sum();
-    let ratio = rps(&o) / rps(&p);
-    let fmt = |v: &[support::Load]| {
-        format!(
-            "{:.0} req/s · p50 {} · p99 {}",
-            rps(v),
-            us(Duration::from_secs_f64(p50(v))),
-            us(Duration::from_secs_f64(p99(v)))
-        )
-    };
+    Ok((o, p, total))
+}
+
+/// The headers a page of the server `tab` is a session of sends with a POST.
+fn page_headers(tab: &Http) -> Vec<(String, String)> {
+    vec![
+        ("Cookie".to_string(), tab.cookie.clone().expect("a session")),
+        ("Origin".to_string(), format!("http://127.0.0.1:{}", tab.port())),
+        ("Sec-Fetch-Site".to_string(), "same-origin".to_string()),
+    ]
+}
+
+// ---------------------------------------------------------------- P3c
+
+/// P3c: 64 writers at once on one app, over HTTP: each wrk connection posts
+/// `put` with keys of its own; after a clean stop every acknowledged row is
+/// counted in the store and in the record.
+fn p3c(ctx: &Ctx) -> anyhow::Result<Row> {
+    let a = ctx.root_with("p3c", QUIET, &[("bench", "bench", &ctx.bench_wasm)])?;
+    let server = a.start(&["serve", "bench"])?;
+    let tab = Http::launch(&server.address_of("bench")?)?;
+    let url = format!("http://127.0.0.1:{}/api/call/put", tab.port());
+    let (rounds, secs, conns) = (ctx.scale(1, 3), ctx.scale(3, 10) as u64, 64);
+    let mut loads = Vec::new();
+    for round in 0..rounds + 1 {
+        // Round 0 warms up; every round's keys are its own.
+        let script = support::unique_keys_script(&format!("r{round}"), &page_headers(&tab));
+        let load = support::wrk(&ctx.args.wrk, &url, &script, if round == 0 { 2 } else { secs }, conns)?;
+        if round > 0 {
+            loads.push(load);
+        }
+    }
+    server.stop()?;
+    let store = rusqlite::Connection::open(a.root.join("apps/bench/data/app.sqlite"))?;
+    let stored: i64 = store.query_row("SELECT count(*) FROM rows", [], |r| r.get(0))?;
+    let recorded = recorded(&a.root, "bench", "put", "ok")?;
+    let errors: u64 = loads.iter().map(|l| l.non_2xx + l.socket_errors).sum();
+    let answered: u64 = loads.iter().map(|l| l.requests).sum();
+    let rate = median_of(&loads.iter().map(|l| l.requests_per_sec).collect::<Vec<_>>());
+    let p50 = Duration::from_secs_f64(median_of(&loads.iter().map(|l| l.p50.as_secs_f64()).collect::<Vec<_>>()));
+    let p99 = Duration::from_secs_f64(median_of(&loads.iter().map(|l| l.p99.as_secs_f64()).collect::<Vec<_>>()));
+    // wrk does not count the requests still in flight when it stops; the
+    // server answered (and stored) those too.
+    ensure!(
+        stored == recorded && stored as u64 >= answered,
+        "{answered} writes answered (after warm-up), but the store holds {stored} rows and the record {recorded}"
+    );
     Ok(Row {
-        id: "P2",
+        id: "P3c",
         what: format!(
-            "HTTP POSTs of `hello` through the app's server (wrk, keep-alive, 32 connections; {total} requests)"
+            "64 writers at once on one app over HTTP (wrk, `put` of a unique row, keep-alive); clean stop, then counted ({answered} answered after warm-up)"
         ),
-        ours: fmt(&o),
-        peer_name: "`wasmtime serve` of a wasi:http hello component (same answer)".into(),
-        peer: fmt(&p),
-        ratio: format!("{ratio:.2}× requests/s"),
-        target: "≥ 1.2× requests/s".into(),
-        met: Some(ratio >= 1.2),
+        ours: format!(
+            "{rate:.0} writes/s · p50 {} · p99 {} · {errors} errors · {stored} rows in the store, {recorded} in the record",
+            us(p50),
+            us(p99)
+        ),
+        peer_name: "—".into(),
+        peer: "—".into(),
+        ratio: "—".into(),
+        target: "≥ 6,000 writes/s, 0 errors, p99 ≤ 50 ms".into(),
+        met: Some(rate >= 6000.0 && errors == 0 && p99 <= Duration::from_millis(50)),
     })
 }
 

@@ -1,7 +1,7 @@
 //! What the benchmarks share: statistics, the table, processes, a small
 //! keep-alive HTTP/1.1 client, the wrk driver and the apps' set-up.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -299,105 +299,10 @@ pub fn wait_for_port(port: u16, within: Duration) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A response of [`Http`].
-pub struct Response {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl Response {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-    }
-}
-
-/// A keep-alive HTTP/1.1 client of one server, as a browser tab of it would
-/// send: its own `Host`, same-origin `Origin` and `Sec-Fetch-Site`, the cookie.
-pub struct Http {
-    port: u16,
-    conn: Option<BufReader<TcpStream>>,
-    pub cookie: Option<String>,
-}
-
-impl Http {
-    pub fn new(port: u16) -> Http {
-        Http { port, conn: None, cookie: None }
-    }
-
-    /// A client of the server a launch address names, holding the session
-    /// the address was exchanged for.
-    pub fn launch(url: &str) -> anyhow::Result<Http> {
-        let rest = url.strip_prefix("http://127.0.0.1:").context("a loopback launch address")?;
-        let (port, path) = rest.split_once('/').context("a path")?;
-        let mut h = Http::new(port.parse()?);
-        let r = h.request("GET", &format!("/{path}"), None)?;
-        ensure!(r.status == 303 || r.status == 302 || r.status == 307, "the launch address answered {}", r.status);
-        let set = r.header("set-cookie").context("no session cookie")?;
-        h.cookie = Some(set.split(';').next().unwrap_or_default().to_string());
-        Ok(h)
-    }
-
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    pub fn request(&mut self, method: &str, path: &str, body: Option<&str>) -> anyhow::Result<Response> {
-        if self.conn.is_none() {
-            let s = TcpStream::connect(("127.0.0.1", self.port))?;
-            s.set_nodelay(true)?;
-            s.set_read_timeout(Some(Duration::from_secs(120)))?;
-            self.conn = Some(BufReader::new(s));
-        }
-        let conn = self.conn.as_mut().expect("connected");
-        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n", self.port);
-        if method != "GET" {
-            req.push_str(&format!("Origin: http://127.0.0.1:{}\r\nSec-Fetch-Site: same-origin\r\n", self.port));
-        }
-        if let Some(c) = &self.cookie {
-            req.push_str(&format!("Cookie: {c}\r\n"));
-        }
-        let body = body.unwrap_or("");
-        if method != "GET" {
-            req.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len()));
-        }
-        req.push_str("\r\n");
-        req.push_str(body);
-        let sent = conn.get_mut().write_all(req.as_bytes());
-        let answer = sent.map_err(anyhow::Error::from).and_then(|()| read_response(conn));
-        if answer.is_err() {
-            self.conn = None;
-        }
-        answer
-    }
-}
-
-fn read_response(conn: &mut BufReader<TcpStream>) -> anyhow::Result<Response> {
-    let mut line = String::new();
-    ensure!(conn.read_line(&mut line)? > 0, "the server closed the connection");
-    let status: u16 = line.split_whitespace().nth(1).context("a status line")?.parse()?;
-    let mut headers = Vec::new();
-    loop {
-        line.clear();
-        conn.read_line(&mut line)?;
-        let l = line.trim_end();
-        if l.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = l.split_once(':') {
-            headers.push((k.trim().to_string(), v.trim().to_string()));
-        }
-    }
-    let len: usize = headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-        .map(|(_, v)| v.parse())
-        .transpose()?
-        .context("a response without Content-Length")?;
-    let mut body = vec![0; len];
-    conn.read_exact(&mut body)?;
-    Ok(Response { status, headers, body })
-}
+// The keep-alive HTTP client a tab would be, shared with the tests.
+#[path = "../../tests/common/http.rs"]
+mod http;
+pub use http::Http;
 
 /// What wrk measured.
 #[derive(Debug, Clone)]
@@ -406,26 +311,63 @@ pub struct Load {
     pub p50: Duration,
     pub p99: Duration,
     pub requests: u64,
+    /// Answers that were not 2xx or 3xx.
+    pub non_2xx: u64,
+    /// Connect, read, write and timeout errors.
+    pub socket_errors: u64,
+    /// What wrk printed.
+    pub output: String,
 }
 
-/// Runs wrk against `url` with POST `{}` and the headers a page of the
-/// server would send; refuses a run with any non-2xx answer or socket error.
-pub fn wrk(wrk: &Path, url: &str, headers: &[(String, String)], secs: u64, connections: u32) -> anyhow::Result<Load> {
-    let script = std::env::temp_dir().join(format!("autoapp-bench-{}.lua", std::process::id()));
-    let mut lua = String::from(
-        "wrk.method = \"POST\"\nwrk.body = \"{}\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\n",
-    );
+impl Load {
+    /// The load, refused when any request failed.
+    pub fn ok(self) -> anyhow::Result<Load> {
+        ensure!(self.non_2xx == 0, "some requests failed:\n{}", self.output);
+        ensure!(self.socket_errors == 0, "wrk saw socket errors:\n{}", self.output);
+        Ok(self)
+    }
+}
+
+/// A wrk script that POSTs `body` with `headers`.
+pub fn post_script(body: &str, headers: &[(String, String)]) -> String {
+    let mut lua =
+        format!("wrk.method = \"POST\"\nwrk.body = {body:?}\nwrk.headers[\"Content-Type\"] = \"application/json\"\n");
     for (k, v) in headers {
         lua.push_str(&format!("wrk.headers[{k:?}] = {v:?}\n"));
     }
-    std::fs::write(&script, lua)?;
+    lua
+}
+
+/// A wrk script whose every request POSTs `{"key": "<prefix>-<thread>-<n>"}`:
+/// a key no other request of the run sends.
+pub fn unique_keys_script(prefix: &str, headers: &[(String, String)]) -> String {
+    let mut lua = post_script("", headers);
+    lua.push_str(&format!(
+        r#"local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("tid", threads)
+end
+local n = 0
+function request()
+  n = n + 1
+  return wrk.format(nil, nil, nil, '{{"key":"{prefix}-' .. tid .. '-' .. n .. '"}}')
+end
+"#
+    ));
+    lua
+}
+
+/// Runs wrk (2 threads, `connections` keep-alive connections, `secs`
+/// seconds) with the Lua `script` against `url`.
+pub fn wrk(wrk: &Path, url: &str, script: &str, secs: u64, connections: u32) -> anyhow::Result<Load> {
+    let path = std::env::temp_dir().join(format!("autoapp-bench-{}.lua", std::process::id()));
+    std::fs::write(&path, script)?;
     let out = run(Command::new(wrk)
         .args(["-t2", &format!("-c{connections}"), &format!("-d{secs}s"), "--latency", "-s"])
-        .arg(&script)
+        .arg(&path)
         .arg(url))?;
-    let _ = std::fs::remove_file(&script);
-    ensure!(!out.contains("Non-2xx or 3xx responses"), "some requests failed:\n{out}");
-    ensure!(!out.contains("Socket errors"), "wrk saw socket errors:\n{out}");
+    let _ = std::fs::remove_file(&path);
     let field = |prefix: &str| -> anyhow::Result<&str> {
         out.lines()
             .map(str::trim)
@@ -440,7 +382,21 @@ pub fn wrk(wrk: &Path, url: &str, headers: &[(String, String)], secs: u64, conne
         .and_then(|l| l.split_whitespace().next())
         .context("a request count")?
         .parse()?;
-    Ok(Load { requests_per_sec, p50: duration(field("50%")?)?, p99: duration(field("99%")?)?, requests })
+    let non_2xx: u64 = field("Non-2xx or 3xx responses:").ok().map(str::parse).transpose()?.unwrap_or(0);
+    // "Socket errors: connect 0, read 0, write 0, timeout 0"
+    let socket_errors: u64 = field("Socket errors:")
+        .ok()
+        .map(|l| l.split(',').filter_map(|p| p.split_whitespace().last()?.parse::<u64>().ok()).sum())
+        .unwrap_or(0);
+    Ok(Load {
+        requests_per_sec,
+        p50: duration(field("50%")?)?,
+        p99: duration(field("99%")?)?,
+        requests,
+        non_2xx,
+        socket_errors,
+        output: out.clone(),
+    })
 }
 
 /// A wrk duration: `812.00us`, `1.23ms`, `2.00s`.

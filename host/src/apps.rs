@@ -19,7 +19,7 @@ use crate::manifest::{Access, AppId, Effect, Manifest};
 use crate::release;
 use crate::root::AppPaths;
 use crate::root::Root;
-use crate::runtime::{AppError, CallPlan, Entry, Outcome, Prepared, Runtime};
+use crate::runtime::{AppError, CallPlan, Entry, Outcome, Prepared, Runtime, Stopped};
 
 /// What kind of failure a call met; adapters map it to exit codes and statuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -76,14 +76,15 @@ type FileStamp = (u64, u64, i64, i64, i64, i64, u64);
 /// The apps of one root.
 pub struct Apps {
     root: Root,
-    runtime: Runtime,
+    runtime: Arc<Runtime>,
     gate: Arc<Gate>,
     recorder: Recorder,
     /// `app/release` pairs known to have written since their activation.
     written: Mutex<std::collections::HashSet<String>>,
     /// How spawned programs are contained, probed once.
     containment: std::sync::OnceLock<caps::spawn::Containment>,
-    loaded: Mutex<HashMap<String, Arc<Loaded>>>,
+    /// Releases loaded for serving, by id.
+    loaded: Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Arc<Loaded>>>>>,
     /// Each app's active release as last read, with the stamp of its pointer file.
     active_seen: Mutex<HashMap<AppId, (FileStamp, String)>>,
     stores: Arc<Mutex<HashMap<std::path::PathBuf, Arc<AppStore>>>>,
@@ -95,7 +96,7 @@ impl Apps {
         checkpoint_in_background(Arc::downgrade(&stores))?;
         Ok(Apps {
             root,
-            runtime: Runtime::new(config)?,
+            runtime: Arc::new(Runtime::new(config)?),
             gate: Gate::new(std::time::Duration::from_secs(config.approval_window_secs)),
             recorder: Recorder::new(),
             written: Mutex::default(),
@@ -200,36 +201,51 @@ impl Apps {
             .clone()
     }
 
-    /// Forgets the open store of `data` (before its folder is renamed).
+    /// Forgets the open store of `data` and closes its record (before its
+    /// folder is renamed).
     pub(crate) fn close_store(&self, data: &Path) {
         self.stores.lock().expect("stores").remove(data);
+        self.recorder.close(data);
     }
 
-    /// Loads (compiles, links) a release, to know it can be served.
+    /// Loads (compiles, links) a release, to know it can be served. Blocks:
+    /// for the command line and blocking tasks, never an async worker.
     pub(crate) fn load_release(&self, app: &AppId, release_id: &str) -> anyhow::Result<()> {
-        self.load(app, release_id).map(|_| ()).map_err(|e| anyhow::anyhow!("{e}"))
+        let cell = self.loading(release_id);
+        let (root, runtime) = (&self.root, &self.runtime);
+        futures::executor::block_on(
+            cell.get_or_try_init(|| async { load(root, runtime, app, release_id).map(Arc::new) }),
+        )
+        .map(|_| ())
+        .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
-    fn load(&self, app: &AppId, release_id: &str) -> Result<Arc<Loaded>, CallError> {
-        if let Some(l) = self.loaded.lock().expect("loaded").get(release_id) {
+    /// The cell a release is loaded into, once however many calls want it.
+    fn loading(&self, release_id: &str) -> Arc<tokio::sync::OnceCell<Arc<Loaded>>> {
+        self.loaded.lock().expect("loaded").entry(release_id.to_string()).or_default().clone()
+    }
+
+    /// The release, loaded at its first call: the calls that arrive meanwhile
+    /// wait for that one load (asynchronously), and the compiling runs on a
+    /// blocking thread, never on an async worker other calls need.
+    async fn load(&self, app: &AppId, release_id: &str) -> Result<Arc<Loaded>, CallError> {
+        let cell = self.loading(release_id);
+        if let Some(l) = cell.get() {
             return Ok(l.clone());
         }
-        let internal =
-            |e: anyhow::Error| CallError::new(ErrorKind::Internal, format!("cannot load the release of {app}: {e:#}"));
-        let paths = self.root.app(app);
-        let manifest = release::manifest(&paths, release_id).map_err(internal)?;
-        let bytes =
-            std::fs::read(paths.release(release_id).join(release::COMPONENT_FILE)).map_err(|e| internal(e.into()))?;
-        let component = self.runtime.compile_cached(&self.root.compiled_cache(), &bytes).map_err(internal)?;
-        let prepared = self.runtime.prepare(&component).map_err(internal)?;
-        let mut validators = HashMap::new();
-        for r in &manifest.routes {
-            let v = jsonschema::validator_for(&r.input).map_err(|e| internal(anyhow::anyhow!("{e}")))?;
-            validators.insert(r.name.clone(), v);
-        }
-        let loaded = Arc::new(Loaded { manifest, prepared, validators });
-        self.loaded.lock().expect("loaded").insert(release_id.to_string(), loaded.clone());
-        Ok(loaded)
+        cell.get_or_try_init(|| {
+            let (root, runtime, app, id) =
+                (self.root.clone(), self.runtime.clone(), app.clone(), release_id.to_string());
+            async move {
+                tokio::task::spawn_blocking(move || load(&root, &runtime, &app, &id).map(Arc::new))
+                    .await
+                    .unwrap_or_else(|e| {
+                        Err(CallError::new(ErrorKind::Internal, format!("loading a release failed: {e}")))
+                    })
+            }
+        })
+        .await
+        .cloned()
     }
 
     fn active(&self, app: &AppId, paths: &AppPaths) -> Result<String, CallError> {
@@ -308,7 +324,7 @@ impl Apps {
     ) -> Result<Answer, CallError> {
         let started = Instant::now();
         let (release_id, data, preview) = self.resolve_target(app, target)?;
-        let loaded = self.load(app, &release_id)?;
+        let loaded = self.load(app, &release_id).await?;
         let Some(r) = loaded.manifest.route(route) else {
             let names: Vec<&str> = loaded.manifest.routes.iter().map(|r| r.name.as_str()).collect();
             return Err(CallError::new(
@@ -340,7 +356,7 @@ impl Apps {
             Ok(v) => v,
             Err(e) => {
                 let reason = "the input did not fit the route's schema";
-                self.recorder.write(&data, row(Decision::Refused, reason, "not-run", "", ""));
+                let _ = self.record(&data, effect, row(Decision::Refused, reason, "not-run", "", "")).await;
                 return Err(e);
             }
         };
@@ -348,10 +364,9 @@ impl Apps {
         let pass = match self.gate.guard(knock).await {
             Ok(pass) => pass,
             Err(refusal) => {
-                self.recorder.write(
-                    &data,
-                    row(refusal.decision, &refusal.reason, "not-run", &refusal.request_id, &refusal.arguments_hash),
-                );
+                let refused =
+                    row(refusal.decision, &refusal.reason, "not-run", &refusal.request_id, &refusal.arguments_hash);
+                let _ = self.record(&data, effect, refused).await;
                 return Err(CallError::new(ErrorKind::Denied, refusal.reason));
             }
         };
@@ -363,12 +378,37 @@ impl Apps {
             Err(e) if e.kind == ErrorKind::Trap => ("trap", "the guest was stopped".to_string()),
             Err(e) => ("error", format!("{:?}", e.kind).to_lowercase()),
         };
-        self.recorder.write(&data, row(pass.decision(), &reason, outcome, pass.request_id(), pass.arguments_hash()));
+        let recorded = self.record(
+            &data,
+            effect,
+            row(pass.decision(), &reason, outcome, pass.request_id(), pass.arguments_hash()),
+        );
+        if let Err(e) = recorded.await
+            && result.is_ok()
+        {
+            // Not acknowledged as done: the person could not find it later.
+            return Err(CallError::new(
+                ErrorKind::Internal,
+                format!("{app} ran `{route}` and kept what it wrote, but the call could not be recorded ({e:#})"),
+            ));
+        }
         let output = result?;
         if effect.writes() && !preview {
             self.note_first_write(app, &release_id);
         }
         Ok(Answer { output, release: release_id, effect, duration_ms: started.elapsed().as_secs_f64() * 1000.0 })
+    }
+
+    /// Records a decision in the record of `data`: the row of a `write` or
+    /// `external` call is on disk when this returns (group commit), the row of
+    /// a read is queued for the next batch.
+    async fn record(&self, data: &Path, effect: Effect, row: Row) -> anyhow::Result<()> {
+        if effect == Effect::Read {
+            self.recorder.write(data, row);
+            Ok(())
+        } else {
+            self.recorder.write_durable(data, row).await
+        }
     }
 
     /// Renders `page` of the app's active release for `query` (JSON text).
@@ -392,7 +432,7 @@ impl Apps {
         query: &str,
     ) -> Result<serde_json::Value, CallError> {
         let (release_id, data, _) = self.resolve_target(app, target)?;
-        let loaded = self.load(app, &release_id)?;
+        let loaded = self.load(app, &release_id).await?;
         let query: serde_json::Value = serde_json::from_str(query)
             .map_err(|e| CallError::new(ErrorKind::InvalidInput, format!("the page query is not JSON ({e})")))?;
         if !query.is_object() {
@@ -437,6 +477,7 @@ impl Apps {
                 self.given(app, &loaded.manifest).map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
             CallPlan {
                 effect,
+                deadline,
                 store: call_store,
                 log,
                 network: caps::network::CallNetwork::new(given.network, deadline, config.net_limits()),
@@ -453,6 +494,7 @@ impl Apps {
         } else {
             CallPlan {
                 effect,
+                deadline,
                 store: call_store,
                 log,
                 network: caps::network::CallNetwork::none(),
@@ -474,6 +516,25 @@ impl Apps {
             Entry::View { .. } => "page",
         };
         let result = match outcome {
+            // Whatever the guest made of it, a call whose deadline passed
+            // while it waited for its turn to write was too busy to run.
+            _ if settle.store.waited_out() => Err(CallError::new(
+                ErrorKind::Conflict,
+                format!(
+                    "{}: other writes of {app} kept it busy until this call's deadline; nothing it wrote was kept",
+                    caps::store::BUSY
+                ),
+            )),
+            // Its turn came, but too late to finish: busy too, not a fault.
+            Outcome::Trap(Stopped::Deadline(d)) if settle.store.waited() >= d / 2 => Err(CallError::new(
+                ErrorKind::Conflict,
+                format!(
+                    "{}: this call waited {} ms of its {} ms for other writes of {app} to finish and then ran out of time; nothing it wrote was kept",
+                    caps::store::BUSY,
+                    settle.store.waited().as_millis(),
+                    d.as_millis()
+                ),
+            )),
             Outcome::Ok(text) => match serde_json::from_str::<serde_json::Value>(&text) {
                 Ok(v) => Ok(v),
                 Err(_) => Err(CallError::new(
@@ -569,6 +630,25 @@ fn checkpoint_in_background(stores: std::sync::Weak<Mutex<HashMap<PathBuf, Arc<A
         }
     })?;
     Ok(())
+}
+
+/// Reads, compiles (or takes from the compile cache) and links a release, and
+/// compiles its input schemas.
+fn load(root: &Root, runtime: &Runtime, app: &AppId, release_id: &str) -> Result<Loaded, CallError> {
+    let internal =
+        |e: anyhow::Error| CallError::new(ErrorKind::Internal, format!("cannot load the release of {app}: {e:#}"));
+    let paths = root.app(app);
+    let manifest = release::manifest(&paths, release_id).map_err(internal)?;
+    let bytes =
+        std::fs::read(paths.release(release_id).join(release::COMPONENT_FILE)).map_err(|e| internal(e.into()))?;
+    let component = runtime.compile_cached(&root.compiled_cache(), &bytes).map_err(internal)?;
+    let prepared = runtime.prepare(&component).map_err(internal)?;
+    let mut validators = HashMap::new();
+    for r in &manifest.routes {
+        let v = jsonschema::validator_for(&r.input).map_err(|e| internal(anyhow::anyhow!("{e}")))?;
+        validators.insert(r.name.clone(), v);
+    }
+    Ok(Loaded { manifest, prepared, validators })
 }
 
 /// Which release and data a call runs against.

@@ -35,6 +35,10 @@ pub mod bindings {
         world: "autoapp:app/app",
         imports: {
             "autoapp:app/spawn.run": async,
+            // A write call's first use of the store may wait for the app's
+            // write permit: asynchronously, without holding a thread.
+            "autoapp:app/store.execute": async,
+            "autoapp:app/store.query": async,
             default: tracing,
         },
         exports: { default: async },
@@ -59,6 +63,9 @@ pub const GUEST_OUTPUT_CAP: usize = 64 * 1024;
 /// Everything one call is given, decided before it starts.
 pub struct CallPlan {
     pub effect: Effect,
+    /// When the call must have ended: waiting for a slot or for the app's
+    /// write permit counts towards it.
+    pub deadline: Instant,
     /// The app's store, opened for this call in the mode the effect allows.
     pub store: caps::store::CallStore,
     pub log: caps::log::CallLog,
@@ -175,6 +182,10 @@ pub struct Runtime {
     linker: Linker<CallState>,
     config: Config,
     ticker: Arc<AtomicBool>,
+    /// The pooling allocator's instance slots: a call takes one before it
+    /// instantiates and waits (asynchronously, in arrival order) when all
+    /// are taken, instead of failing to instantiate.
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl Drop for Runtime {
@@ -224,7 +235,8 @@ impl Runtime {
                 })
                 .context("cannot start the epoch ticker")?;
         }
-        Ok(Runtime { engine, linker, config: config.clone(), ticker })
+        let slots = Arc::new(tokio::sync::Semaphore::new(config.max_instances as usize));
+        Ok(Runtime { engine, linker, config: config.clone(), ticker, slots })
     }
 
     pub fn engine(&self) -> &Engine {
@@ -295,6 +307,15 @@ impl Runtime {
     /// gives. Guest code runs only with a [`Pass`] from the gate.
     pub async fn run(&self, _pass: &Pass, prepared: &Prepared, plan: CallPlan, entry: Entry<'_>) -> (Outcome, Settle) {
         let deadline_len = self.config.call_deadline();
+        let deadline = plan.deadline;
+        // A slot of the pool, waited for until the call's deadline.
+        let Ok(Ok(_slot)) = tokio::time::timeout_at(deadline.into(), self.slots.acquire()).await else {
+            let busy = format!(
+                "the host is running {} calls at once, its most (max_instances); try again",
+                self.config.max_instances
+            );
+            return (Outcome::Error(AppError::Conflict(busy)), Settle { store: plan.store, log: plan.log });
+        };
         let stderr = caps::log::GuestOutput::new(GUEST_OUTPUT_CAP);
         let mut wasi = WasiCtx::builder();
         wasi.stderr(stderr.clone());
@@ -317,7 +338,6 @@ impl Runtime {
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
-        let deadline = Instant::now() + deadline_len;
         store.epoch_deadline_callback(move |_| {
             if Instant::now() >= deadline {
                 Ok(UpdateDeadline::Interrupt)
@@ -337,7 +357,7 @@ impl Runtime {
         };
         // The epoch stops guest code; this also bounds time spent waiting in
         // the host on the guest's behalf (a slow network peer, say).
-        let result = match tokio::time::timeout(deadline_len + Duration::from_millis(250), work).await {
+        let result = match tokio::time::timeout_at((deadline + Duration::from_millis(250)).into(), work).await {
             Ok(r) => r,
             Err(_) => Err(wasmtime::Error::from(Trap::Interrupt)),
         };

@@ -12,4 +12,5 @@ mod examples;
 mod foundation;
 mod gate;
 mod lifecycle;
+mod many_callers;
 mod support;

@@ -4,6 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The keep-alive HTTP client a tab would be (shared with the benchmarks).
+#[path = "../common/http.rs"]
+pub mod http;
+
 /// The repository's root.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("host has a parent").to_path_buf()

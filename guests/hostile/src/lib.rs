@@ -66,6 +66,16 @@ impl exports::autoapp::app::routes::Guest for Hostile {
                 mark("normal")?;
                 json!({ "ok": true })
             }
+            "mark.then-spin" => {
+                // Holds the app's write permit (its transaction is open) until
+                // the host stops it at the deadline.
+                mark("before the loop")?;
+                let mut x: u64 = 0;
+                loop {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    std::hint::black_box(x);
+                }
+            }
             "write.then-panic" => {
                 mark("before the panic")?;
                 panic!("the hostile guest panics after writing");

@@ -14,11 +14,21 @@
 //!
 //! A progress handler interrupts a statement that runs past the call's deadline
 //! (epoch interruption cannot reach into host code).
+//!
+//! Many calls of one app run at once. Reads never wait for writes (WAL). A
+//! write call takes the app's **write permit** before its transaction begins:
+//! a fair (first come, first served) asynchronous semaphore of one, so a call
+//! waiting its turn parks without holding a thread, and no call ever sleeps in
+//! SQLite's busy handler waiting for another call of this process. Only
+//! another process holding the database (the command line's `autoapp call`
+//! beside a launcher) can still make `BEGIN IMMEDIATE` busy; then the call
+//! retries asynchronously until its deadline. A call whose deadline passes
+//! while it waits hears `conflict`: "the app is busy; try again".
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
@@ -42,6 +52,23 @@ const POOL_SIZE: usize = 8;
 
 /// Prepared statements each connection keeps for reuse.
 const STATEMENT_CACHE: usize = 32;
+
+/// What a write call hears when its deadline passed while other writes of
+/// the same app went first.
+pub const BUSY: &str = "the app is busy; try again";
+
+/// The longest a read may wait in SQLite's busy handler. In WAL mode a reader
+/// is only ever kept waiting by another process's recovery or exclusive lock,
+/// for a moment; this bounds how long such a moment can hold a thread.
+const READ_BUSY_MAX: Duration = Duration::from_millis(200);
+
+/// How long a write call waits before it tries `BEGIN IMMEDIATE` again while
+/// another process holds the write lock (doubled each time up to the most).
+const RETRY_FIRST: Duration = Duration::from_millis(1);
+const RETRY_MOST: Duration = Duration::from_millis(25);
+
+/// How long the host's own migration waits for another process's writes.
+const MIGRATE_BUSY: Duration = Duration::from_secs(10);
 
 /// SQLite virtual-machine steps between two deadline checks.
 const PROGRESS_STEPS: i32 = 10_000;
@@ -72,6 +99,9 @@ pub struct AppStore {
     checkpointed: AtomicU64,
     /// The connection `checkpoint` uses, opened at its first use.
     checkpointer: Mutex<Option<Pooled>>,
+    /// The write permit: one writer at a time, taken in arrival order before
+    /// a write transaction begins (tokio's semaphore is fair).
+    writer: Arc<tokio::sync::Semaphore>,
 }
 
 /// A connection and the switch of its authorizer.
@@ -106,6 +136,7 @@ impl AppStore {
             commits: AtomicU64::new(0),
             checkpointed: AtomicU64::new(0),
             checkpointer: Mutex::new(None),
+            writer: Arc::new(tokio::sync::Semaphore::new(1)),
         });
         // No connection yet: the first call that uses the store opens one.
         Ok(store)
@@ -208,21 +239,59 @@ impl AppStore {
     /// connection and transaction begin when the guest first uses the store,
     /// so a call that never touches it costs no SQLite work at all.
     pub fn begin(self: &Arc<Self>, mode: Mode, deadline: Instant) -> anyhow::Result<CallStore> {
-        Ok(CallStore { conn: None, home: self.clone(), mode, deadline, state: State::Unused })
+        Ok(CallStore {
+            conn: None,
+            permit: None,
+            home: self.clone(),
+            mode,
+            deadline,
+            state: State::Unused,
+            waited_out: false,
+            waited: Duration::ZERO,
+        })
+    }
+
+    /// The app's write permit, waited for asynchronously in arrival order
+    /// until `deadline`; `None` when the deadline came first.
+    async fn write_permit(&self, deadline: Instant) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let wait = self.writer.clone().acquire_owned();
+        match tokio::time::timeout_at(deadline.into(), wait).await {
+            Ok(Ok(permit)) => Some(permit),
+            // The semaphore is never closed; a timeout is the only other way out.
+            _ => None,
+        }
     }
 
     /// A pooled connection inside a transaction of `mode`, with the authorizer
-    /// and the deadline's progress handler installed.
-    fn open_transaction(&self, mode: Mode, deadline: Instant) -> anyhow::Result<Pooled> {
+    /// and the deadline's progress handler installed. A write transaction is
+    /// begun only by the holder of the write permit; if another process holds
+    /// the database's write lock, it retries without blocking the thread.
+    async fn open_transaction(&self, mode: Mode, deadline: Instant) -> anyhow::Result<Pooled> {
         let mut p = self.take(mode)?;
-        let busy = deadline.saturating_duration_since(Instant::now());
-        p.conn.busy_timeout(busy)?;
-        // Never through the statement cache: the cache is the guest's, and a
-        // host statement found there would skip the authorizer.
-        p.conn.execute_batch(match mode {
-            Mode::ReadOnly => "BEGIN DEFERRED",
-            Mode::ReadWrite => "BEGIN IMMEDIATE",
-        })?;
+        match mode {
+            Mode::ReadOnly => {
+                let busy = deadline.saturating_duration_since(Instant::now()).min(READ_BUSY_MAX);
+                p.conn.busy_timeout(busy)?;
+                // Never through the statement cache: the cache is the guest's,
+                // and a host statement found there would skip the authorizer.
+                p.conn.execute_batch("BEGIN DEFERRED")?;
+            }
+            Mode::ReadWrite => {
+                // No busy handler: waiting happens here, asynchronously.
+                p.conn.busy_timeout(Duration::ZERO)?;
+                let mut pause = RETRY_FIRST;
+                loop {
+                    match p.conn.execute_batch("BEGIN IMMEDIATE") {
+                        Ok(()) => break,
+                        Err(e) if is_busy(&e) && Instant::now() + pause < deadline => {
+                            tokio::time::sleep(pause).await;
+                            pause = (pause * 2).min(RETRY_MOST);
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+        }
         p.conn.progress_handler(PROGRESS_STEPS, Some(move || Instant::now() >= deadline))?;
         p.rules.denial.lock().expect("denial").take();
         // From here on, what is prepared on this connection is the guest's.
@@ -242,7 +311,12 @@ impl AppStore {
     /// one transaction: either every new migration is applied or none is.
     /// Refuses when the applied ones are not a prefix of `migrations`.
     pub fn migrate(&self, migrations: &[(String, String)]) -> anyhow::Result<usize> {
+        // The host's writes take their turn like a call's. This runs on a
+        // thread that may block (the command line, or a blocking task).
+        let _permit = futures::executor::block_on(self.writer.clone().acquire_owned())
+            .context("the store's write permit is gone")?;
         let mut conn = self.take(Mode::ReadWrite)?;
+        conn.conn.busy_timeout(MIGRATE_BUSY)?;
         let result = (|| {
             let tx = conn.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             tx.execute_batch(&format!(
@@ -440,10 +514,18 @@ fn authorize(mode: Mode, ctx: &AuthContext<'_>) -> Result<(), String> {
 /// begun at the guest's first use.
 pub struct CallStore {
     conn: Option<Pooled>,
+    /// The app's write permit, held from before the transaction begins until
+    /// after it ends (fields drop in order: the connection is rolled back in
+    /// `Drop` before the permit is let go).
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
     home: Arc<AppStore>,
     mode: Mode,
     deadline: Instant,
     state: State,
+    /// The deadline passed while the call waited for the write permit.
+    waited_out: bool,
+    /// How long the call waited for its turn to write.
+    waited: Duration,
 }
 
 /// Where a call's transaction is.
@@ -460,6 +542,18 @@ enum State {
 impl CallStore {
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+
+    /// Whether the call's deadline passed while it waited for its turn to
+    /// write: whatever the guest did after, the call's answer is [`BUSY`].
+    pub fn waited_out(&self) -> bool {
+        self.waited_out
+    }
+
+    /// How long the call waited for its turn to write (for the permit, and
+    /// for another process's write lock).
+    pub fn waited(&self) -> Duration {
+        self.waited
     }
 
     /// Ends the call's transaction: commits when `commit` and the call may
@@ -479,6 +573,7 @@ impl CallStore {
                     self.home.commits.fetch_add(1, Ordering::AcqRel);
                 }
                 self.home.put_back(self.mode, p);
+                self.permit.take();
                 Ok(())
             }
             Err(e) => {
@@ -489,25 +584,40 @@ impl CallStore {
         }
     }
 
-    /// The call's connection; the first use begins its transaction.
-    fn conn(&mut self) -> Result<&mut Connection, AppError> {
+    /// The call's connection; the first use begins its transaction (a write
+    /// call first waits for the app's write permit).
+    async fn conn(&mut self) -> Result<&mut Connection, AppError> {
         if self.state == State::Unused {
             self.state = State::Closed;
-            match self.home.open_transaction(self.mode, self.deadline) {
+            let asked = Instant::now();
+            if self.mode == Mode::ReadWrite {
+                let permit = self.home.write_permit(self.deadline).await;
+                self.waited = asked.elapsed();
+                match permit {
+                    Some(permit) => self.permit = Some(permit),
+                    None => {
+                        self.waited_out = true;
+                        return Err(AppError::Conflict(BUSY.into()));
+                    }
+                }
+            }
+            let opened = self.home.open_transaction(self.mode, self.deadline).await;
+            if self.mode == Mode::ReadWrite {
+                self.waited = asked.elapsed();
+            }
+            match opened {
                 Ok(p) => {
                     self.conn = Some(p);
                     self.state = State::Open;
                 }
                 Err(e) => {
+                    self.permit.take();
                     // The guest hears what it can act on, never a host path.
                     tracing::warn!("a call's store transaction could not begin: {e:#}");
-                    let busy = e.chain().any(|c| {
-                        c.downcast_ref::<rusqlite::Error>()
-                            .and_then(|e| e.sqlite_error_code())
-                            .is_some_and(|code| matches!(code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
-                    });
+                    let busy = e.chain().any(|c| c.downcast_ref::<rusqlite::Error>().is_some_and(is_busy));
+                    self.waited_out = busy;
                     return Err(if busy {
-                        AppError::Conflict("the store is busy; try again".into())
+                        AppError::Conflict(BUSY.into())
                     } else {
                         AppError::Internal("the store could not be opened".into())
                     });
@@ -541,9 +651,7 @@ impl CallStore {
                     AppError::Denied("this route's effect is read, so the store is read-only".into())
                 }
                 ErrorCode::ConstraintViolation => AppError::Conflict(msg),
-                ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => {
-                    AppError::Conflict("the store is busy; try again".into())
-                }
+                ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => AppError::Conflict(BUSY.into()),
                 ErrorCode::TooBig => AppError::Denied("a value is too big for the store".into()),
                 _ if msg.starts_with("not authorized") => {
                     AppError::Denied(format!("{msg}: this is not available to apps"))
@@ -576,6 +684,11 @@ impl Drop for CallStore {
     }
 }
 
+/// Whether SQLite said another connection holds what this one needs.
+fn is_busy(e: &rusqlite::Error) -> bool {
+    e.sqlite_error_code().is_some_and(|code| matches!(code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
+}
+
 fn bind(params: Vec<Value>) -> Vec<SqlValue> {
     params
         .into_iter()
@@ -600,9 +713,9 @@ fn value_of(v: ValueRef<'_>) -> (Value, usize) {
 }
 
 impl CallStore {
-    pub fn execute(&mut self, sql: &str, params: Vec<Value>) -> Result<u64, AppError> {
+    pub async fn execute(&mut self, sql: &str, params: Vec<Value>) -> Result<u64, AppError> {
         let params = bind(params);
-        let r = self.conn().map_err(Ok).and_then(|c| {
+        let r = self.conn().await.map_err(Ok).and_then(|c| {
             // Cached per connection, and connections are pooled per mode: a
             // statement is reused only under the rules it was authorized by.
             let mut stmt = c.prepare_cached(sql).map_err(Err)?;
@@ -614,9 +727,9 @@ impl CallStore {
         }
     }
 
-    pub fn query(&mut self, sql: &str, params: Vec<Value>) -> Result<Rows, AppError> {
+    pub async fn query(&mut self, sql: &str, params: Vec<Value>) -> Result<Rows, AppError> {
         let params = bind(params);
-        let r = self.conn().map_err(Ok).and_then(|c| {
+        let r = self.conn().await.map_err(Ok).and_then(|c| {
             // Cached per connection, and connections are pooled per mode: a
             // statement is reused only under the rules it was authorized by.
             let mut stmt = c.prepare_cached(sql).map_err(Err)?;
@@ -664,12 +777,12 @@ impl CallStore {
 impl crate::runtime::bindings::autoapp::app::types::Host for crate::runtime::CallState {}
 
 impl Host for crate::runtime::CallState {
-    fn execute(&mut self, sql: String, params: Vec<Value>) -> Result<u64, AppError> {
-        self.store.execute(&sql, params)
+    async fn execute(&mut self, sql: String, params: Vec<Value>) -> Result<u64, AppError> {
+        self.store.execute(&sql, params).await
     }
 
-    fn query(&mut self, sql: String, params: Vec<Value>) -> Result<Rows, AppError> {
-        self.store.query(&sql, params)
+    async fn query(&mut self, sql: String, params: Vec<Value>) -> Result<Rows, AppError> {
+        self.store.query(&sql, params).await
     }
 }
 
@@ -689,23 +802,23 @@ mod tests {
         Instant::now() + Duration::from_secs(5)
     }
 
-    #[test]
-    fn a_read_call_cannot_change_anything() {
+    #[tokio::test]
+    async fn a_read_call_cannot_change_anything() {
         let (_d, s) = store();
         let mut c = s.begin(Mode::ReadOnly, soon()).unwrap();
         for sql in ["INSERT INTO t VALUES (1)", "DELETE FROM t", "CREATE TABLE u (y)", "DROP TABLE t"] {
-            let e = c.execute(sql, vec![]).unwrap_err();
+            let e = c.execute(sql, vec![]).await.unwrap_err();
             assert!(matches!(e, AppError::Denied(ref m) if m.contains("read-only")), "{sql}: {e:?}");
         }
-        let e = c.query("INSERT INTO t VALUES (2) RETURNING x", vec![]).unwrap_err();
+        let e = c.query("INSERT INTO t VALUES (2) RETURNING x", vec![]).await.unwrap_err();
         assert!(matches!(e, AppError::Denied(_)), "{e:?}");
         c.finish(true).unwrap();
         let mut c = s.begin(Mode::ReadOnly, soon()).unwrap();
-        assert!(matches!(c.query("SELECT count(*) FROM t", vec![]).unwrap().rows[0][0], Value::Integer(0)));
+        assert!(matches!(c.query("SELECT count(*) FROM t", vec![]).await.unwrap().rows[0][0], Value::Integer(0)));
     }
 
-    #[test]
-    fn no_call_may_attach_pragma_or_control_the_transaction() {
+    #[tokio::test]
+    async fn no_call_may_attach_pragma_or_control_the_transaction() {
         let (d, s) = store();
         let other = d.path().join("other.sqlite");
         let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
@@ -721,14 +834,14 @@ mod tests {
             "DELETE FROM _AUTOAPP_migrations".to_string(),
             "VACUUM".to_string(),
         ] {
-            let e = c.execute(&sql, vec![]).unwrap_err();
+            let e = c.execute(&sql, vec![]).await.unwrap_err();
             assert!(matches!(e, AppError::Denied(_) | AppError::InvalidInput(_)), "{sql}: {e:?}");
         }
         // The host's own statements, by their exact text, after the host has
         // run them on this very connection: denied by the authorizer, never
         // found ready-made in the (guest's) statement cache.
         for sql in ["BEGIN DEFERRED", "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK", "PRAGMA query_only = OFF"] {
-            let e = c.execute(sql, vec![]).unwrap_err();
+            let e = c.execute(sql, vec![]).await.unwrap_err();
             assert!(matches!(e, AppError::Denied(_)), "{sql}: {e:?}");
         }
         assert!(!other.exists());
@@ -736,35 +849,35 @@ mod tests {
         assert_eq!(s.applied_migrations().unwrap().len(), 1);
     }
 
-    #[test]
-    fn a_statement_a_write_call_prepared_is_not_reused_by_a_read_call() {
+    #[tokio::test]
+    async fn a_statement_a_write_call_prepared_is_not_reused_by_a_read_call() {
         let (_d, s) = store();
         let insert = "INSERT INTO t (x) VALUES (?1)";
         for i in 0..3 {
             let mut w = s.begin(Mode::ReadWrite, soon()).unwrap();
-            w.execute(insert, vec![Value::Integer(i)]).unwrap();
+            w.execute(insert, vec![Value::Integer(i)]).await.unwrap();
             w.finish(true).unwrap();
             let mut r = s.begin(Mode::ReadOnly, soon()).unwrap();
-            let e = r.execute(insert, vec![Value::Integer(100 + i)]).unwrap_err();
+            let e = r.execute(insert, vec![Value::Integer(100 + i)]).await.unwrap_err();
             assert!(matches!(e, AppError::Denied(_)), "{e:?}");
             r.finish(true).unwrap();
         }
         let mut r = s.begin(Mode::ReadOnly, soon()).unwrap();
-        let rows = r.query("SELECT count(*) FROM t", vec![]).unwrap();
+        let rows = r.query("SELECT count(*) FROM t", vec![]).await.unwrap();
         assert!(matches!(rows.rows[0][0], Value::Integer(3)));
     }
 
-    #[test]
-    fn no_call_checkpoints_the_log_and_checkpoint_does() {
+    #[tokio::test]
+    async fn no_call_checkpoints_the_log_and_checkpoint_does() {
         let (d, s) = store();
         let main = d.path().join(STORE_FILE);
         let before = std::fs::metadata(&main).unwrap().len();
         // Well past SQLite's automatic checkpoint (1,000 pages, 4 MiB).
         for i in 0..400 {
             let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
-            c.execute("INSERT INTO t (x) VALUES (?1)", vec![Value::Integer(i)]).unwrap();
-            c.execute("CREATE TABLE IF NOT EXISTS blobs (b BLOB)", vec![]).unwrap();
-            c.execute("INSERT INTO blobs (b) VALUES (zeroblob(16384))", vec![]).unwrap();
+            c.execute("INSERT INTO t (x) VALUES (?1)", vec![Value::Integer(i)]).await.unwrap();
+            c.execute("CREATE TABLE IF NOT EXISTS blobs (b BLOB)", vec![]).await.unwrap();
+            c.execute("INSERT INTO blobs (b) VALUES (zeroblob(16384))", vec![]).await.unwrap();
             c.finish(true).unwrap();
         }
         // Everything is in the log; none of it was copied inside a call.
@@ -772,58 +885,157 @@ mod tests {
         s.checkpoint().unwrap();
         assert!(std::fs::metadata(&main).unwrap().len() > 6 << 20);
         let mut r = s.begin(Mode::ReadOnly, soon()).unwrap();
-        let rows = r.query("SELECT count(*) FROM blobs", vec![]).unwrap();
+        let rows = r.query("SELECT count(*) FROM blobs", vec![]).await.unwrap();
         assert!(matches!(rows.rows[0][0], Value::Integer(400)));
     }
 
-    #[test]
-    fn a_call_that_never_uses_the_store_holds_no_transaction() {
+    #[tokio::test]
+    async fn a_call_that_never_uses_the_store_holds_no_transaction() {
         let (_d, s) = store();
         // A write call that has not touched the store yet…
         let idle = s.begin(Mode::ReadWrite, soon()).unwrap();
         // …does not hold the write lock: another write goes through at once.
         let mut c = s.begin(Mode::ReadWrite, Instant::now() + Duration::from_millis(200)).unwrap();
-        c.execute("INSERT INTO t (x) VALUES (1)", vec![]).unwrap();
+        c.execute("INSERT INTO t (x) VALUES (1)", vec![]).await.unwrap();
         c.finish(true).unwrap();
         idle.finish(true).unwrap();
-        // Once used, it does hold it, and the other waits and hears "busy".
+        // Once used, it does hold it, and the other waits its turn; when its
+        // deadline comes first it hears "busy".
         let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
-        first.execute("INSERT INTO t (x) VALUES (2)", vec![]).unwrap();
+        first.execute("INSERT INTO t (x) VALUES (2)", vec![]).await.unwrap();
         let mut second = s.begin(Mode::ReadWrite, Instant::now() + Duration::from_millis(200)).unwrap();
-        let e = second.execute("INSERT INTO t (x) VALUES (3)", vec![]).unwrap_err();
-        assert!(matches!(&e, AppError::Conflict(m) if m == "the store is busy; try again"), "{e:?}");
+        let e = second.execute("INSERT INTO t (x) VALUES (3)", vec![]).await.unwrap_err();
+        assert!(matches!(&e, AppError::Conflict(m) if m == BUSY), "{e:?}");
+        assert!(second.waited_out());
         first.finish(true).unwrap();
     }
 
+    /// One thread for every call: a writer waiting its turn must not hold it.
+    fn one_thread() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+    }
+
     #[test]
-    fn a_call_that_is_not_committed_keeps_nothing() {
+    fn a_writer_waiting_its_turn_holds_no_thread_and_reads_go_on() {
+        let (_d, s) = store();
+        one_thread().block_on(async {
+            let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
+            first.execute("INSERT INTO t (x) VALUES (1)", vec![]).await.unwrap();
+            // The second writer waits on the same (only) thread…
+            let waiter = {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+                    c.execute("INSERT INTO t (x) VALUES (2)", vec![]).await?;
+                    c.finish(true).map_err(|e| AppError::Internal(e.to_string()))
+                })
+            };
+            tokio::task::yield_now().await;
+            // …while a read runs and sees only what was committed…
+            let mut r = s.begin(Mode::ReadOnly, soon()).unwrap();
+            let rows = r.query("SELECT count(*) FROM t", vec![]).await.unwrap();
+            assert!(matches!(rows.rows[0][0], Value::Integer(0)));
+            r.finish(true).unwrap();
+            // …and the first writer, still polled, commits; then the second goes.
+            first.finish(true).unwrap();
+            waiter.await.unwrap().expect("the second writer had its turn");
+        });
+        let rows = one_thread().block_on(async {
+            let mut r = s.begin(Mode::ReadOnly, soon()).unwrap();
+            r.query("SELECT count(*) FROM t", vec![]).await.unwrap()
+        });
+        assert!(matches!(rows.rows[0][0], Value::Integer(2)));
+    }
+
+    #[test]
+    fn writers_take_their_turns_in_the_order_they_came() {
+        let (_d, s) = store();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        one_thread().block_on(async {
+            let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
+            first.execute("INSERT INTO t (x) VALUES (0)", vec![]).await.unwrap();
+            let mut waiters = Vec::new();
+            for i in 1..=5i64 {
+                let (s, order) = (s.clone(), order.clone());
+                waiters.push(tokio::spawn(async move {
+                    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+                    c.execute("INSERT INTO t (x) VALUES (?1)", vec![Value::Integer(i)]).await.unwrap();
+                    order.lock().unwrap().push(i);
+                    c.finish(true).unwrap();
+                }));
+                // Each one is queued before the next is spawned.
+                tokio::task::yield_now().await;
+            }
+            first.finish(true).unwrap();
+            for w in waiters {
+                w.await.unwrap();
+            }
+        });
+        assert_eq!(*order.lock().unwrap(), vec![1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn a_write_lock_held_by_another_process_is_waited_for_without_holding_the_thread() {
+        let (d, s) = store();
+        // Another process's connection (the command line beside a launcher).
+        let other = Connection::open(d.path().join(STORE_FILE)).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE; INSERT INTO t (x) VALUES (10);").unwrap();
+        let other = Arc::new(Mutex::new(other));
+        one_thread().block_on(async {
+            let writer = {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+                    c.execute("INSERT INTO t (x) VALUES (11)", vec![]).await.unwrap();
+                    c.finish(true).unwrap();
+                })
+            };
+            // The writer has tried once and now retries on a timer; this
+            // thread stays free to run a read and to let the other commit.
+            tokio::task::yield_now().await;
+            let mut r = s.begin(Mode::ReadOnly, soon()).unwrap();
+            r.query("SELECT count(*) FROM t", vec![]).await.unwrap();
+            r.finish(true).unwrap();
+            other.lock().unwrap().execute_batch("COMMIT").unwrap();
+            writer.await.unwrap();
+        });
+        let rows = one_thread().block_on(async {
+            let mut r = s.begin(Mode::ReadOnly, soon()).unwrap();
+            r.query("SELECT count(*) FROM t", vec![]).await.unwrap()
+        });
+        assert!(matches!(rows.rows[0][0], Value::Integer(2)));
+    }
+
+    #[tokio::test]
+    async fn a_call_that_is_not_committed_keeps_nothing() {
         let (_d, s) = store();
         let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
-        assert_eq!(c.execute("INSERT INTO t VALUES (?1)", vec![Value::Integer(7)]).unwrap(), 1);
+        assert_eq!(c.execute("INSERT INTO t VALUES (?1)", vec![Value::Integer(7)]).await.unwrap(), 1);
         c.finish(false).unwrap();
         let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
-        c.execute("INSERT INTO t VALUES (8)", vec![]).unwrap();
+        c.execute("INSERT INTO t VALUES (8)", vec![]).await.unwrap();
         drop(c); // a call whose future was dropped
         let mut c = s.begin(Mode::ReadOnly, soon()).unwrap();
-        assert!(matches!(c.query("SELECT count(*) FROM t", vec![]).unwrap().rows[0][0], Value::Integer(0)));
+        assert!(matches!(c.query("SELECT count(*) FROM t", vec![]).await.unwrap().rows[0][0], Value::Integer(0)));
     }
 
-    #[test]
-    fn constraint_violations_are_conflicts_and_syntax_errors_are_invalid_input() {
+    #[tokio::test]
+    async fn constraint_violations_are_conflicts_and_syntax_errors_are_invalid_input() {
         let (_d, s) = store();
         let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
-        c.execute("INSERT INTO t VALUES (1)", vec![]).unwrap();
-        assert!(matches!(c.execute("INSERT INTO t VALUES (1)", vec![]), Err(AppError::Conflict(_))));
-        assert!(matches!(c.execute("INSERT INTO nope VALUES (1)", vec![]), Err(AppError::InvalidInput(_))));
-        assert!(matches!(c.execute("SELEC 1", vec![]), Err(AppError::InvalidInput(_))));
+        c.execute("INSERT INTO t VALUES (1)", vec![]).await.unwrap();
+        assert!(matches!(c.execute("INSERT INTO t VALUES (1)", vec![]).await, Err(AppError::Conflict(_))));
+        assert!(matches!(c.execute("INSERT INTO nope VALUES (1)", vec![]).await, Err(AppError::InvalidInput(_))));
+        assert!(matches!(c.execute("SELEC 1", vec![]).await, Err(AppError::InvalidInput(_))));
     }
 
-    #[test]
-    fn a_statement_past_the_deadline_is_interrupted() {
+    #[tokio::test]
+    async fn a_statement_past_the_deadline_is_interrupted() {
         let (_d, s) = store();
         let mut c = s.begin(Mode::ReadOnly, Instant::now() + Duration::from_millis(100)).unwrap();
         let e = c
             .query("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT count(*) FROM r", vec![])
+            .await
             .unwrap_err();
         assert!(matches!(e, AppError::Denied(ref m) if m.contains("deadline")), "{e:?}");
     }

@@ -2,10 +2,21 @@
 //! through, one row per call, in `runs.sqlite` of the data folder the call ran
 //! against (a preview's copy has its own).
 //!
-//! Rows go to a writer thread that commits them in batches, so recording never
-//! costs a call a synchronous disk flush; [`Recorder::flush`] (called on every
-//! clean stop, and by `Drop`) waits until every row sent is committed. No
-//! input value, secret, token or address is stored: only the arguments' hash.
+//! Rows go to the record's writer, one thread per data folder, so that
+//! recording never puts a disk flush inside a call's own work and one app's
+//! load never holds up another app's record:
+//!
+//! - the row of a `write` or `external` call is **durable before the call is
+//!   answered** ([`Recorder::write_durable`]): the writer commits every row
+//!   waiting at that moment in one transaction with one sync (group commit),
+//!   then wakes their callers;
+//! - the rows of reads ([`Recorder::write`]) are gathered for a moment and
+//!   committed in batches; a crash of the host can lose the read rows of the
+//!   last [`GATHER`], never an acknowledged write's.
+//!
+//! [`Recorder::flush`] (called on every clean stop, and by `Drop`) waits until
+//! every row sent is committed. No input value, secret, token or address is
+//! stored: only the arguments' hash.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -23,13 +34,13 @@ pub const RUNS_FILE: &str = "runs.sqlite";
 /// Rows committed together at most.
 const BATCH: usize = 4096;
 
-/// How long the writer gathers rows after the first before it commits them:
-/// the rows of a call reach the disk within about this long. Fewer, larger
-/// transactions keep the writer's work (and its interference with the calls
-/// running beside it) small; docs/performance.md (P1) has the figures. A
-/// clean stop flushes everything; a crash of the host can lose the rows of
-/// this last moment.
-const GATHER: std::time::Duration = std::time::Duration::from_millis(50);
+/// How long the writer gathers the rows of reads after the first before it
+/// commits them, unless a row that must be durable arrives first. Fewer,
+/// larger transactions keep the writer's work (and its interference with the
+/// calls running beside it) small; docs/performance.md (P1) has the figures.
+/// A clean stop flushes everything; a crash of the host can lose the rows of
+/// reads of this last moment.
+pub const GATHER: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// One call: its decision, and what happened when it ran.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,45 +63,111 @@ pub struct Row {
     pub duration_ms: f64,
 }
 
+/// Told when a durable row is committed (or why it could not be).
+type Durable = tokio::sync::oneshot::Sender<Result<(), String>>;
+
 enum Msg {
-    Row(PathBuf, Box<Row>),
+    Row(Box<Row>, Option<Durable>),
     Flush(mpsc::Sender<()>),
 }
 
-/// The writer of every record this process keeps.
-pub struct Recorder {
-    tx: Mutex<Option<mpsc::Sender<Msg>>>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+/// The writer of one data folder's record.
+struct Writer {
+    tx: mpsc::Sender<Msg>,
+    thread: JoinHandle<()>,
 }
 
-impl Default for Recorder {
-    fn default() -> Self {
-        Self::new()
-    }
+/// The writers of every record this process keeps, one per data folder.
+#[derive(Default)]
+pub struct Recorder {
+    writers: Mutex<HashMap<PathBuf, Writer>>,
 }
 
 impl Recorder {
     pub fn new() -> Recorder {
-        let (tx, rx) = mpsc::channel::<Msg>();
-        let thread = std::thread::Builder::new()
-            .name("autoapp-record".into())
-            .spawn(move || writer(rx))
-            .expect("the record's writer thread starts");
-        Recorder { tx: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)) }
+        Recorder::default()
     }
 
-    /// Queues `row` for the record of the data folder `data`.
+    /// Sends `msg` to the writer of `data`, starting it at first use.
+    fn send(&self, data: &Path, msg: Msg) -> Result<(), Msg> {
+        let mut writers = self.writers.lock().expect("recorder");
+        if !writers.contains_key(data) {
+            let (tx, rx) = mpsc::channel::<Msg>();
+            let folder = data.to_path_buf();
+            let spawned = std::thread::Builder::new().name("autoapp-record".into()).spawn(move || writer(&folder, rx));
+            match spawned {
+                Ok(thread) => {
+                    writers.insert(data.to_path_buf(), Writer { tx, thread });
+                }
+                Err(e) => {
+                    tracing::error!("cannot start the record's writer: {e}");
+                    return Err(msg);
+                }
+            }
+        }
+        let w = writers.get(data).expect("just started");
+        let sent = w.tx.send(msg).map_err(|e| e.0);
+        if sent.is_ok() {
+            // A row that must be durable ends the writer's gathering at once.
+            w.thread.thread().unpark();
+        }
+        sent
+    }
+
+    /// Queues `row` for the record of the data folder `data`; it is committed
+    /// with the next batch (the rows of reads).
     pub fn write(&self, data: &Path, row: Row) {
-        if let Some(tx) = self.tx.lock().expect("recorder").as_ref() {
-            let _ = tx.send(Msg::Row(data.to_path_buf(), Box::new(row)));
+        let mut writers = self.writers.lock().expect("recorder");
+        // The common case without a wake-up: the writer gathers and is not
+        // woken for a row that may wait.
+        if let Some(w) = writers.get_mut(data) {
+            let _ = w.tx.send(Msg::Row(Box::new(row), None));
+            return;
+        }
+        drop(writers);
+        let _ = self.send(data, Msg::Row(Box::new(row), None));
+    }
+
+    /// Writes `row` to the record of `data` and returns once it is on disk
+    /// (committed and synced, with every other row waiting at that moment).
+    pub async fn write_durable(&self, data: &Path, row: Row) -> anyhow::Result<()> {
+        let (told, done) = tokio::sync::oneshot::channel();
+        if self.send(data, Msg::Row(Box::new(row), Some(told))).is_err() {
+            anyhow::bail!("the record's writer is not running");
+        }
+        match done.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(why)) => Err(anyhow::anyhow!(why)),
+            Err(_) => anyhow::bail!("the record's writer stopped"),
+        }
+    }
+
+    /// Commits what is queued for the record of `data` and closes it (before
+    /// its folder is renamed or removed); a later row opens it anew.
+    pub fn close(&self, data: &Path) {
+        let writer = self.writers.lock().expect("recorder").remove(data);
+        if let Some(w) = writer {
+            drop(w.tx);
+            w.thread.thread().unpark();
+            let _ = w.thread.join();
         }
     }
 
     /// Waits until every row queued so far is committed.
     pub fn flush(&self) {
-        let (ack, done) = mpsc::channel();
-        let sent = self.tx.lock().expect("recorder").as_ref().map(|tx| tx.send(Msg::Flush(ack)).is_ok());
-        if sent == Some(true) {
+        let waiting: Vec<mpsc::Receiver<()>> = {
+            let writers = self.writers.lock().expect("recorder");
+            writers
+                .values()
+                .filter_map(|w| {
+                    let (ack, done) = mpsc::channel();
+                    w.tx.send(Msg::Flush(ack)).ok()?;
+                    w.thread.thread().unpark();
+                    Some(done)
+                })
+                .collect()
+        };
+        for done in waiting {
             let _ = done.recv();
         }
     }
@@ -98,43 +175,50 @@ impl Recorder {
 
 impl Drop for Recorder {
     fn drop(&mut self) {
-        // Closing the channel lets the writer commit what is left and end.
-        self.tx.lock().expect("recorder").take();
-        if let Some(t) = self.thread.lock().expect("recorder").take() {
-            let _ = t.join();
+        // Closing each channel lets its writer commit what is left and end.
+        let writers: Vec<Writer> = self.writers.lock().expect("recorder").drain().map(|(_, w)| w).collect();
+        for w in writers {
+            drop(w.tx);
+            w.thread.thread().unpark();
+            let _ = w.thread.join();
         }
     }
 }
 
-fn writer(rx: mpsc::Receiver<Msg>) {
-    let mut conns: HashMap<PathBuf, Connection> = HashMap::new();
+fn writer(data: &Path, rx: mpsc::Receiver<Msg>) {
+    let mut conn: Option<Connection> = None;
     while let Ok(first) = rx.recv() {
-        // Gather what comes in the next moment into the same transaction:
-        // while this thread is not waiting, queuing a row wakes nobody, so a
-        // busy host pays no system call per row and one commit per batch.
-        if matches!(first, Msg::Row(..)) {
-            std::thread::sleep(GATHER);
+        // The rows of reads: gather what comes in the next moment into the
+        // same transaction. While this thread is parked, queuing such a row
+        // wakes nobody, so a busy host pays no system call per row; a row that
+        // must be durable (or a flush) unparks it at once.
+        if matches!(first, Msg::Row(_, None)) {
+            std::thread::park_timeout(GATHER);
         }
-        let mut rows: Vec<(PathBuf, Box<Row>)> = Vec::new();
+        let mut rows: Vec<Box<Row>> = Vec::new();
+        let mut durable: Vec<Durable> = Vec::new();
         let mut acks = Vec::new();
         let mut next = Some(first);
         while let Some(m) = next.take() {
             match m {
-                Msg::Row(p, r) => rows.push((p, r)),
+                Msg::Row(r, d) => {
+                    rows.push(r);
+                    durable.extend(d);
+                }
                 Msg::Flush(a) => acks.push(a),
             }
             if rows.len() < BATCH {
                 next = rx.try_recv().ok();
             }
         }
-        let mut by_file: HashMap<PathBuf, Vec<Box<Row>>> = HashMap::new();
-        for (p, r) in rows {
-            by_file.entry(p).or_default().push(r);
+        let result = if rows.is_empty() { Ok(()) } else { commit(&mut conn, data, &rows) };
+        if let Err(e) = &result {
+            tracing::error!("cannot write {} rows to the record: {e:#}", rows.len());
+            // Open the file anew next time (it may have been moved).
+            conn = None;
         }
-        for (data, rows) in by_file {
-            if let Err(e) = commit(&mut conns, &data, &rows) {
-                tracing::error!("cannot write {} rows to the record: {e:#}", rows.len());
-            }
+        for d in durable {
+            let _ = d.send(result.as_ref().map(|_| ()).map_err(|e| format!("{e:#}")));
         }
         for a in acks {
             let _ = a.send(());
@@ -145,9 +229,11 @@ fn writer(rx: mpsc::Receiver<Msg>) {
 fn open(data: &Path) -> anyhow::Result<Connection> {
     std::fs::create_dir_all(data).with_context(|| format!("cannot create {}", data.display()))?;
     let conn = Connection::open(data.join(RUNS_FILE)).context("cannot open the record")?;
+    // FULL: every commit syncs the log, so a row is on disk when its
+    // transaction is committed (one sync per batch of rows).
     conn.execute_batch(
         "PRAGMA journal_mode = WAL;
-         PRAGMA synchronous = NORMAL;
+         PRAGMA synchronous = FULL;
          CREATE TABLE IF NOT EXISTS runs (
              seq INTEGER PRIMARY KEY,
              time TEXT NOT NULL, request_id TEXT NOT NULL, channel TEXT NOT NULL,
@@ -159,11 +245,11 @@ fn open(data: &Path) -> anyhow::Result<Connection> {
     Ok(conn)
 }
 
-fn commit(conns: &mut HashMap<PathBuf, Connection>, data: &Path, rows: &[Box<Row>]) -> anyhow::Result<()> {
-    if !conns.contains_key(data) {
-        conns.insert(data.to_path_buf(), open(data)?);
+fn commit(conn: &mut Option<Connection>, data: &Path, rows: &[Box<Row>]) -> anyhow::Result<()> {
+    if conn.is_none() {
+        *conn = Some(open(data)?);
     }
-    let conn = conns.get_mut(data).expect("just opened");
+    let conn = conn.as_mut().expect("just opened");
     let tx = conn.transaction()?;
     {
         let mut stmt = tx.prepare_cached(
@@ -259,6 +345,56 @@ mod tests {
         let rows = read(d.path(), 10_000).unwrap();
         assert_eq!(rows.len(), 2000);
         assert_eq!(rows[1999].request_id, "r1999");
+    }
+
+    #[test]
+    fn a_durable_row_is_on_disk_when_its_write_returns() {
+        let d = tempfile::tempdir().unwrap();
+        let rec = Recorder::new();
+        // A read's row waits to be gathered; the write's row does not wait
+        // for it, and takes it along in the same commit.
+        rec.write(d.path(), row(1));
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(rec.write_durable(d.path(), row(2))).unwrap();
+        // Read by another connection, with the writer still running.
+        let ids: Vec<String> = read(d.path(), 10).unwrap().into_iter().map(|r| r.request_id).collect();
+        assert_eq!(ids, ["r1", "r2"]);
+        drop(rec);
+    }
+
+    #[test]
+    fn many_durable_rows_at_once_are_each_on_disk_when_their_write_returns() {
+        let d = tempfile::tempdir().unwrap();
+        let rec = std::sync::Arc::new(Recorder::new());
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
+        rt.block_on(async {
+            let mut tasks = Vec::new();
+            for i in 0..200 {
+                let (rec, dir) = (rec.clone(), d.path().to_path_buf());
+                tasks.push(tokio::spawn(async move {
+                    rec.write_durable(&dir, row(i)).await.unwrap();
+                    // This row is there now, whatever the others are doing.
+                    let rows = read(&dir, 10_000).unwrap();
+                    assert!(rows.iter().any(|r| r.request_id == format!("r{i}")), "row {i} is not on disk");
+                }));
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+        });
+        assert_eq!(read(d.path(), 10_000).unwrap().len(), 200);
+    }
+
+    #[test]
+    fn a_record_that_cannot_be_written_is_reported_to_the_durable_writer() {
+        let d = tempfile::tempdir().unwrap();
+        // A file where the data folder should be: the record cannot be opened.
+        let blocked = d.path().join("data");
+        std::fs::write(&blocked, b"not a folder").unwrap();
+        let rec = Recorder::new();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let e = rt.block_on(rec.write_durable(&blocked, row(1))).unwrap_err();
+        assert!(format!("{e:#}").contains("cannot create"), "{e:#}");
     }
 
     #[test]
