@@ -366,3 +366,34 @@ fn sql_that_would_reach_outside_the_store_is_denied() {
     assert!(got["error"].as_str().unwrap().starts_with("denied: this route's effect is read"), "{got}");
     serves_a_normal_call(&root);
 }
+
+// ---- memory between calls ------------------------------------------------------
+
+#[test]
+fn nothing_a_call_leaves_in_memory_reaches_the_next_call() {
+    use autoapp::apps::Apps;
+    use autoapp::config::Config;
+    use autoapp::gate::Caller;
+    use autoapp::manifest::AppId;
+    use autoapp::root::Root;
+
+    let root = TestRoot::new();
+    root.install("hostile");
+    // One instance slot: every call reuses the memory the previous one wrote
+    // (a static, and 6 MiB of heap: past what is reset in place, so both the
+    // in-place reset and the kernel's are crossed).
+    let config = Config { max_instances: 1, ..Config::default() };
+    let apps = Apps::new(Root::open(root.path()).unwrap(), &config).unwrap();
+    let (me, hostile) = (Caller::command_line(), AppId::parse("hostile").unwrap());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        for i in 0..12 {
+            let a = apps.call(&me, &hostile, "memory.leftover", "{}").await.expect("memory.leftover answers");
+            assert_eq!(a.output, serde_json::json!({ "static": 0, "heap_dirty_at": null }), "call {i}");
+            // Other routes of the same slot in between.
+            if i % 3 == 0 {
+                apps.call(&me, &hostile, "count", "{}").await.expect("count answers");
+            }
+        }
+    });
+}

@@ -13,6 +13,13 @@ use autoapp::app::store::{self, Value};
 use autoapp::app::types::AppError;
 use serde_json::{Value as Json, json};
 
+/// What `memory.leftover` leaves behind in its instance's static data.
+static LEFTOVER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How much heap `memory.leftover` dirties: more than the host keeps resident
+/// per instance (2 MiB), so both ways of resetting memory are crossed.
+const LEFTOVER_HEAP: usize = 6 << 20;
+
 struct Hostile;
 export!(Hostile);
 
@@ -99,6 +106,18 @@ impl exports::autoapp::app::routes::Guest for Hostile {
                     x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
                     std::hint::black_box(x);
                 }
+            }
+            "memory.leftover" => {
+                // What an earlier call of this instance slot left, if the host
+                // did not put memory back: the static's value, and the first
+                // non-zero byte of freshly allocated (zeroed) heap, which the
+                // allocator takes straight from `memory.grow`.
+                let before = LEFTOVER.swap(0x5ec2_e7ed, std::sync::atomic::Ordering::SeqCst);
+                let mut heap = vec![0u8; LEFTOVER_HEAP];
+                let dirty = heap.iter().position(|b| *b != 0);
+                heap.fill(0xa5);
+                std::hint::black_box(&heap);
+                json!({ "static": before, "heap_dirty_at": dirty })
             }
             "memory.bomb" => {
                 let mut hoard: Vec<Vec<u8>> = Vec::new();

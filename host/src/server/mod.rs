@@ -209,14 +209,19 @@ impl Launcher {
         v
     }
 
-    /// The server for `key`, started if it is not running.
+    /// The server for `key`, started if it is not running. Each server runs
+    /// on a thread of its own (a single-threaded tokio runtime): an app's
+    /// requests, the guest code they run and its store work all stay on that
+    /// thread, so one app's load never takes another app's threads, and the
+    /// instances an app frees do not make other cores flush their TLBs for
+    /// work of the same app (docs/performance.md, P2).
     pub async fn site(self: &Arc<Self>, key: SiteKey) -> anyhow::Result<Arc<Site>> {
         if let Some(s) = self.sites.lock().expect("sites").get(&key) {
             return Ok(s.clone());
         }
-        let listener = tokio::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
-            .await
+        let listener = std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
             .context("cannot listen on a loopback port")?;
+        listener.set_nonblocking(true).context("cannot listen on a loopback port")?;
         let port = listener.local_addr()?.port();
         let (site_stop, mut site_stopped) = watch::channel(false);
         let site = Arc::new(Site {
@@ -228,16 +233,31 @@ impl Launcher {
         });
         let router = api::router(self.clone(), site.clone());
         let mut stop = self.stop.subscribe();
-        let task = tokio::spawn(async move {
-            let shutdown = async move {
-                tokio::select! {
-                    _ = stop.wait_for(|s| *s) => {}
-                    _ = site_stopped.wait_for(|s| *s) => {}
-                }
-            };
-            if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
-                tracing::error!("a server stopped: {e}");
+        let shutdown = async move {
+            tokio::select! {
+                _ = stop.wait_for(|s| *s) => {}
+                _ = site_stopped.wait_for(|s| *s) => {}
             }
+        };
+        let (ended, on_end) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name(format!("autoapp-site-{port}"))
+            .spawn(move || {
+                let served = tokio::runtime::Builder::new_current_thread().enable_all().build().map(|rt| {
+                    rt.block_on(async move {
+                        let listener = tokio::net::TcpListener::from_std(listener)?;
+                        axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+                    })
+                });
+                if let Err(e) = served.and_then(|r| r) {
+                    tracing::error!("a server stopped: {e}");
+                }
+                let _ = ended.send(());
+            })
+            .context("cannot start a server's thread")?;
+        // The launcher's shutdown waits for each server's thread to end.
+        let task = tokio::spawn(async move {
+            let _ = on_end.await;
         });
         self.tasks.lock().expect("tasks").push(task);
         self.sites.lock().expect("sites").insert(key, site.clone());
