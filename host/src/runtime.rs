@@ -325,8 +325,16 @@ impl Runtime {
     pub async fn run(&self, _pass: &Pass, prepared: &Prepared, plan: CallPlan, entry: Entry<'_>) -> (Outcome, Settle) {
         let deadline_len = self.config.call_deadline();
         let deadline = plan.deadline;
-        // A slot of the pool, waited for until the call's deadline.
-        let Ok(Ok(_slot)) = tokio::time::timeout_at(deadline.into(), self.slots.acquire()).await else {
+        // A slot of the pool; when all are taken, waited for until the
+        // call's deadline (no timer at all when one is free).
+        let slot = match self.slots.try_acquire() {
+            Ok(slot) => Ok(slot),
+            Err(_) => match tokio::time::timeout_at(deadline.into(), self.slots.acquire()).await {
+                Ok(Ok(slot)) => Ok(slot),
+                _ => Err(()),
+            },
+        };
+        let Ok(_slot) = slot else {
             let busy = format!(
                 "the host is running {} calls at once, its most (max_instances); try again",
                 self.config.max_instances
