@@ -294,8 +294,8 @@ fn p1(ctx: &Ctx) -> anyhow::Result<Row> {
         peer_name: "bare wasmtime: `InstancePre` instantiate + call, same engine and component".into(),
         peer: format!("median {} · p99 {}", us(bare.median()), us(bare.p99())),
         ratio: format!("{ratio:.2}× (medians)"),
-        target: "≤ 1.25×".into(),
-        met: Some(ratio <= 1.25),
+        target: "≤ 1.15×".into(),
+        met: Some(ratio <= 1.15),
     })
 }
 
