@@ -32,12 +32,17 @@ function explainBox(e) {
       el("td", { class: "muted", text: r.can_use.length ? `can use ${r.can_use.join(", ")}` : "" }))))),
     el("p", { text: e.capabilities.length ? `Capabilities: ${e.capabilities.join(", ")}` : "Capabilities: none (it reaches nothing outside its own store)" }));
   if (e.not_granted.length) box.append(el("p", { class: "status error", text: `Not granted yet: ${e.not_granted.join(", ")}` }));
+  if (e.workflows.length) {
+    box.append(el("p", { text: "Workflows (run on a schedule by the launcher):" }), el("ul", {}, ...e.workflows.map((w) =>
+      el("li", { text: `${w.name}: ${w.schedule}, route ${w.route} (${w.effect})${w.needs_approval ? " — asks at each run until you approve it" : ""}` }))));
+  }
   if (e.changes) {
     const c = e.changes;
     const lines = [["routes added", c.routes_added], ["routes removed", c.routes_removed], ["effects changed", c.effects_changed],
-      ["capabilities added", c.capabilities_added], ["capabilities removed", c.capabilities_removed], ["migrations added", c.migrations_added]]
+      ["capabilities added", c.capabilities_added], ["capabilities removed", c.capabilities_removed], ["migrations added", c.migrations_added],
+      ["workflows added", c.workflows_added], ["workflows removed", c.workflows_removed], ["workflows changed", c.workflows_changed]]
       .filter(([, v]) => v.length).map(([k, v]) => el("li", { text: `${k}: ${v.join(", ")}` }));
-    box.append(el("p", { text: "Compared with the active release:" }), lines.length ? el("ul", {}, ...lines) : el("p", { class: "muted", text: "no change to routes, effects, capabilities or migrations" }));
+    box.append(el("p", { text: "Compared with the active release:" }), lines.length ? el("ul", {}, ...lines) : el("p", { class: "muted", text: "no change to routes, effects, capabilities, migrations or workflows" }));
   }
   return box;
 }
@@ -87,6 +92,21 @@ function appCard(a) {
       return el("div", { class: "row grant" }, el("span", { text: `${cap} — ${granted ? "granted" : "not granted"}` }),
         granted ? el("button", { text: "Revoke", onclick: () => act(`revoking ${cap}`, "/api/revoke", { app: a.id, capabilities: [cap] }) })
                 : el("button", { text: "Grant", onclick: () => act(`granting ${cap}`, "/api/grant", { app: a.id, capabilities: [cap] }) }));
+    }));
+  }
+
+  if (a.workflows.length) {
+    card.append(el("h3", { text: "Workflows" }), ...a.workflows.map((w) => {
+      const last = w.lastRun ? `last run ${w.lastRun.time}: ${w.lastRun.decision}, ${w.lastRun.outcome}${w.lastRun.reason ? ` (${w.lastRun.reason})` : ""}` : "no run yet";
+      const approval = !w.needsApproval ? "runs without approval (a read)" : w.approved ? "approved for this release" : "not approved: each run asks you";
+      const row = el("div", { class: "row workflow", "data-workflow": w.name },
+        el("span", { text: `${w.name} — ${w.schedule}, route ${w.route} (${w.effect}); next run ${w.nextRun || "never"}; ${last}; ${approval}` }));
+      if (w.needsApproval) {
+        row.append(w.approved
+          ? el("button", { class: "workflow-revoke", text: "Revoke", onclick: () => act(`revoking workflow ${w.name}`, "/api/workflow", { app: a.id, name: w.name, approve: false }) })
+          : el("button", { class: "primary workflow-approve", text: "Approve", onclick: () => act(`approving workflow ${w.name}`, "/api/workflow", { app: a.id, name: w.name, approve: true }) }));
+      }
+      return row;
     }));
   }
 

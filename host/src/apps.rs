@@ -322,6 +322,59 @@ impl Apps {
         route: &str,
         input: &str,
     ) -> Result<Answer, CallError> {
+        self.call_with(caller, app, target, route, input, None).await
+    }
+
+    /// Runs `workflow` of the app's active release on channel `workflow`.
+    /// `approved_for` is the release the person approved it for, when the
+    /// runner found an approval (the gate honors it only for that release).
+    pub async fn call_workflow(
+        &self,
+        app: &AppId,
+        workflow: &crate::manifest::Workflow,
+        approved_for: Option<&str>,
+    ) -> Result<Answer, CallError> {
+        let caller = Caller::workflow(&workflow.name);
+        let input = workflow.input.to_string();
+        self.call_with(&caller, app, &Target::Active, &workflow.route, &input, approved_for).await
+    }
+
+    /// Records that a run of `workflow` was skipped because its previous run
+    /// was still going.
+    pub(crate) fn record_workflow_skip(
+        &self,
+        app: &AppId,
+        release_id: &str,
+        workflow: &crate::manifest::Workflow,
+        effect: Effect,
+    ) {
+        let row = Row {
+            time: release::now_rfc3339(),
+            request_id: String::new(),
+            channel: crate::gate::Channel::Workflow.to_string(),
+            caller: workflow.name.clone(),
+            app: app.to_string(),
+            release: release_id.to_string(),
+            route: workflow.route.clone(),
+            effect: effect.to_string(),
+            arguments_hash: crate::gate::arguments_hash(&workflow.input),
+            decision: Decision::Refused.as_str().to_string(),
+            reason: "skipped: the previous run of this workflow was still going".into(),
+            outcome: "not-run".into(),
+            duration_ms: 0.0,
+        };
+        self.recorder.write(&self.root.app(app).data(), row);
+    }
+
+    async fn call_with(
+        &self,
+        caller: &Caller,
+        app: &AppId,
+        target: &Target,
+        route: &str,
+        input: &str,
+        approved_for: Option<&str>,
+    ) -> Result<Answer, CallError> {
         let started = Instant::now();
         let (release_id, data, preview) = self.resolve_target(app, target)?;
         let loaded = self.load(app, &release_id).await?;
@@ -360,7 +413,7 @@ impl Apps {
                 return Err(e);
             }
         };
-        let knock = Knock { caller, app, release: &release_id, route, effect, preview, input: &value };
+        let knock = Knock { caller, app, release: &release_id, route, effect, preview, input: &value, approved_for };
         let pass = match self.gate.guard(knock).await {
             Ok(pass) => pass,
             Err(refusal) => {

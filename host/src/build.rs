@@ -105,6 +105,23 @@ pub fn build(
             manifest.id
         ));
     }
+    let min_every = runtime.config().workflow_min_every_secs;
+    let too_often: Vec<String> = manifest
+        .workflows
+        .iter()
+        .filter(|w| w.schedule.every_secs().is_some_and(|s| s < min_every))
+        .map(|w| {
+            format!(
+                "workflow `{}` runs {}: a release's workflows run at most once every {min_every} seconds; write a longer interval, like every = \"{}m\"",
+                w.name,
+                w.schedule,
+                min_every.div_ceil(60)
+            )
+        })
+        .collect();
+    if !too_often.is_empty() {
+        return Err(manifest::ManifestError { file: manifest_path.display().to_string(), problems: too_often }.into());
+    }
     let migrations = read_migrations(&ws, &manifest)?;
 
     let (bytes, source) = match component {

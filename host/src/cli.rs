@@ -197,6 +197,28 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show the workflows of the app's active release: schedule, next run, last run, approval.
+    ///
+    /// A workflow's route runs on its schedule while a launcher (`autoapp open` or
+    /// `autoapp serve <app>`) runs, on channel workflow. A write or external route
+    /// runs without asking only once you approve that workflow for the active release
+    /// (`autoapp workflow approve`); otherwise each run asks you in the app's page.
+    Workflows {
+        app: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a workflow of the active release to run without asking, or take that back.
+    ///
+    /// The approval holds for this release, this route and this input; a new release
+    /// needs a new approval. It is read at every run, so `revoke` holds from the next.
+    Workflow {
+        #[arg(value_parser = ["approve", "revoke"])]
+        action: String,
+        app: String,
+        /// The workflow's name, as `autoapp workflows <app>` lists it.
+        name: String,
+    },
     /// Write the WIT package (and the WASI packages it uses) for a toolchain.
     Wit {
         /// The folder to write to [default: ./wit].
@@ -515,6 +537,50 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     r.reason
                 );
             }
+            Ok(())
+        }
+        Command::Workflows { app, json } => {
+            let id = app_id(&app)?;
+            let list = crate::workflows::status(&root, &id, chrono::Local::now()).map_err(|e| format!("{e:#}"))?;
+            if json {
+                return print_json(&list);
+            }
+            if list.is_empty() {
+                println!("the active release of {id} has no workflows ([[workflow]] in autoapp.toml)");
+                return Ok(());
+            }
+            for w in list {
+                let approval = match (w.needs_approval, w.approved) {
+                    (false, _) => "runs without approval (a read)".to_string(),
+                    (true, true) => "approved for this release".to_string(),
+                    (true, false) => {
+                        format!("not approved: each run asks (`autoapp workflow approve {id} {}`)", w.name)
+                    }
+                };
+                println!("{}  route {} ({}), {}", w.name, w.route, w.effect, w.schedule);
+                println!("  next run: {}", w.next_run.as_deref().unwrap_or("never"));
+                match &w.last_run {
+                    Some(l) => println!(
+                        "  last run: {} {} {}{}",
+                        l.time,
+                        l.decision,
+                        l.outcome,
+                        if l.reason.is_empty() { String::new() } else { format!(" ({})", l.reason) }
+                    ),
+                    None => println!("  last run: none yet"),
+                }
+                println!("  {approval}");
+            }
+            Ok(())
+        }
+        Command::Workflow { action, app, name } => {
+            let id = app_id(&app)?;
+            let message = match action.as_str() {
+                "approve" => crate::workflows::approve(&root, &id, &name),
+                _ => crate::workflows::revoke(&root, &id, &name),
+            }
+            .map_err(|e| format!("{e:#}"))?;
+            println!("{message}");
             Ok(())
         }
         Command::Open => {

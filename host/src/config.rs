@@ -36,6 +36,7 @@ pub struct Config {
     pub spawn_memory_mib: u64,
     pub spawn_file_size_mib: u64,
     pub spawn_processes: u64,
+    pub workflow_min_every_secs: u64,
 }
 
 impl Default for Config {
@@ -86,6 +87,7 @@ impl Config {
             ("approval_window_secs", self.approval_window_secs),
             ("http_connect_timeout_ms", self.http_connect_timeout_ms),
             ("launch_token_secs", self.launch_token_secs),
+            ("workflow_min_every_secs", self.workflow_min_every_secs),
         ];
         for (k, v) in positive {
             if v == 0 {

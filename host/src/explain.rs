@@ -24,6 +24,8 @@ pub struct Explanation {
     pub capabilities: Vec<String>,
     pub not_granted: Vec<String>,
     pub migrations: Vec<String>,
+    /// `[[workflow]]`s: routes the launcher runs on a schedule.
+    pub workflows: Vec<WorkflowLine>,
     /// Compared with the active release; `None` when nothing is active or this is it.
     pub changes: Option<Changes>,
     /// Things a person should know before granting or activating.
@@ -40,6 +42,18 @@ pub struct RouteLine {
     pub can_use: Vec<String>,
 }
 
+#[derive(Debug, Serialize)]
+pub struct WorkflowLine {
+    pub name: String,
+    pub route: String,
+    pub effect: Effect,
+    /// `every 15m` or `cron "0 7 * * *" (local time)`.
+    pub schedule: String,
+    pub input: serde_json::Value,
+    /// Whether it runs without asking only once the person approves it.
+    pub needs_approval: bool,
+}
+
 #[derive(Debug, Default, Serialize)]
 pub struct Changes {
     pub against: String,
@@ -50,6 +64,10 @@ pub struct Changes {
     pub capabilities_added: Vec<String>,
     pub capabilities_removed: Vec<String>,
     pub migrations_added: Vec<String>,
+    pub workflows_added: Vec<String>,
+    pub workflows_removed: Vec<String>,
+    /// A workflow of the same name with another route, input or schedule.
+    pub workflows_changed: Vec<String>,
 }
 
 /// Explains release `id` of `app`.
@@ -67,6 +85,21 @@ pub fn explain(app: &AppPaths, id: &str) -> anyhow::Result<Explanation> {
             summary: r.summary.clone(),
             input: r.input.clone(),
             can_use: if r.effect == Effect::External { caps.clone() } else { Vec::new() },
+        })
+        .collect();
+    let workflows = m
+        .workflows
+        .iter()
+        .map(|w| {
+            let effect = m.route(&w.route).map(|r| r.effect).unwrap_or(Effect::Read);
+            WorkflowLine {
+                name: w.name.clone(),
+                route: w.route.clone(),
+                effect,
+                schedule: w.schedule.to_string(),
+                input: w.input.clone(),
+                needs_approval: effect != Effect::Read,
+            }
         })
         .collect();
     let changes = match &active {
@@ -95,6 +128,7 @@ pub fn explain(app: &AppPaths, id: &str) -> anyhow::Result<Explanation> {
         not_granted: grants::ungranted(app, &m)?,
         capabilities: caps,
         migrations: m.migrations.clone(),
+        workflows,
         changes,
     })
 }
@@ -119,6 +153,26 @@ fn diff(against: &str, old: &Manifest, new: &Manifest) -> Changes {
         capabilities_added: nc.difference(&oc).cloned().collect(),
         capabilities_removed: oc.difference(&nc).cloned().collect(),
         migrations_added: new.migrations.iter().skip(old.migrations.len()).cloned().collect(),
+        workflows_added: new
+            .workflows
+            .iter()
+            .filter(|w| !old.workflows.iter().any(|o| o.name == w.name))
+            .map(|w| w.name.clone())
+            .collect(),
+        workflows_removed: old
+            .workflows
+            .iter()
+            .filter(|o| !new.workflows.iter().any(|w| w.name == o.name))
+            .map(|o| o.name.clone())
+            .collect(),
+        workflows_changed: new
+            .workflows
+            .iter()
+            .filter_map(|w| {
+                let o = old.workflows.iter().find(|o| o.name == w.name)?;
+                (o != w).then(|| format!("{}: {} {} → {} {}", w.name, o.route, o.schedule, w.route, w.schedule))
+            })
+            .collect(),
     }
 }
 
@@ -148,6 +202,21 @@ pub fn render(e: &Explanation) -> String {
     if !e.migrations.is_empty() {
         let _ = writeln!(s, "\nmigrations: {}", e.migrations.join(", "));
     }
+    if !e.workflows.is_empty() {
+        let _ = writeln!(s, "\nworkflows (run by the launcher on channel workflow):");
+        for w in &e.workflows {
+            let approval = if w.needs_approval {
+                "asks at each run until you approve it for this release"
+            } else {
+                "runs without asking (a read)"
+            };
+            let _ = writeln!(
+                s,
+                "  {:<24} {} {} ({}), input {}: {approval}",
+                w.name, w.schedule, w.route, w.effect, w.input
+            );
+        }
+    }
     if let Some(c) = &e.changes {
         let _ = writeln!(s, "\ncompared with the active release {}:", crate::apps::short(&c.against));
         let mut any = false;
@@ -158,6 +227,9 @@ pub fn render(e: &Explanation) -> String {
             ("capabilities added", &c.capabilities_added),
             ("capabilities removed", &c.capabilities_removed),
             ("migrations added", &c.migrations_added),
+            ("workflows added", &c.workflows_added),
+            ("workflows removed", &c.workflows_removed),
+            ("workflows changed", &c.workflows_changed),
         ] {
             if !items.is_empty() {
                 any = true;
@@ -165,7 +237,7 @@ pub fn render(e: &Explanation) -> String {
             }
         }
         if !any {
-            let _ = writeln!(s, "  no change to routes, effects, capabilities or migrations");
+            let _ = writeln!(s, "  no change to routes, effects, capabilities, migrations or workflows");
         }
     }
     for w in &e.warnings {

@@ -22,4 +22,5 @@ pub mod runtime;
 pub mod server;
 pub mod template;
 pub mod view;
+pub mod workflows;
 pub mod workspace;

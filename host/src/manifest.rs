@@ -12,6 +12,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
+pub mod workflow;
+
+pub use workflow::{Schedule, Workflow};
+
 /// The manifest's file name inside a workspace and a release.
 pub const MANIFEST_FILE: &str = "autoapp.toml";
 
@@ -263,6 +267,9 @@ pub struct Manifest {
     /// later migrations changed, so a rollback may downgrade to it.
     #[serde(default)]
     pub reads_newer_schema: bool,
+    /// `[[workflow]]`: routes the launcher runs on a schedule.
+    #[serde(default)]
+    pub workflows: Vec<Workflow>,
 }
 
 impl Manifest {
@@ -329,7 +336,7 @@ pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
             });
         }
     };
-    p.unknown_keys(&table, "the top level", &["app", "route", "capabilities", "data"]);
+    p.unknown_keys(&table, "the top level", &["app", "route", "capabilities", "data", "workflow"]);
 
     // [app]
     let empty = toml::Table::new();
@@ -456,6 +463,9 @@ pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
         Some(_) => p.add("`data` must be a table: write [data]"),
     }
 
+    // [[workflow]]
+    let workflows = workflow::parse(table.get("workflow"), &routes, &mut p);
+
     // Rules across sections.
     for r in routes.iter().filter(|r| r.effect == Effect::External) {
         if capabilities.is_empty() {
@@ -481,6 +491,7 @@ pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
         capabilities,
         migrations,
         reads_newer_schema,
+        workflows,
     })
 }
 

@@ -78,15 +78,19 @@ fn only_the_gate_makes_a_pass() {
             (n > 0).then_some((file, n))
         })
         .collect();
-    assert_eq!(made, at(&[("gate/mod.rs", 3)]), "allowed, confirmed, and a page view: all in the gate");
+    assert_eq!(
+        made,
+        at(&[("gate/mod.rs", 4)]),
+        "allowed, confirmed, a workflow the person approved, and a page view: all in the gate"
+    );
 }
 
 #[test]
 fn every_path_into_apps_run_passes_the_gate_first() {
     let apps = squeeze(&std::fs::read_to_string(crate::support::repo().join("host/src/apps.rs")).unwrap());
-    // Split apps.rs into its public async functions and look at each one that calls self.run(.
+    // Split apps.rs into its async functions and look at each one that calls self.run(.
     let mut callers = Vec::new();
-    for chunk in apps.split("pubasyncfn").skip(1) {
+    for chunk in apps.split("asyncfn").skip(1) {
         let name = chunk.split('(').next().unwrap().to_string();
         if chunk.contains(".run(&pass") {
             let gate_at = chunk.find(".gate.guard(").or_else(|| chunk.find(".gate.view()"));
@@ -95,6 +99,6 @@ fn every_path_into_apps_run_passes_the_gate_first() {
             callers.push(name);
         }
     }
-    assert_eq!(callers, ["call_at", "render_at"], "the call sites that run guest code");
+    assert_eq!(callers, ["call_with", "render_at"], "the call sites that run guest code");
     assert!(Path::new(&crate::support::repo().join("host/src/apps.rs")).exists());
 }

@@ -14,3 +14,4 @@ mod gate;
 mod lifecycle;
 mod many_callers;
 mod support;
+mod workflows;

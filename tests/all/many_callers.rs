@@ -8,90 +8,13 @@
 //! - a write that cannot have its turn before its deadline hears "busy".
 
 use std::collections::HashSet;
-use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::support::TestRoot;
 use crate::support::http::Http;
-
-/// `autoapp serve APP` or `autoapp open` on a root, its launch addresses read
-/// from its output.
-struct Served {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Served {
-    fn start(root: &TestRoot, args: &[&str]) -> Served {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_autoapp"))
-            .arg("--root")
-            .arg(root.path())
-            .args(args)
-            .env_remove("AUTOAPP_ROOT")
-            .env("AUTOAPP_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("autoapp starts");
-        let out = child.stdout.take().expect("piped");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Served { child, lines }
-    }
-
-    /// A tab of `what` (an app, or `the Autoapp panel`): its launch address,
-    /// exchanged for a session.
-    fn tab(&self, what: &str) -> Http {
-        let prefix = format!("Open {what}: ");
-        loop {
-            let line = self.lines.recv_timeout(Duration::from_secs(60)).expect("a launch address");
-            if let Some(url) = line.strip_prefix(&prefix) {
-                return Http::launch(url.trim()).expect("the launch address gives a session");
-            }
-        }
-    }
-
-    /// A stop as Ctrl+C would do it; the launcher must exit cleanly.
-    fn stop(mut self) {
-        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).expect("a pid");
-        rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
-        let status = self.child.wait().expect("wait");
-        assert!(status.success(), "the launcher stopped with {status}");
-    }
-
-    /// A crash: SIGKILL, nothing cleaned up.
-    fn kill(mut self) {
-        self.child.kill().expect("SIGKILL");
-        self.child.wait().expect("wait");
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// Another connection of the same tab (same session).
-fn beside(tab: &Http) -> Http {
-    let mut h = Http::new(tab.port());
-    h.cookie = tab.cookie.clone();
-    h
-}
+use crate::support::{Served, TestRoot, beside};
 
 /// What the writers saw: the keys whose `put` was acknowledged, and every
 /// answer that was not a success.

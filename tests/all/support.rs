@@ -1,8 +1,11 @@
 //! What every end-to-end test needs: a temporary root, the binary, and the
 //! example guests built once (cargo shares one target folder between tests).
 
+use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
 /// The keep-alive HTTP client a tab would be (shared with the benchmarks).
 #[path = "../common/http.rs"]
@@ -266,4 +269,79 @@ impl TestServer {
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
+}
+
+/// `autoapp serve APP` or `autoapp open` on a root, its launch addresses read
+/// from its output.
+pub struct Served {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Served {
+    pub fn start(root: &TestRoot, args: &[&str]) -> Served {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_autoapp"))
+            .arg("--root")
+            .arg(root.path())
+            .args(args)
+            .env_remove("AUTOAPP_ROOT")
+            .env("AUTOAPP_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("autoapp starts");
+        let out = child.stdout.take().expect("piped");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Served { child, lines }
+    }
+
+    /// A tab of `what` (an app, or `the Autoapp panel`): its launch address,
+    /// exchanged for a session.
+    pub fn tab(&self, what: &str) -> http::Http {
+        let prefix = format!("Open {what}: ");
+        loop {
+            let line = self.lines.recv_timeout(Duration::from_secs(60)).expect("a launch address");
+            if let Some(url) = line.strip_prefix(&prefix) {
+                return http::Http::launch(url.trim()).expect("the launch address gives a session");
+            }
+        }
+    }
+
+    /// A stop as Ctrl+C would do it; the launcher must exit cleanly.
+    pub fn stop(mut self) {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).expect("a pid");
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
+        let status = self.child.wait().expect("wait");
+        assert!(status.success(), "the launcher stopped with {status}");
+    }
+
+    /// A crash: SIGKILL, nothing cleaned up.
+    pub fn kill(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("wait");
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Another connection of the same tab (same session).
+pub fn beside(tab: &http::Http) -> http::Http {
+    let mut h = http::Http::new(tab.port());
+    h.cookie = tab.cookie.clone();
+    h
 }

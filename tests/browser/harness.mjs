@@ -22,14 +22,14 @@ export function autoapp(root, ...args) {
   return r.stdout;
 }
 
-/// A root with notes and hostile active, tabs printed rather than opened.
+/// A root with notes, hostile and news active, tabs printed rather than opened.
 export function makeRoot(config = "") {
   const root = mkdtempSync(join(tmpdir(), "autoapp-browser-"));
   writeFileSync(join(root, "config.toml"), `opener = "none"\n${config}`);
-  for (const app of ["notes", "hostile"]) {
+  for (const app of ["notes", "hostile", "news"]) {
     autoapp(root, "create", app, "--at", join(repo, "guests", app));
     const built = JSON.parse(autoapp(root, "build", app, "--json"));
-    if (app === "hostile") autoapp(root, "grant", app, "--all-asked");
+    if (app !== "notes") autoapp(root, "grant", app, "--all-asked");
     autoapp(root, "activate", app, built.release);
   }
   return root;

@@ -5,7 +5,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
 import { join } from "node:path";
-import { makeRoot, startLauncher, control, browser, shots } from "./harness.mjs";
+import { makeRoot, startLauncher, control, browser, shots, autoapp } from "./harness.mjs";
 
 let root, launcher, chrome, shared;
 
@@ -163,4 +163,20 @@ test("a view spec carrying <script> shows as text and no script runs", async () 
   assert.ok(blocked.violations.some((v) => v.startsWith("script-src")), JSON.stringify(blocked));
   assert.equal(dialogs, 0);
   await app.screenshot({ path: join(shots, "hostile-text.png"), fullPage: true });
+});
+
+test("an app's workflow shows in the panel, and Approve approves it for the active release only", async () => {
+  const page = await panel();
+  const row = page.locator('section[data-app="news"] .workflow[data-workflow="refresh"]');
+  await row.waitFor();
+  assert.match(await row.textContent(), /every 15m, route headlines\.refresh \(external\).*not approved: each run asks you/);
+  await row.locator("button.workflow-approve").click();
+  await page.locator('section[data-app="news"] .workflow[data-workflow="refresh"] button.workflow-revoke').waitFor();
+  assert.match(await page.locator('section[data-app="news"] .workflow[data-workflow="refresh"]').textContent(), /approved for this release/);
+  await page.screenshot({ path: join(shots, "panel-workflows.png"), fullPage: true });
+  const status = JSON.parse(autoapp(root, "workflows", "news", "--json"));
+  assert.equal(status[0].approved, true);
+  await page.locator('section[data-app="news"] .workflow[data-workflow="refresh"] button.workflow-revoke').click();
+  await page.locator('section[data-app="news"] .workflow[data-workflow="refresh"] button.workflow-approve').waitFor();
+  assert.equal(JSON.parse(autoapp(root, "workflows", "news", "--json"))[0].approved, false);
 });

@@ -16,7 +16,7 @@ fn knock<'a>(
     preview: bool,
     input: &'a serde_json::Value,
 ) -> Knock<'a> {
-    Knock { caller, app, release: "rel-1", route: "notes.add", effect, preview, input }
+    Knock { caller, app, release: "rel-1", route: "notes.add", effect, preview, input, approved_for: None }
 }
 
 /// Lets spawned tasks run until they wait.
@@ -158,6 +158,28 @@ async fn with_nobody_attached_a_write_is_refused_at_once_and_a_read_runs() {
     assert!(gate.is_attached(&a));
     drop(panel);
     assert!(!gate.is_attached(&a));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_workflow_approval_lets_only_that_workflow_of_that_release_run_without_asking() {
+    let gate = Gate::new(WINDOW);
+    let (a, i) = (app(), serde_json::json!({}));
+    let wf = Caller::workflow("refresh");
+    // Approved for the release this call runs: runs, recorded as confirmed.
+    let approved = Knock { approved_for: Some("rel-1"), ..knock(&wf, &a, Effect::External, false, &i) };
+    assert_eq!(gate.guard(approved).await.unwrap().decision(), Decision::Confirmed);
+    // Approved for another release: asks like any call (and nobody is there).
+    let stale = Knock { approved_for: Some("rel-0"), ..knock(&wf, &a, Effect::Write, false, &i) };
+    let r = gate.guard(stale).await.unwrap_err();
+    assert!(r.reason.contains("nobody could be asked"), "{}", r.reason);
+    // Another channel cannot borrow a workflow's approval.
+    for c in [Caller::control("agent"), Caller::ai("engineer")] {
+        let borrowed = Knock { approved_for: Some("rel-1"), ..knock(&c, &a, Effect::Write, false, &i) };
+        assert_eq!(gate.guard(borrowed).await.unwrap_err().decision, Decision::Refused);
+    }
+    // A preview still refuses external, approved or not.
+    let preview = Knock { approved_for: Some("rel-1"), ..knock(&wf, &a, Effect::External, true, &i) };
+    assert_eq!(gate.guard(preview).await.unwrap_err().decision, Decision::Refused);
 }
 
 #[tokio::test(start_paused = true)]

@@ -46,7 +46,8 @@ pub fn router(launcher: Arc<Launcher>, site: Arc<Site>) -> Router {
             .route("/api/preview", post(preview))
             .route("/api/preview-stop", post(preview_stop))
             .route("/api/rollback", post(rollback))
-            .route("/api/remove", post(remove)),
+            .route("/api/remove", post(remove))
+            .route("/api/workflow", post(workflow)),
         _ => common
             .route("/", get(|| async { html(page::app()) }))
             .route("/api/info", get(info))
@@ -268,6 +269,11 @@ async fn state(State(ctx): State<Ctx>) -> Response {
                 "not_granted": not_granted,
                 "rollback": rollback,
                 "runs": crate::gate::record::read(&paths.data(), 20).unwrap_or_default(),
+                "workflows": if active.is_some() {
+                    crate::workflows::status(root, &id, chrono::Local::now()).unwrap_or_default()
+                } else {
+                    Vec::new()
+                },
             }));
         }
         Ok(json!({ "apps": list }))
@@ -369,6 +375,30 @@ async fn grant(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) -> Re
         let newest = release::list(&paths)?.pop().ok_or_else(|| anyhow::anyhow!("{id} has no release yet"))?;
         let manifest = release::manifest(&paths, &newest.id)?;
         Ok(format!("granted {}", crate::grants::grant(&paths, &manifest, &b.capabilities)?.join(", ")))
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+struct WorkflowBody {
+    app: String,
+    name: String,
+    approve: bool,
+}
+
+/// The person approves a workflow of the active release, or takes it back
+/// (the panel is channel `user`).
+async fn workflow(State(ctx): State<Ctx>, axum::Json(b): axum::Json<WorkflowBody>) -> Response {
+    let id = match AppId::parse(&b.app) {
+        Ok(i) => i,
+        Err(e) => return error(ErrorKind::InvalidInput, e),
+    };
+    blocking(&ctx, move |apps| {
+        if b.approve {
+            crate::workflows::approve(apps.root(), &id, &b.name)
+        } else {
+            crate::workflows::revoke(apps.root(), &id, &b.name)
+        }
     })
     .await
 }

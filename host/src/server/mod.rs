@@ -413,6 +413,14 @@ pub async fn run(root: crate::root::Root, config: Config, only: Option<AppId>) -
             println!("Autoapp is serving {app}; {}. Press Ctrl+C to stop.", o.message);
         }
     }
+    // The active releases' workflows (of the one app, for `serve`).
+    let runner = tokio::spawn(crate::workflows::run(
+        launcher.apps.clone(),
+        only.clone(),
+        Arc::new(crate::workflows::SystemClock),
+        launcher.stopping(),
+    ));
+    launcher.tasks.lock().expect("tasks").push(runner);
     let mut stopping = launcher.stopping();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
