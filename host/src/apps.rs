@@ -380,6 +380,27 @@ impl Apps {
         let loaded = self.load(app, &release_id).await?;
         let Some(r) = loaded.manifest.route(route) else {
             let names: Vec<&str> = loaded.manifest.routes.iter().map(|r| r.name.as_str()).collect();
+            // Recorded too: a caller probing for routes leaves a trace. The
+            // name is the caller's, so it is kept escaped and short.
+            let asked: String = route.escape_debug().take(crate::manifest::MAX_ROUTE_NAME + 16).collect();
+            self.recorder.write(
+                &data,
+                Row {
+                    time: release::now_rfc3339(),
+                    request_id: String::new(),
+                    channel: caller.channel().to_string(),
+                    caller: caller.label().to_string(),
+                    app: app.to_string(),
+                    release: release_id.clone(),
+                    route: asked,
+                    effect: "unknown".into(),
+                    arguments_hash: String::new(),
+                    decision: Decision::Refused.as_str().to_string(),
+                    reason: "no such route".into(),
+                    outcome: "not-run".into(),
+                    duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+                },
+            );
             return Err(CallError::new(
                 ErrorKind::NotFound,
                 format!(

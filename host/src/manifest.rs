@@ -502,15 +502,12 @@ fn parse_route(t: &toml::Table, where_: &str, p: &mut Problems) -> Option<Route>
         Some(n) => format!("route `{}`", n.escape_debug()),
         None => where_.to_string(),
     };
-    if let Some(n) = &name {
-        let ok = n.len() <= MAX_ROUTE_NAME
-            && n.starts_with(|c: char| c.is_ascii_lowercase())
-            && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'));
-        if !ok {
-            p.add(format!(
-                "{where_}: the name must match [a-z][a-z0-9_.-]* and be at most {MAX_ROUTE_NAME} characters, like \"notes.add\""
-            ));
-        }
+    if let Some(n) = &name
+        && !is_name(n)
+    {
+        p.add(format!(
+            "{where_}: the name must match [a-z][a-z0-9_.-]* and be at most {MAX_ROUTE_NAME} characters, like \"notes.add\""
+        ));
     }
     let effect = match t.get("effect") {
         Some(toml::Value::String(s)) => match s.as_str() {
@@ -560,6 +557,14 @@ fn parse_route(t: &toml::Table, where_: &str, p: &mut Problems) -> Option<Route>
         }
     };
     Some(Route { name: name?, effect: effect?, summary: summary?, input: input? })
+}
+
+/// Whether `n` is a route or workflow name: `[a-z][a-z0-9_.-]*`, at most
+/// [`MAX_ROUTE_NAME`] characters.
+fn is_name(n: &str) -> bool {
+    n.len() <= MAX_ROUTE_NAME
+        && n.starts_with(|c: char| c.is_ascii_lowercase())
+        && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'))
 }
 
 /// The input schema must be a JSON Schema that describes an object.

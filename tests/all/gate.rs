@@ -144,3 +144,21 @@ fn the_record_keeps_each_decision_and_no_input_value() {
     let text = t.ok(&["runs", "notes"]);
     assert!(text.contains("allowed") && text.contains("refused"), "{text}");
 }
+
+#[test]
+fn a_call_to_an_unknown_route_is_recorded_as_refused_with_the_name_kept_short_and_escaped() {
+    let t = TestRoot::new();
+    t.install("notes");
+    let line = t.refused(&["call", "notes", "notes.nope"]);
+    assert!(line.contains("notes has no route `notes.nope`"), "{line}");
+    let probe = format!("x\n{}", "y".repeat(500));
+    t.refused(&["call", "notes", &probe]);
+    let rows = runs(&t);
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    assert_eq!(rows[0]["route"], "notes.nope");
+    assert_eq!(rows[0]["decision"], "refused");
+    assert_eq!(rows[0]["reason"], "no such route");
+    assert_eq!(rows[0]["outcome"], "not-run");
+    let kept = rows[1]["route"].as_str().unwrap();
+    assert!(kept.starts_with("x\\ny") && kept.len() <= 80, "{kept}");
+}

@@ -10,7 +10,7 @@ use chrono::{DateTime, TimeZone};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
-use super::{MAX_ROUTE_NAME, Problems, Route};
+use super::{MAX_ROUTE_NAME, Problems, Route, is_name};
 
 /// A declared workflow.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -146,10 +146,7 @@ fn parse_one(
         None => where_.to_string(),
     };
     if let Some(n) = &name {
-        let ok = n.len() <= MAX_ROUTE_NAME
-            && n.starts_with(|c: char| c.is_ascii_lowercase())
-            && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'));
-        if !ok {
+        if !is_name(n) {
             p.add(format!(
                 "{where_}: the name must match [a-z][a-z0-9_.-]* and be at most {MAX_ROUTE_NAME} characters, like \"refresh\""
             ));
