@@ -106,7 +106,16 @@ async function draw(keepStatus) {
   }
 }
 
+/// The mark in every app tab: back to the panel (the launcher opens it).
+function mark() {
+  const back = el("button", { class: "to-panel", text: "← Autoapp panel", onclick: async () => {
+    try { const o = await api("POST", "/api/panel", {}); say(o.message); } catch (e) { say(e.message, true); }
+  } });
+  document.body.prepend(el("nav", { class: "mark" }, back));
+}
+
 (async function start() {
+  mark();
   try { info = await api("GET", "/api/info"); } catch (e) { say(e.message, true); }
   if (location.hash.length > 1) {
     const [page, q] = location.hash.slice(1).split(":");

@@ -140,7 +140,11 @@ async function refresh() {
     state = await api("GET", "/api/state");
   } catch (e) { say(e.message, true); return; }
   const note = state.opener ? null : el("p", { class: "muted", text: "No browser opener was found: addresses of tabs are printed in the launcher's terminal." });
-  root.replaceChildren(el("h1", { text: "Autoapp" }), note || "", status,
+  const quit = el("button", { class: "danger quit", text: "Quit Autoapp", onclick: () => {
+    if (!confirm("Quit Autoapp? Every app's page stops answering; the calls in flight finish first.")) return;
+    api("POST", "/api/quit", {}).then((o) => say(o.message), (e) => say(e.message, true));
+  } });
+  root.replaceChildren(el("div", { class: "row" }, el("h1", { text: "Autoapp" }), quit), note || "", status,
     ...(state.apps.length ? state.apps.map(appCard) : [el("p", { text: "No apps yet. Create one with `autoapp create <app>`." })]));
 }
 

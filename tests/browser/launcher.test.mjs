@@ -180,3 +180,23 @@ test("an app's workflow shows in the panel, and Approve approves it for the acti
   await page.locator('section[data-app="news"] .workflow[data-workflow="refresh"] button.workflow-approve').waitFor();
   assert.equal(JSON.parse(autoapp(root, "workflows", "news", "--json"))[0].approved, false);
 });
+
+test("every app tab has a mark back to the panel, and a preview that is not running cannot be opened", async () => {
+  const page = await panel();
+  const app = await openFromPanel(page, "notes");
+  await app.locator("h1", { hasText: "Notes" }).waitFor();
+  // The panel rate limit allows one address per 2 s; the shared panel may just have had one.
+  await new Promise((r) => setTimeout(r, 2100));
+  const next = launcher.next("the Autoapp panel");
+  await app.locator("nav.mark button.to-panel").click();
+  const { url } = await next;
+  assert.match(url, /\/launch\?token=/);
+  // The panel API refuses a tab of a preview nobody started.
+  const answer = await page.evaluate(async () => {
+    const r = await fetch("/api/open", { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ app: "notes", preview: "0".repeat(64) }) });
+    return { status: r.status, body: await r.json() };
+  });
+  assert.equal(answer.status, 409, JSON.stringify(answer));
+  assert.match(answer.body.error.message, /notes has no running preview of 000000000000/);
+});

@@ -47,7 +47,8 @@ pub fn router(launcher: Arc<Launcher>, site: Arc<Site>) -> Router {
             .route("/api/preview-stop", post(preview_stop))
             .route("/api/rollback", post(rollback))
             .route("/api/remove", post(remove))
-            .route("/api/workflow", post(workflow)),
+            .route("/api/workflow", post(workflow))
+            .route("/api/quit", post(quit)),
         _ => common
             .route("/", get(|| async { html(page::app()) }))
             .route("/api/info", get(info))
@@ -377,6 +378,13 @@ async fn grant(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) -> Re
         Ok(format!("granted {}", crate::grants::grant(&paths, &manifest, &b.capabilities)?.join(", ")))
     })
     .await
+}
+
+/// Quit from the panel (channel `user`): the same clean stop as Ctrl+C.
+async fn quit(State(ctx): State<Ctx>) -> Response {
+    tracing::info!("the person quit from the panel");
+    ctx.launcher.request_stop();
+    axum::Json(json!({ "message": "Autoapp is stopping: the calls in flight finish first" })).into_response()
 }
 
 #[derive(Deserialize)]

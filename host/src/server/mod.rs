@@ -281,6 +281,15 @@ impl Launcher {
     /// Opens a tab of `key` through the operating system, minting a fresh
     /// single-use address that only the opener (or the terminal) sees.
     pub async fn open(self: &Arc<Self>, key: SiteKey) -> anyhow::Result<Opened> {
+        // Only a preview that is running has a server to open.
+        if let SiteKey::Preview(app, release) = &key {
+            let running = crate::lifecycle::previews(&self.apps.root().app(app)).unwrap_or_default();
+            anyhow::ensure!(
+                running.iter().any(|p| p.release == *release),
+                "{app} has no running preview of {}; start one with Preview (or `autoapp preview {app} RELEASE`)",
+                crate::apps::short(release)
+            );
+        }
         let what = match &key {
             SiteKey::Panel => "the Autoapp panel".to_string(),
             SiteKey::App(a) => format!("{a}"),
