@@ -788,5 +788,6 @@ fn app_error(e: AppError) -> CallError {
         AppError::Denied(m) => (ErrorKind::Denied, m),
         AppError::Internal(m) => (ErrorKind::Internal, m),
     };
-    CallError::new(kind, msg)
+    // The app's words reach the person and the logs: no secret in them.
+    CallError::new(kind, crate::sanitize::secrets(&msg))
 }

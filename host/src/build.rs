@@ -281,11 +281,19 @@ fn cargo_build(ws: &Path, progress: &dyn Fn(&str)) -> Result<PathBuf, BuildError
         .current_dir(ws)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| {
             BuildError::Refused(format!("cannot run cargo ({e}); install Rust from https://rustup.rs and try again"))
         })?;
+    // Cargo's messages go to the person's terminal as they come, through the
+    // sanitiser: a build script that prints a token does not show it.
+    let stderr = child.stderr.take().expect("piped stderr");
+    let relay = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("{}", crate::sanitize::secrets(&line));
+        }
+    });
     let stdout = child.stdout.take().expect("piped stdout");
     let mut wasm: Vec<PathBuf> = Vec::new();
     for line in std::io::BufReader::new(stdout).lines() {
@@ -307,6 +315,7 @@ fn cargo_build(ws: &Path, progress: &dyn Fn(&str)) -> Result<PathBuf, BuildError
         }
     }
     let status = child.wait().context("cannot wait for cargo")?;
+    let _ = relay.join();
     if !status.success() {
         return refuse("cargo could not build the workspace (its errors are above); fix them and build again");
     }

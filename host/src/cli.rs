@@ -265,8 +265,18 @@ pub fn main() -> ExitCode {
 }
 
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AUTOAPP_LOG")
+    let mut filter = tracing_subscriber::EnvFilter::try_from_env("AUTOAPP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,app=info"));
+    // Whatever level the person asks for, the guest's raw output (wasmtime-wasi
+    // logs the bytes of its stdout and stderr at debug) and the arguments of its
+    // calls to our imports (bindgen's tracing, at trace) stay out of the log:
+    // they are the app's words, unsanitised. Its log lines, sanitised, are the
+    // `app` target.
+    for quiet in ["wasmtime_wasi::p2::write_stream=info", "autoapp::runtime::bindings=info"] {
+        if let Ok(d) = quiet.parse() {
+            filter = filter.add_directive(d);
+        }
+    }
     let _ =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
 }

@@ -19,6 +19,7 @@ pub mod mcp;
 pub mod release;
 pub mod root;
 pub mod runtime;
+pub mod sanitize;
 pub mod server;
 pub mod template;
 pub mod view;

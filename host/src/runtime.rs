@@ -180,7 +180,7 @@ fn last_words(tail: &str) -> Option<String> {
         })
         .or_else(|| lines.iter().rev().find(|l| !l.starts_with("note:")).map(|l| l.to_string()))?;
     let pick: String = pick.chars().take(300).collect();
-    Some(pick)
+    Some(crate::sanitize::secrets(&pick).into_owned())
 }
 
 /// The process's wasmtime engine, linker and epoch ticker.

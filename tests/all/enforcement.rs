@@ -397,3 +397,43 @@ fn nothing_a_call_leaves_in_memory_reaches_the_next_call() {
         }
     });
 }
+
+// ---- secrets ------------------------------------------------------------------
+
+#[test]
+fn a_key_an_app_logs_prints_or_fails_with_appears_nowhere_on_disk_or_in_output() {
+    let root = TestRoot::new();
+    root.install("hostile");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_autoapp"))
+        .args(["--root", root.path().to_str().unwrap(), "call", "hostile", "log.secret"])
+        .env("AUTOAPP_LOG", "debug")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let shown = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(shown.contains("the feed refused the key [redacted]"), "{shown}");
+    assert!(shown.contains("Authorization: [redacted]"), "the log line is there, without its token: {shown}");
+    let keys: [&[u8]; 2] = [b"FAKE0123456789abcdef", b"ghp_FAKE"];
+    for k in keys {
+        assert!(!shown.as_bytes().windows(k.len()).any(|w| w == k), "a key reached the output: {shown}");
+    }
+    // Nor any file of the root (record, data, journal), but for the app's own
+    // code: its release and its compiled copy hold the key as a literal.
+    fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.ends_with("releases") || p.ends_with("compiled") {
+                continue;
+            }
+            if p.is_dir() { files(&p, out) } else { out.push(p) }
+        }
+    }
+    let mut all = Vec::new();
+    files(root.path(), &mut all);
+    for f in all {
+        let bytes = std::fs::read(&f).unwrap_or_default();
+        for k in keys {
+            assert!(!bytes.windows(k.len()).any(|w| w == k), "a key reached {}", f.display());
+        }
+    }
+}

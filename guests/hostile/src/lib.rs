@@ -107,6 +107,14 @@ impl exports::autoapp::app::routes::Guest for Hostile {
                     std::hint::black_box(x);
                 }
             }
+            "log.secret" => {
+                // An app that mishandles a key: logs it, prints it, fails with it.
+                let key = "sk-test-FAKE0123456789abcdefXYZ";
+                let token = "ghp_FAKE0123456789abcdefghijKLMNOP";
+                log::write(Level::Warn, &format!("calling the feed with Authorization: Bearer {token} and {key}"));
+                eprintln!("debug: key={key}");
+                return Err(AppError::Internal(format!("the feed refused the key {key}")));
+            }
             "memory.leftover" => {
                 // What an earlier call of this instance slot left, if the host
                 // did not put memory back: the static's value, and the first

@@ -51,7 +51,7 @@ impl Host for crate::runtime::CallState {
             return;
         }
         log.written += 1;
-        let message = cut(&message).escape_debug().to_string();
+        let message = crate::sanitize::secrets(cut(&message)).escape_debug().to_string();
         let (app, route) = (log.app.as_str(), log.route.as_str());
         match level {
             Level::Debug => tracing::debug!(target: "app", app, route, "{message}"),

@@ -1,0 +1,147 @@
+//! One sanitiser for text that came from an app or a build and is shown to the
+//! person or written to a log: guest log lines, the guest's stderr in a trap
+//! message, an app's error messages, cargo's output. It removes what looks like
+//! a secret, so a key an app mishandles does not land in a terminal, a log file
+//! or the panel.
+//!
+//! What it removes, each replaced by `[redacted]`: bearer tokens and
+//! `Authorization` values; API keys of well-known shapes (`sk-…`, `ghp_…` and
+//! the other GitHub prefixes, `github_pat_…`, Slack's `xox?-…`, AWS access key
+//! ids and `aws_secret_access_key = …`); the password of a URL
+//! (`scheme://user:password@`); PEM private-key blocks; and long runs of hex
+//! (40+) or base64 (40+, with upper and lower case and digits). Text the host
+//! writes itself (release ids, arguments hashes) never passes through it.
+
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use regex::{Captures, Regex};
+
+/// What stands where a secret was.
+pub const REDACTED: &str = "[redacted]";
+
+struct Rule {
+    re: Regex,
+    /// Keeps the captured group 1 (a key name, a scheme and user) before the mark.
+    keep_prefix: bool,
+}
+
+fn rule(pattern: &str, keep_prefix: bool) -> Rule {
+    Rule { re: Regex::new(pattern).expect("a valid pattern"), keep_prefix }
+}
+
+static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
+    vec![
+        // PEM private keys, the whole block (or to the end when it is cut).
+        rule(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)", false),
+        // `Authorization: Basic abc`, `authorization=xyz`, in headers, JSON or logs.
+        rule(r#"(?i)(\b(?:proxy-)?authorization"?\s*[:=]\s*"?)(?:[a-z]+\s+)?[^\s",;]+"#, true),
+        rule(r"(?i)(\bbearer\s+)[a-z0-9\-._~+/]+=*", true),
+        rule(r#"(?i)(\baws_secret_access_key"?\s*[:=]\s*"?)[^\s",;]+"#, true),
+        rule(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", false),
+        rule(r"\bsk-[A-Za-z0-9_\-]{16,}", false),
+        rule(r"\bgh[pousr]_[A-Za-z0-9]{20,}", false),
+        rule(r"\bgithub_pat_[A-Za-z0-9_]{20,}", false),
+        rule(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}", false),
+        // scheme://user:password@host
+        rule(r"(?i)(\b[a-z][a-z0-9+.\-]*://[^/\s:@]+:)[^@\s/]+@", true),
+        rule(r"\b[0-9a-fA-F]{40,}\b", false),
+    ]
+});
+
+/// A run of base64 long enough to be a key (checked for mixed case and digits
+/// separately: the regex crate has no look-ahead).
+static BASE64: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[A-Za-z0-9+/_\-]{40,}={0,2}").expect("valid"));
+
+/// `text` with everything that looks like a secret replaced by [`REDACTED`].
+pub fn secrets(text: &str) -> Cow<'_, str> {
+    let mut out: Cow<'_, str> = Cow::Borrowed(text);
+    for r in RULES.iter() {
+        if r.re.is_match(&out) {
+            let replaced = r.re.replace_all(&out, |c: &Captures<'_>| {
+                let keep = if r.keep_prefix { c.get(1).map_or("", |m| m.as_str()) } else { "" };
+                let at_sign =
+                    if c.get(0).is_some_and(|m| m.as_str().ends_with('@')) && r.keep_prefix { "@" } else { "" };
+                format!("{keep}{REDACTED}{at_sign}")
+            });
+            out = Cow::Owned(replaced.into_owned());
+        }
+    }
+    if BASE64.is_match(&out) {
+        let replaced = BASE64.replace_all(&out, |c: &Captures<'_>| {
+            let s = c.get(0).map_or("", |m| m.as_str());
+            let mixed = s.bytes().any(|b| b.is_ascii_uppercase())
+                && s.bytes().any(|b| b.is_ascii_lowercase())
+                && s.bytes().any(|b| b.is_ascii_digit());
+            if mixed { REDACTED.to_string() } else { s.to_string() }
+        });
+        out = Cow::Owned(replaced.into_owned());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clean(s: &str) -> String {
+        secrets(s).into_owned()
+    }
+
+    #[test]
+    fn bearer_tokens_and_authorization_values() {
+        assert_eq!(clean("sent Bearer abc.def-ghi_123= to it"), "sent Bearer [redacted] to it");
+        assert_eq!(clean("Authorization: Basic dXNlcjpwYXNz"), "Authorization: [redacted]");
+        assert_eq!(clean(r#"{"authorization":"token123"}"#), r#"{"authorization":"[redacted]"}"#);
+        assert_eq!(clean("proxy-authorization=xyz;next"), "proxy-authorization=[redacted];next");
+    }
+
+    #[test]
+    fn api_keys_of_known_shapes() {
+        assert_eq!(clean("key sk-proj-AbCdEf0123456789xyz here"), "key [redacted] here");
+        assert_eq!(clean("ghp_0123456789abcdefghijABCDEFGHIJ"), "[redacted]");
+        assert_eq!(clean("github_pat_11ABCDEFG0123456789_abcdefghij"), "[redacted]");
+        assert_eq!(clean("slack xoxb-1234567890-abcdefghij"), "slack [redacted]");
+        assert_eq!(clean("id AKIAIOSFODNN7EXAMPLE."), "id [redacted].");
+        assert_eq!(clean("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG"), "aws_secret_access_key = [redacted]");
+    }
+
+    #[test]
+    fn passwords_in_urls() {
+        assert_eq!(
+            clean("fetching https://ann:hunter2@example.com/x"),
+            "fetching https://ann:[redacted]@example.com/x"
+        );
+        assert_eq!(clean("postgres://u:p%40ss@db:5432/app"), "postgres://u:[redacted]@db:5432/app");
+        assert_eq!(clean("https://example.com:8443/path"), "https://example.com:8443/path", "a port is not a password");
+    }
+
+    #[test]
+    fn private_key_blocks() {
+        let pem = "before\n-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nIBAAKC\n-----END RSA PRIVATE KEY-----\nafter";
+        assert_eq!(clean(pem), "before\n[redacted]\nafter");
+        assert_eq!(clean("x -----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn"), "x [redacted]", "a cut block too");
+    }
+
+    #[test]
+    fn long_hex_and_base64_runs() {
+        let hex = "0123456789abcdef0123456789abcdef01234567";
+        assert_eq!(clean(&format!("token {hex}")), "token [redacted]");
+        let b64 = "QWxhZGRpbjpvcGVuIHNlc2FtZQ0123456789abcdefXYZ";
+        assert_eq!(clean(&format!("secret={b64}")), "secret=[redacted]");
+    }
+
+    #[test]
+    fn ordinary_text_is_left_as_it_is() {
+        for s in [
+            "added note 42 with 3 tags",
+            "the route `notes.add` failed: title is empty",
+            "sk-short and ghp_short and xoxb-1",
+            "a_very_long_identifier_that_is_all_lowercase_and_underscores",
+            "see https://example.com/docs?page=2",
+        ] {
+            assert_eq!(clean(s), s);
+        }
+        assert!(matches!(secrets("nothing here"), Cow::Borrowed(_)), "no copy when nothing matches");
+    }
+}
