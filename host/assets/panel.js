@@ -129,6 +129,10 @@ function appCard(a) {
       el("tbody", {}, ...a.runs.map((r) => el("tr", {}, ...[r.time, r.channel, r.caller, r.route, r.decision, r.outcome, r.reason].map((c) => el("td", { text: c }))))))); 
   }
 
+  const r = a.removal;
+  const moves = `Remove moves ${a.id}'s data (its store and its record) and its ${r.releases} release${r.releases === 1 ? "" : "s"} to ${r.trash}; nothing is deleted.`;
+  const ws = !r.workspace ? "" : r.workspace_moves ? ` Its workspace (${r.workspace}) is inside the app's folder and moves with it.` : ` Its workspace stays where it is: ${r.workspace}.`;
+  card.append(el("p", { class: "muted removal", text: moves + ws }));
   const confirmInput = el("input", { placeholder: `type ${a.id} to remove it`, class: "remove-confirm" });
   card.append(el("div", { class: "row remove" }, confirmInput,
     el("button", { class: "danger", text: "Remove", onclick: () => act(`removing ${a.id}`, "/api/remove", { app: a.id, confirm: confirmInput.value }) })));

@@ -181,7 +181,7 @@ test("an app's workflow shows in the panel, and Approve approves it for the acti
   assert.equal(JSON.parse(autoapp(root, "workflows", "news", "--json"))[0].approved, false);
 });
 
-test("every app tab has a mark back to the panel, and a preview that is not running cannot be opened", async () => {
+test("an app tab's mark leads back to the panel; Remove says what moves and what stays; a preview that is not running cannot be opened", async () => {
   const page = await panel();
   const app = await openFromPanel(page, "notes");
   await app.locator("h1", { hasText: "Notes" }).waitFor();
@@ -191,6 +191,9 @@ test("every app tab has a mark back to the panel, and a preview that is not runn
   await app.locator("nav.mark button.to-panel").click();
   const { url } = await next;
   assert.match(url, /\/launch\?token=/);
+  // Removal says what will move and what stays, beside its confirm field.
+  const removal = await page.locator('section[data-app="notes"] p.removal').textContent();
+  assert.match(removal, /Remove moves notes's data \(its store and its record\) and its 1 release to .*trash; nothing is deleted\. Its workspace stays where it is: .*guests\/notes\./);
   // The panel API refuses a tab of a preview nobody started.
   const answer = await page.evaluate(async () => {
     const r = await fetch("/api/open", { method: "POST", headers: { "Content-Type": "application/json" },

@@ -270,6 +270,13 @@ async fn state(State(ctx): State<Ctx>) -> Response {
                 "not_granted": not_granted,
                 "rollback": rollback,
                 "runs": crate::gate::record::read(&paths.data(), 20).unwrap_or_default(),
+                "removal": {
+                    // What Remove moves to the trash, and what it leaves.
+                    "trash": root.dir().join("trash").display().to_string(),
+                    "releases": all.len(),
+                    "workspace": crate::build::workspace(&paths).ok().map(|w| w.display().to_string()),
+                    "workspace_moves": !paths.workspace_pointer().exists(),
+                },
                 "workflows": if active.is_some() {
                     crate::workflows::status(root, &id, chrono::Local::now()).unwrap_or_default()
                 } else {
