@@ -2,10 +2,12 @@
 // pinned renderer, approvals in the panel and the app's tab, and the CSP.
 // Screenshots go to target/screenshots/.
 import { test, before, after } from "node:test";
+import { mkdtempSync, readFileSync, writeFileSync, mkdirSync, copyFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import assert from "node:assert/strict";
 import http from "node:http";
 import { join } from "node:path";
-import { makeRoot, startLauncher, control, browser, shots, autoapp } from "./harness.mjs";
+import { makeRoot, startLauncher, control, browser, shots, autoapp, repo } from "./harness.mjs";
 
 let root, launcher, chrome, shared;
 
@@ -202,4 +204,25 @@ test("an app tab's mark leads back to the panel; Remove says what moves and what
   });
   assert.equal(answer.status, 409, JSON.stringify(answer));
   assert.match(answer.body.error.message, /notes has no running preview of 000000000000/);
+});
+
+test("activating a candidate in the panel opens the app's tab", async () => {
+  // A second app made of the notes component, built but not active.
+  const ws = mkdtempSync(join(tmpdir(), "autoapp-ws-"));
+  writeFileSync(join(ws, "autoapp.toml"), readFileSync(join(repo, "guests", "notes", "autoapp.toml"), "utf8").replace('id = "notes"', 'id = "jotter"'));
+  mkdirSync(join(ws, "migrations"));
+  copyFileSync(join(repo, "guests", "notes", "migrations", "0001_init.sql"), join(ws, "migrations", "0001_init.sql"));
+  autoapp(root, "create", "jotter", "--at", ws);
+  const built = JSON.parse(autoapp(root, "build", "jotter", "--component", join(repo, "target", "guests", "wasm32-wasip2", "release", "notes.wasm"), "--json"));
+  const page = await panel();
+  await page.reload();
+  const candidate = page.locator(`section[data-app="jotter"] .candidate[data-release="${built.release}"]`);
+  await candidate.waitFor();
+  const next = launcher.next("jotter");
+  page.once("dialog", (d) => d.accept());
+  await candidate.locator("button.activate-btn").click();
+  const { url } = await next;
+  const tab = await page.context().newPage();
+  await tab.goto(url);
+  await tab.locator("h1", { hasText: "Notes" }).waitFor();
 });

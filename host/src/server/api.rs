@@ -364,7 +364,9 @@ async fn activate(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) ->
     })
     .await;
     if res.status().is_success() {
-        if let Err(e) = ctx.launcher.site(SiteKey::App(id.clone())).await {
+        // The person activated it from the panel: its tab opens, through the
+        // opener (or the launcher's terminal), never as an address in a page.
+        if let Err(e) = ctx.launcher.open(SiteKey::App(id.clone())).await {
             tracing::error!("cannot serve {id}: {e:#}");
         }
         let release = release::active(&ctx.launcher.apps.root().app(&id)).ok().flatten().unwrap_or_default();
