@@ -61,8 +61,15 @@ function Approvals(container, onCount) {
     }
     onCount(questions.size);
   };
+  // A desktop notification for a new question, only where the person already
+  // allowed notifications for this origin: the page never asks for the
+  // permission by itself.
+  const notify = (q) => {
+    if (typeof Notification === "undefined" || Notification.permission !== "granted") return;
+    try { new Notification(`${q.appId}: ${q.route} waits for you`, { body: `${q.effect} asked by ${q.caller} on channel ${q.channel}`, tag: q.requestId }); } catch (_) {}
+  };
   return {
-    asked(q) { questions.set(q.requestId, q); render(); },
+    asked(q) { const fresh = !questions.has(q.requestId); questions.set(q.requestId, q); render(); if (fresh) notify(q); },
     answered(id) { const q = questions.get(id); if (q) { clearInterval(q._timer); questions.delete(id); render(); } },
     reset(list) { for (const q of questions.values()) clearInterval(q._timer); questions.clear(); for (const q of list) questions.set(q.requestId, q); render(); },
   };

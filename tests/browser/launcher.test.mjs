@@ -226,3 +226,44 @@ test("activating a candidate in the panel opens the app's tab", async () => {
   await tab.goto(url);
   await tab.locator("h1", { hasText: "Notes" }).waitFor();
 });
+
+test("a question shows amber under a minute, counts in the app tab's title, and notifies only where notifications were allowed", async () => {
+  // An app tab whose page may notify (the person allowed it), and the panel, which may not.
+  const allowed = await chrome.newContext();
+  await allowed.grantPermissions(["notifications"]);
+  const record = () => {
+    window.__made = [];
+    window.__asked = 0;
+    const Real = window.Notification;
+    class Stub { constructor(title, opts) { window.__made.push({ title, body: opts && opts.body }); } }
+    Stub.permission = Real ? Real.permission : "default";
+    Stub.requestPermission = async () => { window.__asked += 1; return Stub.permission; };
+    window.Notification = Stub;
+  };
+  await allowed.addInitScript(record);
+  const page = await panel();
+  const next = launcher.next("notes");
+  await page.locator('section[data-app="notes"] button.open').click();
+  const { url } = await next;
+  const app = await allowed.newPage();
+  await app.goto(url);
+  await app.locator("h1", { hasText: "Notes" }).waitFor();
+  await page.context().addInitScript(record);
+  await page.reload();
+  await page.locator('section[data-app="notes"]').waitFor();
+
+  const asked = (await control(root)).request({ type: "invoke", app: "notes", route: "notes.add", input: { title: "notify me" }, client: "agent" });
+  await app.locator(".question .left.amber").waitFor();
+  await page.locator(".question .left.amber").waitFor();
+  assert.match(await app.title(), /^\(1\) /, "the app tab's title counts waiting questions");
+  const made = await app.evaluate(() => window.__made);
+  assert.equal(made.length, 1, JSON.stringify(made));
+  assert.equal(made[0].title, "notes: notes.add waits for you");
+  assert.deepEqual(await page.evaluate(() => window.__made), [], "no notification where none was allowed");
+  assert.equal(await page.evaluate(() => window.__asked) + await app.evaluate(() => window.__asked), 0, "never asks for the permission");
+  await app.screenshot({ path: join(shots, "approval-amber.png"), fullPage: true });
+  await app.locator(".question button.deny").click();
+  assert.equal((await asked).ok, false);
+  await app.locator(".question").waitFor({ state: "detached" });
+  assert.doesNotMatch(await app.title(), /^\(/);
+});
