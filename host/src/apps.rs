@@ -222,7 +222,12 @@ impl Apps {
 
     /// The cell a release is loaded into, once however many calls want it.
     fn loading(&self, release_id: &str) -> Arc<tokio::sync::OnceCell<Arc<Loaded>>> {
-        self.loaded.lock().expect("loaded").entry(release_id.to_string()).or_default().clone()
+        let mut loaded = self.loaded.lock().expect("loaded");
+        // Every call comes here: look up before making an owned key.
+        if let Some(cell) = loaded.get(release_id) {
+            return cell.clone();
+        }
+        loaded.entry(release_id.to_string()).or_default().clone()
     }
 
     /// The release, loaded at its first call: the calls that arrive meanwhile

@@ -77,6 +77,15 @@ struct Writer {
     thread: JoinHandle<()>,
 }
 
+impl Writer {
+    /// Closes the channel and waits while the writer commits what is left.
+    fn finish(self) {
+        drop(self.tx);
+        self.thread.thread().unpark();
+        let _ = self.thread.join();
+    }
+}
+
 /// The writers of every record this process keeps, one per data folder.
 #[derive(Default)]
 pub struct Recorder {
@@ -88,8 +97,10 @@ impl Recorder {
         Recorder::default()
     }
 
-    /// Sends `msg` to the writer of `data`, starting it at first use.
-    fn send(&self, data: &Path, msg: Msg) -> Result<(), Msg> {
+    /// Sends `msg` to the writer of `data`, starting it at first use; `wake`
+    /// ends the writer's gathering at once (a row that must be durable, a
+    /// flush), otherwise the row waits for the batch and wakes nobody.
+    fn send(&self, data: &Path, msg: Msg, wake: bool) -> Result<(), Msg> {
         let mut writers = self.writers.lock().expect("recorder");
         if !writers.contains_key(data) {
             let (tx, rx) = mpsc::channel::<Msg>();
@@ -107,8 +118,7 @@ impl Recorder {
         }
         let w = writers.get(data).expect("just started");
         let sent = w.tx.send(msg).map_err(|e| e.0);
-        if sent.is_ok() {
-            // A row that must be durable ends the writer's gathering at once.
+        if sent.is_ok() && wake {
             w.thread.thread().unpark();
         }
         sent
@@ -117,22 +127,14 @@ impl Recorder {
     /// Queues `row` for the record of the data folder `data`; it is committed
     /// with the next batch (the rows of reads).
     pub fn write(&self, data: &Path, row: Row) {
-        let mut writers = self.writers.lock().expect("recorder");
-        // The common case without a wake-up: the writer gathers and is not
-        // woken for a row that may wait.
-        if let Some(w) = writers.get_mut(data) {
-            let _ = w.tx.send(Msg::Row(Box::new(row), None));
-            return;
-        }
-        drop(writers);
-        let _ = self.send(data, Msg::Row(Box::new(row), None));
+        let _ = self.send(data, Msg::Row(Box::new(row), None), false);
     }
 
     /// Writes `row` to the record of `data` and returns once it is on disk
     /// (committed and synced, with every other row waiting at that moment).
     pub async fn write_durable(&self, data: &Path, row: Row) -> anyhow::Result<()> {
         let (told, done) = tokio::sync::oneshot::channel();
-        if self.send(data, Msg::Row(Box::new(row), Some(told))).is_err() {
+        if self.send(data, Msg::Row(Box::new(row), Some(told)), true).is_err() {
             anyhow::bail!("the record's writer is not running");
         }
         match done.await {
@@ -147,9 +149,7 @@ impl Recorder {
     pub fn close(&self, data: &Path) {
         let writer = self.writers.lock().expect("recorder").remove(data);
         if let Some(w) = writer {
-            drop(w.tx);
-            w.thread.thread().unpark();
-            let _ = w.thread.join();
+            w.finish();
         }
     }
 
@@ -178,9 +178,7 @@ impl Drop for Recorder {
         // Closing each channel lets its writer commit what is left and end.
         let writers: Vec<Writer> = self.writers.lock().expect("recorder").drain().map(|(_, w)| w).collect();
         for w in writers {
-            drop(w.tx);
-            w.thread.thread().unpark();
-            let _ = w.thread.join();
+            w.finish();
         }
     }
 }
