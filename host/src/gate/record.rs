@@ -285,6 +285,18 @@ pub fn read(data: &Path, limit: usize) -> anyhow::Result<Vec<Row>> {
     }
     let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
         .context("cannot open the record")?;
+    // The writer may be setting the file up this very moment (it creates the
+    // file, then the table): wait out its lock, and a record without its
+    // table yet has no rows.
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    let made: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs')",
+        [],
+        |r| r.get(0),
+    )?;
+    if !made {
+        return Ok(Vec::new());
+    }
     let mut stmt = conn.prepare(
         "SELECT time, request_id, channel, caller, app, release, route, effect, arguments_hash,
                 decision, reason, outcome, duration_ms
@@ -381,6 +393,14 @@ mod tests {
             }
         });
         assert_eq!(read(d.path(), 10_000).unwrap().len(), 200);
+    }
+
+    #[test]
+    fn a_record_whose_writer_has_not_made_its_table_yet_reads_as_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        // What the writer leaves between creating the file and its table.
+        Connection::open(dir.path().join(RUNS_FILE)).unwrap().execute_batch("PRAGMA journal_mode = WAL;").unwrap();
+        assert!(read(dir.path(), 10).unwrap().is_empty());
     }
 
     #[test]
