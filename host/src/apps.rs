@@ -452,11 +452,7 @@ impl Apps {
         // The guest receives the canonical form of what was checked and hashed.
         let result =
             self.run(&pass, &loaded, app, &data, effect, Entry::Route { route, input: pass.input() }, route).await;
-        let (outcome, reason) = match &result {
-            Ok(_) => ("ok", String::new()),
-            Err(e) if e.kind == ErrorKind::Trap => ("trap", "the guest was stopped".to_string()),
-            Err(e) => ("error", format!("{:?}", e.kind).to_lowercase()),
-        };
+        let (outcome, reason) = outcome_of(&result);
         let recorded = self.record(
             &data,
             effect,
@@ -501,15 +497,17 @@ impl Apps {
         self.render_at(caller, app, &Target::Active, page, query).await
     }
 
-    /// Renders `page` of `target` for `query` (JSON text); a render runs as a read.
+    /// Renders `page` of `target` for `query` (JSON text); a render runs as a
+    /// read, and is recorded as one (route `page:<name>`).
     pub async fn render_at(
         &self,
-        _caller: &Caller,
+        caller: &Caller,
         app: &AppId,
         target: &Target,
         page: &str,
         query: &str,
     ) -> Result<serde_json::Value, CallError> {
+        let started = Instant::now();
         let (release_id, data, _) = self.resolve_target(app, target)?;
         let loaded = self.load(app, &release_id).await?;
         let query: serde_json::Value = serde_json::from_str(query)
@@ -517,19 +515,44 @@ impl Apps {
         if !query.is_object() {
             return Err(CallError::new(ErrorKind::InvalidInput, "the page query must be a JSON object"));
         }
+        let hash = crate::gate::arguments_hash(&query);
         let query = query.to_string();
         let pass = self.gate.view();
-        self.run(&pass, &loaded, app, &data, Effect::Read, Entry::View { page, query: &query }, page).await.and_then(
-            |spec| match crate::view::validate(&spec, &loaded.manifest, &|route, input| {
-                loaded.validators.get(route).is_some_and(|v| v.is_valid(input))
-            }) {
-                Ok(()) => Ok(spec),
-                Err(why) => Err(CallError::new(
-                    ErrorKind::Internal,
-                    format!("{app} returned a page `{page}` that cannot be shown: {why}"),
-                )),
-            },
-        )
+        let result = self
+            .run(&pass, &loaded, app, &data, Effect::Read, Entry::View { page, query: &query }, page)
+            .await
+            .and_then(|spec| {
+                match crate::view::validate(&spec, &loaded.manifest, &|route, input| {
+                    loaded.validators.get(route).is_some_and(|v| v.is_valid(input))
+                }) {
+                    Ok(()) => Ok(spec),
+                    Err(why) => Err(CallError::new(
+                        ErrorKind::Internal,
+                        format!("{app} returned a page `{page}` that cannot be shown: {why}"),
+                    )),
+                }
+            });
+        let (outcome, reason) = outcome_of(&result);
+        let row = Row {
+            time: release::now_rfc3339(),
+            request_id: pass.request_id().to_string(),
+            channel: caller.channel().to_string(),
+            caller: caller.label().to_string(),
+            app: app.to_string(),
+            release: release_id,
+            route: format!(
+                "page:{}",
+                page.escape_debug().take(crate::manifest::MAX_ROUTE_NAME + 16).collect::<String>()
+            ),
+            effect: Effect::Read.to_string(),
+            arguments_hash: hash,
+            decision: pass.decision().as_str().to_string(),
+            reason,
+            outcome: outcome.to_string(),
+            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        };
+        self.recorder.write(&data, row);
+        result
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -795,4 +818,13 @@ fn app_error(e: AppError) -> CallError {
     };
     // The app's words reach the person and the logs: no secret in them.
     CallError::new(kind, crate::sanitize::secrets(&msg))
+}
+
+/// The outcome column of a call's row, and the reason for a failure.
+fn outcome_of<T>(result: &Result<T, CallError>) -> (&'static str, String) {
+    match result {
+        Ok(_) => ("ok", String::new()),
+        Err(e) if e.kind == ErrorKind::Trap => ("trap", "the guest was stopped".to_string()),
+        Err(e) => ("error", format!("{:?}", e.kind).to_lowercase()),
+    }
 }

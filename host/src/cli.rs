@@ -184,11 +184,15 @@ enum Command {
         #[arg(long = "yes", value_name = "APP", required = true)]
         confirm: String,
     },
-    /// Show the gate's record: every call's decision and outcome, newest last.
+    /// Show the app's record: every call's decision and outcome, and every lifecycle action, newest last.
     ///
     /// One row per call: time, channel, caller, release, route, effect, the
     /// arguments' hash (never the arguments), the decision (allowed, confirmed,
     /// denied, refused), the reason, and the outcome (ok, error, trap, not-run).
+    /// A page render is a read whose route is `page:<name>`. Lifecycle actions
+    /// (activate, rollback, grant, revoke, preview-start, preview-stop, remove,
+    /// workflow-approve, workflow-revoke) have effect `lifecycle`, the caller that
+    /// took them (command line, panel) and what they did or why they failed.
     Runs {
         app: String,
         /// How many of the newest rows to show.
@@ -411,14 +415,14 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     Err(Failure { code: 2, message: "name the capabilities to grant (network:<origin>, files:<name>, spawn:<program>) or pass --all-asked".into() })
                 };
             }
-            for line in grants::grant(&paths, &manifest, &names)? {
+            for line in grants::grant(&Caller::command_line(), &paths, &manifest, &names)? {
                 println!("granted {line}");
             }
             Ok(())
         }
         Command::Revoke { app, capabilities } => {
             let id = app_id(&app)?;
-            for line in grants::revoke(&root.app(&id), &capabilities)? {
+            for line in grants::revoke(&Caller::command_line(), &root.app(&id), &capabilities)? {
                 println!("revoked {line}");
             }
             Ok(())
@@ -433,7 +437,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     eprintln!("warning: {w}");
                 }
             }
-            let a = apps.activate(&id, &release).map_err(|e| format!("{e:#}"))?;
+            let a = apps.activate(&Caller::command_line(), &id, &release).map_err(|e| format!("{e:#}"))?;
             if json {
                 print_json(&a)
             } else {
@@ -462,7 +466,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Preview { app, release } => {
             let id = app_id(&app)?;
             let apps = open_apps(&root)?;
-            let (p, new) = apps.preview(&id, release.as_deref()).map_err(|e| format!("{e:#}"))?;
+            let (p, new) =
+                apps.preview(&Caller::command_line(), &id, release.as_deref()).map_err(|e| format!("{e:#}"))?;
             if new {
                 println!("previewing {id} {} on a copy of its data (external routes are refused)", short(&p.release));
             } else {
@@ -474,7 +479,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::PreviewStop { app, release } => {
             let id = app_id(&app)?;
             let apps = open_apps(&root)?;
-            for r in apps.preview_stop(&id, release.as_deref()).map_err(|e| format!("{e:#}"))? {
+            for r in
+                apps.preview_stop(&Caller::command_line(), &id, release.as_deref()).map_err(|e| format!("{e:#}"))?
+            {
                 println!("stopped the preview of {id} {} and removed its copy of the data", short(&r));
             }
             Ok(())
@@ -494,7 +501,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 (None, true) => RollbackHow::Restore { yes },
                 (None, false) => RollbackHow::Plain,
             };
-            let r = apps.rollback(&id, how).map_err(|e| format!("{e:#}"))?;
+            let r = apps.rollback(&Caller::command_line(), &id, how).map_err(|e| format!("{e:#}"))?;
             if json {
                 return print_json(&r);
             }
@@ -510,7 +517,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 return fail(format!("to remove {id}, give its id again: `autoapp remove {id} --yes {id}`"));
             }
             let apps = open_apps(&root)?;
-            let to = apps.remove(&id).map_err(|e| format!("{e:#}"))?;
+            let to = apps.remove(&Caller::command_line(), &id).map_err(|e| format!("{e:#}"))?;
             println!("moved {id} to {}", to.display());
             Ok(())
         }
@@ -586,8 +593,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Workflow { action, app, name } => {
             let id = app_id(&app)?;
             let message = match action.as_str() {
-                "approve" => crate::workflows::approve(&root, &id, &name),
-                _ => crate::workflows::revoke(&root, &id, &name),
+                "approve" => crate::workflows::approve(&Caller::command_line(), &root, &id, &name),
+                _ => crate::workflows::revoke(&Caller::command_line(), &root, &id, &name),
             }
             .map_err(|e| format!("{e:#}"))?;
             println!("{message}");

@@ -55,7 +55,9 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
         if release::active(&paths)?.as_deref() == Some(built.info.id.as_str()) {
             println!("{id} {} is already active", short(&built.info.id));
         } else {
-            let a = apps.activate(&id, &built.info.id).with_context(|| format!("cannot activate {id}"))?;
+            let a = apps
+                .activate(&Caller::command_line(), &id, &built.info.id)
+                .with_context(|| format!("cannot activate {id}"))?;
             println!("activated {id} {} ({} new migrations applied)", short(&a.release), a.migrations_applied);
         }
     }

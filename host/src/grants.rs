@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
+use crate::gate::Caller;
 use crate::manifest::{Access, Manifest, Origin};
 use crate::root::{AppPaths, write_atomic};
 
@@ -92,7 +93,15 @@ pub fn ungranted(app: &AppPaths, manifest: &Manifest) -> anyhow::Result<Vec<Stri
 
 /// Grants each named capability, as `manifest` declares it. Returns what was
 /// granted, each as a line for the person.
-pub fn grant(app: &AppPaths, manifest: &Manifest, names: &[String]) -> anyhow::Result<Vec<String>> {
+/// Recorded in the app's record as `grant`, by `caller`.
+pub fn grant(caller: &Caller, app: &AppPaths, manifest: &Manifest, names: &[String]) -> anyhow::Result<Vec<String>> {
+    let done = add(app, manifest, names);
+    crate::lifecycle::recorded(app, caller, "grant", serde_json::json!({ "capabilities": names }), done, |lines| {
+        (String::new(), lines.join("; "))
+    })
+}
+
+fn add(app: &AppPaths, manifest: &Manifest, names: &[String]) -> anyhow::Result<Vec<String>> {
     let mut g = load(app)?;
     let mut done = Vec::new();
     for name in names {
@@ -161,7 +170,15 @@ pub fn grant(app: &AppPaths, manifest: &Manifest, names: &[String]) -> anyhow::R
 }
 
 /// Takes back each named capability; names not granted are reported.
-pub fn revoke(app: &AppPaths, names: &[String]) -> anyhow::Result<Vec<String>> {
+/// Recorded in the app's record as `revoke`, by `caller`.
+pub fn revoke(caller: &Caller, app: &AppPaths, names: &[String]) -> anyhow::Result<Vec<String>> {
+    let done = take_back(app, names);
+    crate::lifecycle::recorded(app, caller, "revoke", serde_json::json!({ "capabilities": names }), done, |lines| {
+        (String::new(), lines.join("; "))
+    })
+}
+
+fn take_back(app: &AppPaths, names: &[String]) -> anyhow::Result<Vec<String>> {
     let mut g = load(app)?;
     let mut done = Vec::new();
     for name in names {

@@ -9,6 +9,8 @@ use serde::Serialize;
 
 use crate::apps::{Apps, short};
 use crate::caps::store::{self, copy_data};
+use crate::gate::Caller;
+use crate::gate::record::{self, Action};
 use crate::manifest::AppId;
 use crate::release::journal::{self, Journal, Op, Step, fault, folder, rename, write_step};
 use crate::release::{self};
@@ -54,6 +56,43 @@ pub struct Preview {
 
 const PREVIEW_FILE: &str = "preview.json";
 
+/// Records a lifecycle action's result in the app's record
+/// ([`record::action`]) and hands the result back. `said` gives, for a done
+/// action, the release it concerns and a one-line summary. Nothing is written
+/// for an app that does not exist (no folder is made for a name). An action
+/// done but not recorded is reported as such, never as plain success.
+pub(crate) fn recorded<T>(
+    paths: &AppPaths,
+    caller: &Caller,
+    name: &str,
+    arguments: serde_json::Value,
+    done: anyhow::Result<T>,
+    said: impl FnOnce(&T) -> (String, String),
+) -> anyhow::Result<T> {
+    if !paths.exists() {
+        return done;
+    }
+    let (release, result) = match &done {
+        Ok(t) => {
+            let (release, summary) = said(t);
+            (release, Ok(summary))
+        }
+        Err(e) => (String::new(), Err(format!("{e:#}"))),
+    };
+    let action = Action { name, release: &release, arguments };
+    let written = record::action(&paths.data(), caller, &paths.id, &action, result.as_deref().map_err(String::as_str));
+    match (done, written) {
+        (Ok(t), Ok(())) => Ok(t),
+        (Ok(_), Err(e)) => Err(e.context(format!("{name} of {} was done, but it could not be recorded", paths.id))),
+        (Err(e), written) => {
+            if let Err(w) = written {
+                tracing::error!(app = %paths.id, "cannot record the failed {name}: {w:#}");
+            }
+            Err(e)
+        }
+    }
+}
+
 impl Apps {
     fn ensure_app(&self, app: &AppId) -> anyhow::Result<AppPaths> {
         let paths = self.root().app(app);
@@ -72,7 +111,17 @@ impl Apps {
     /// ungranted capability or migrations that do not extend the applied ones;
     /// then snapshots the data, applies the new migrations and switches, each
     /// step journaled.
-    pub fn activate(&self, app: &AppId, release_prefix: &str) -> anyhow::Result<Activated> {
+    pub fn activate(&self, caller: &Caller, app: &AppId, release_prefix: &str) -> anyhow::Result<Activated> {
+        let done = self.switch_to(app, release_prefix);
+        let arguments = serde_json::json!({ "release": release_prefix });
+        recorded(&self.root().app(app), caller, "activate", arguments, done, |a| {
+            let previous = a.previous.as_deref().map(short).unwrap_or("none");
+            let summary = format!("activated (previous {previous}); {} migrations applied", a.migrations_applied);
+            (a.release.clone(), summary)
+        })
+    }
+
+    fn switch_to(&self, app: &AppId, release_prefix: &str) -> anyhow::Result<Activated> {
         let paths = self.ensure_app(app)?;
         let id = release::resolve(&paths, release_prefix)?;
         let previous = release::active(&paths).ok().flatten();
@@ -146,7 +195,23 @@ impl Apps {
     }
 
     /// Rolls the app back (see [`RollbackHow`]).
-    pub fn rollback(&self, app: &AppId, how: RollbackHow) -> anyhow::Result<RolledBack> {
+    pub fn rollback(&self, caller: &Caller, app: &AppId, how: RollbackHow) -> anyhow::Result<RolledBack> {
+        let arguments = match &how {
+            RollbackHow::Plain => serde_json::json!({ "how": "plain" }),
+            RollbackHow::Downgrade(r) => serde_json::json!({ "how": "downgrade", "release": r }),
+            RollbackHow::Restore { yes } => serde_json::json!({ "how": "restore", "yes": yes }),
+        };
+        let done = self.roll_back(app, how);
+        recorded(&self.root().app(app), caller, "rollback", arguments, done, |r| {
+            let summary = match &r.set_aside {
+                Some(aside) => format!("{:?}: the writes since activation set aside in {aside}", r.op),
+                None => format!("{:?}", r.op),
+            };
+            (r.release.clone(), summary.to_lowercase())
+        })
+    }
+
+    fn roll_back(&self, app: &AppId, how: RollbackHow) -> anyhow::Result<RolledBack> {
         let paths = self.ensure_app(app)?;
         let active =
             release::active(&paths)?.with_context(|| format!("{app} has no active release; nothing to roll back"))?;
@@ -210,6 +275,9 @@ impl Apps {
         write_step(paths, &j)?;
         fault("rollback:begun");
         self.close_store(&data);
+        // The record stays whole: the rows since the snapshot (the activation,
+        // the calls) go back with it; the data does not.
+        record::carry_over(&data, &snap)?;
         rename(&data, &folder(paths, &aside))?;
         j.step = Step::MovedAside;
         write_step(paths, &j)?;
@@ -294,7 +362,21 @@ impl Apps {
     /// Starts a preview of `release_prefix` (default: the newest candidate) on
     /// a consistent copy of the app's data, with the candidate's migrations
     /// applied to the copy.
-    pub fn preview(&self, app: &AppId, release_prefix: Option<&str>) -> anyhow::Result<(Preview, bool)> {
+    pub fn preview(
+        &self,
+        caller: &Caller,
+        app: &AppId,
+        release_prefix: Option<&str>,
+    ) -> anyhow::Result<(Preview, bool)> {
+        let done = self.start_preview(app, release_prefix);
+        let arguments = serde_json::json!({ "release": release_prefix });
+        recorded(&self.root().app(app), caller, "preview-start", arguments, done, |(p, new)| {
+            let summary = if *new { "started on a copy of the data" } else { "was already running" };
+            (p.release.clone(), summary.to_string())
+        })
+    }
+
+    fn start_preview(&self, app: &AppId, release_prefix: Option<&str>) -> anyhow::Result<(Preview, bool)> {
         let paths = self.ensure_app(app)?;
         let active = release::active(&paths)?;
         let id = match release_prefix {
@@ -333,7 +415,21 @@ impl Apps {
     }
 
     /// Stops previews (one, or all of the app's) and removes their copies.
-    pub fn preview_stop(&self, app: &AppId, release_prefix: Option<&str>) -> anyhow::Result<Vec<String>> {
+    pub fn preview_stop(
+        &self,
+        caller: &Caller,
+        app: &AppId,
+        release_prefix: Option<&str>,
+    ) -> anyhow::Result<Vec<String>> {
+        let done = self.stop_previews(app, release_prefix);
+        let arguments = serde_json::json!({ "release": release_prefix });
+        recorded(&self.root().app(app), caller, "preview-stop", arguments, done, |stopped| {
+            let releases: Vec<&str> = stopped.iter().map(|r| short(r)).collect();
+            (stopped.first().cloned().unwrap_or_default(), format!("stopped {}; copies removed", releases.join(", ")))
+        })
+    }
+
+    fn stop_previews(&self, app: &AppId, release_prefix: Option<&str>) -> anyhow::Result<Vec<String>> {
         let paths = self.ensure_app(app)?;
         let mut stopped = Vec::new();
         for p in previews(&paths)? {
@@ -379,25 +475,34 @@ impl Apps {
     }
 
     /// Moves the app's folder to `<root>/trash/<id>-<stamp>`.
-    pub fn remove(&self, app: &AppId) -> anyhow::Result<PathBuf> {
+    pub fn remove(&self, caller: &Caller, app: &AppId) -> anyhow::Result<PathBuf> {
         if let Some(pid) = crate::root::running_launcher(self.root())? {
             anyhow::bail!(
                 "a running launcher (pid {pid}) may be serving {app}; remove it from the panel, or stop the launcher with `autoapp stop` first"
             );
         }
-        self.remove_unserved(app)
+        self.remove_unserved(caller, app)
     }
 
     /// Moves the app's folder to the trash; the caller has stopped serving it.
-    pub fn remove_unserved(&self, app: &AppId) -> anyhow::Result<PathBuf> {
-        let paths = self.ensure_app(app)?;
-        let trash = self.root().dir().join("trash");
-        std::fs::create_dir_all(&trash)?;
-        let stamp = journal::new_stamp(&paths);
-        let to = trash.join(format!("{app}-{stamp}"));
+    /// The removal's row is written first, into the record that moves with
+    /// the data (a failed move is recorded after it).
+    pub fn remove_unserved(&self, caller: &Caller, app: &AppId) -> anyhow::Result<PathBuf> {
+        let paths = self.root().app(app);
+        let ready = self.ensure_app(app).and_then(|_| {
+            let trash = self.root().dir().join("trash");
+            std::fs::create_dir_all(&trash)?;
+            Ok(trash.join(format!("{app}-{}", journal::new_stamp(&paths))))
+        });
+        let to = recorded(&paths, caller, "remove", serde_json::json!({}), ready, |to| {
+            let active = release::active(&paths).ok().flatten().unwrap_or_default();
+            (active, format!("moved to {}", to.display()))
+        })?;
         self.close_store(&paths.data());
-        rename(&paths.dir, &to)?;
-        Ok(to)
+        // Moved, the folder is gone and nothing more is written; a failed
+        // move is recorded in the folder that stayed.
+        let moved = rename(&paths.dir, &to).map(|()| to);
+        recorded(&paths, caller, "remove", serde_json::json!({}), moved, |_| (String::new(), String::new()))
     }
 }
 

@@ -25,6 +25,7 @@ use chrono::{DateTime, Local};
 use serde::{Deserialize, Serialize};
 
 use crate::apps::Apps;
+use crate::gate::Caller;
 use crate::manifest::{AppId, Effect, Manifest, Workflow};
 use crate::release;
 use crate::root::{AppPaths, Root};
@@ -107,7 +108,16 @@ fn find<'m>(manifest: &'m Manifest, app: &AppId, name: &str) -> anyhow::Result<&
 
 /// The person approves `name` of the app's active release (channel `user`
 /// only: the command line and the panel call this).
-pub fn approve(root: &Root, app: &AppId, name: &str) -> anyhow::Result<String> {
+/// Recorded in the app's record as `workflow-approve`, by `caller`.
+pub fn approve(caller: &Caller, root: &Root, app: &AppId, name: &str) -> anyhow::Result<String> {
+    let done = add_approval(root, app, name);
+    let arguments = serde_json::json!({ "workflow": name });
+    crate::lifecycle::recorded(&root.app(app), caller, "workflow-approve", arguments, done, |said| {
+        (release::active(&root.app(app)).ok().flatten().unwrap_or_default(), said.clone())
+    })
+}
+
+fn add_approval(root: &Root, app: &AppId, name: &str) -> anyhow::Result<String> {
     let (release_id, manifest) = active_manifest(root, app)?;
     let w = find(&manifest, app, name)?;
     let effect = manifest.route(&w.route).map(|r| r.effect).unwrap_or(Effect::Read);
@@ -135,7 +145,16 @@ pub fn approve(root: &Root, app: &AppId, name: &str) -> anyhow::Result<String> {
 }
 
 /// The person takes back the approval of `name`.
-pub fn revoke(root: &Root, app: &AppId, name: &str) -> anyhow::Result<String> {
+/// Recorded in the app's record as `workflow-revoke`, by `caller`.
+pub fn revoke(caller: &Caller, root: &Root, app: &AppId, name: &str) -> anyhow::Result<String> {
+    let done = remove_approval(root, app, name);
+    let arguments = serde_json::json!({ "workflow": name });
+    crate::lifecycle::recorded(&root.app(app), caller, "workflow-revoke", arguments, done, |said| {
+        (String::new(), said.clone())
+    })
+}
+
+fn remove_approval(root: &Root, app: &AppId, name: &str) -> anyhow::Result<String> {
     let paths = root.app(app);
     anyhow::ensure!(paths.exists(), "there is no app `{app}`");
     let mut list = approvals(&paths)?;

@@ -291,3 +291,93 @@ fn a_rollback_interrupted_at_any_step_is_finished_or_undone_at_the_next_start() 
         assert!(n.app_dir().join("data").is_dir(), "{point}: there is always a data folder");
     }
 }
+
+/// The rows of the lifecycle actions in the record of the data folder `data`.
+fn actions_in(data: &Path) -> Vec<(String, String, String, String, String)> {
+    let conn = rusqlite::Connection::open(data.join("runs.sqlite")).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT route, channel, caller, outcome, release FROM runs WHERE effect = 'lifecycle' ORDER BY seq")
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+#[test]
+fn every_lifecycle_action_is_recorded_with_its_channel_and_a_rollback_keeps_the_record_whole() {
+    let n = Notes::new();
+    let v1 = n.build();
+    n.root.ok(&["activate", "notes", &v1]);
+    n.add("one");
+    n.add_migration();
+    let v2 = n.build();
+    n.root.ok(&["preview", "notes"]);
+    n.root.ok(&["preview-stop", "notes"]);
+    n.root.ok(&["activate", "notes", &v2]);
+    n.root.ok(&["rollback", "notes"]);
+    // Refused actions are recorded too, with why.
+    n.root.refused(&["activate", "notes", "ffffffff"]);
+    n.root.refused(&["grant", "notes", "network:https://example.com"]);
+    let data = n.app_dir().join("data");
+    let rows = actions_in(&data);
+    let seen: Vec<(&str, &str)> = rows.iter().map(|r| (r.0.as_str(), r.3.as_str())).collect();
+    assert_eq!(
+        seen,
+        [
+            ("activate", "ok"),
+            ("preview-start", "ok"),
+            ("preview-stop", "ok"),
+            ("activate", "ok"),
+            ("rollback", "ok"),
+            ("activate", "error"),
+            ("grant", "error"),
+        ],
+        "after the rollback the record still has v2's activation: {rows:#?}"
+    );
+    assert!(rows.iter().all(|r| r.1 == "user" && r.2 == "command line"), "{rows:#?}");
+    assert_eq!([&rows[0].4, &rows[1].4, &rows[3].4, &rows[4].4], [&v1, &v2, &v2, &v1], "the release each concerned");
+    // `autoapp runs` shows them beside the calls, in order.
+    let all: Vec<serde_json::Value> = serde_json::from_str(&n.root.ok(&["runs", "notes", "--json"])).unwrap();
+    let order: Vec<&str> = all.iter().map(|r| r["route"].as_str().unwrap()).collect();
+    assert_eq!(&order[..3], ["activate", "notes.add", "preview-start"], "{order:?}");
+    let text = n.root.ok(&["runs", "notes"]);
+    assert!(text.contains("lifecycle") && text.contains("rollback"), "{text}");
+    // A refusal's reason says why, and no argument reaches the record.
+    let grant = all.iter().find(|r| r["route"] == "grant").unwrap();
+    assert!(grant["reason"].as_str().unwrap().contains("does not ask for network"), "{grant}");
+
+    // Removal is recorded in the record that moves to the trash with the data.
+    n.root.ok(&["remove", "notes", "--yes", "notes"]);
+    let trashed = std::fs::read_dir(n.root.path().join("trash")).unwrap().next().unwrap().unwrap().path();
+    let rows = actions_in(&trashed.join("data"));
+    let last = rows.last().unwrap();
+    assert_eq!((last.0.as_str(), last.3.as_str(), last.4.as_str()), ("remove", "ok", v1.as_str()));
+    assert!(!n.app_dir().exists(), "no folder was made again for the removed app");
+}
+
+#[test]
+fn actions_from_the_panel_are_recorded_as_the_panels_and_a_page_render_as_a_read() {
+    let n = Notes::new();
+    let v1 = n.build();
+    // No browser: the launcher prints the addresses it would open.
+    std::fs::write(n.root.path().join("config.toml"), "opener = \"none\"\n").unwrap();
+    let launcher = crate::support::Served::start(&n.root, &["open"]);
+    let mut panel = launcher.tab("the Autoapp panel");
+    let body = serde_json::json!({ "app": "notes", "release": v1 }).to_string();
+    let r = panel.request("POST", "/api/activate", Some(&body)).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let mut tab = launcher.tab("notes");
+    let r = tab.request("GET", "/api/view/index?query=%7B%7D", None).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    launcher.stop();
+    let rows = actions_in(&n.app_dir().join("data"));
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!((rows[0].0.as_str(), rows[0].1.as_str(), rows[0].2.as_str()), ("activate", "user", "panel"));
+    let all: Vec<serde_json::Value> = serde_json::from_str(&n.root.ok(&["runs", "notes", "--json"])).unwrap();
+    let render = all.iter().find(|r| r["route"] == "page:index").expect("the render is recorded");
+    assert_eq!(
+        (&render["effect"], &render["channel"], &render["outcome"]),
+        (&"read".into(), &"user".into(), &"ok".into())
+    );
+}

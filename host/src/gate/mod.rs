@@ -88,6 +88,11 @@ impl Caller {
         Caller { channel: Channel::User, label: "page".into() }
     }
 
+    /// The person in the panel (its lifecycle actions: activate, grant, …).
+    pub fn panel() -> Caller {
+        Caller { channel: Channel::User, label: "panel".into() }
+    }
+
     /// A client of the control connection (`autoapp mcp`): channel `mcp`.
     /// `client` is what the client calls itself, kept only as a label.
     pub fn control(client: &str) -> Caller {

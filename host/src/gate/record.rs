@@ -227,6 +227,9 @@ fn writer(data: &Path, rx: mpsc::Receiver<Msg>) {
 fn open(data: &Path) -> anyhow::Result<Connection> {
     std::fs::create_dir_all(data).with_context(|| format!("cannot create {}", data.display()))?;
     let conn = Connection::open(data.join(RUNS_FILE)).context("cannot open the record")?;
+    // A lifecycle action's row ([`action`]) comes through a connection of its
+    // own, beside the writer's: each waits out the other's commit.
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
     // FULL: every commit syncs the log, so a row is on disk when its
     // transaction is committed (one sync per batch of rows).
     conn.execute_batch(
@@ -247,7 +250,10 @@ fn commit(conn: &mut Option<Connection>, data: &Path, rows: &[Box<Row>]) -> anyh
     if conn.is_none() {
         *conn = Some(open(data)?);
     }
-    let conn = conn.as_mut().expect("just opened");
+    insert(conn.as_mut().expect("just opened"), rows.iter().map(|r| &**r))
+}
+
+fn insert<'r>(conn: &mut Connection, rows: impl Iterator<Item = &'r Row>) -> anyhow::Result<()> {
     let tx = conn.transaction()?;
     {
         let mut stmt = tx.prepare_cached(
@@ -274,6 +280,85 @@ fn commit(conn: &mut Option<Connection>, data: &Path, rows: &[Box<Row>]) -> anyh
         }
     }
     tx.commit()?;
+    Ok(())
+}
+
+/// A lifecycle action the person took on an app (activate, rollback, grant,
+/// revoke, preview start and stop, remove, a workflow's approval): recorded
+/// beside the calls, with effect `lifecycle` and the channel and caller of the
+/// adapter that received it.
+#[derive(Debug, Clone)]
+pub struct Action<'a> {
+    /// What was done: `activate`, `rollback`, `grant`, … (the row's route).
+    pub name: &'a str,
+    /// The release it concerns (activated, rolled back to, previewed), or "".
+    pub release: &'a str,
+    /// What the person asked for; only its hash is kept.
+    pub arguments: serde_json::Value,
+}
+
+/// The effect column of an action's row.
+pub const LIFECYCLE: &str = "lifecycle";
+
+/// The longest reason an action's row keeps.
+const MAX_ACTION_REASON: usize = 300;
+
+/// Records `action` on `app` by `caller` in the record of `data`, on disk when
+/// this returns. `result` is what the action said: done (with a summary) or
+/// why it failed (both pass the sanitiser and are cut short).
+pub fn action(
+    data: &Path,
+    caller: &super::Caller,
+    app: &crate::manifest::AppId,
+    action: &Action<'_>,
+    result: Result<&str, &str>,
+) -> anyhow::Result<()> {
+    let (outcome, said) = match result {
+        Ok(summary) => ("ok", summary),
+        Err(why) => ("error", why),
+    };
+    let reason: String = crate::sanitize::secrets(said).chars().take(MAX_ACTION_REASON).collect();
+    let row = Row {
+        time: crate::release::now_rfc3339(),
+        request_id: String::new(),
+        channel: caller.channel().to_string(),
+        caller: caller.label().to_string(),
+        app: app.to_string(),
+        release: action.release.to_string(),
+        route: action.name.to_string(),
+        effect: LIFECYCLE.to_string(),
+        arguments_hash: super::arguments_hash(&action.arguments),
+        decision: super::Decision::Allowed.as_str().to_string(),
+        reason,
+        outcome: outcome.to_string(),
+        duration_ms: 0.0,
+    };
+    let mut conn = open(data)?;
+    insert(&mut conn, std::iter::once(&row))
+}
+
+/// Copies the record of the data folder `from` over the record of `to` (a
+/// consistent copy, by SQLite's backup): a rollback puts older data back, but
+/// the record must not go back in time with it. `from`'s writer must be closed.
+pub fn carry_over(from: &Path, to: &Path) -> anyhow::Result<()> {
+    let path = from.join(RUNS_FILE);
+    if !path.exists() {
+        return Ok(());
+    }
+    for stale in ["-wal", "-shm"] {
+        let p = to.join(format!("{RUNS_FILE}{stale}"));
+        match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("cannot remove {}", p.display()));
+            }
+            _ => {}
+        }
+    }
+    let src = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .context("cannot open the record")?;
+    src.busy_timeout(std::time::Duration::from_secs(5))?;
+    src.backup(rusqlite::MAIN_DB, to.join(RUNS_FILE), None::<fn(rusqlite::backup::Progress)>)
+        .with_context(|| format!("cannot carry the record over to {}", to.display()))?;
     Ok(())
 }
 

@@ -359,7 +359,7 @@ async fn activate(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) ->
     let Some(rel) = b.release else { return error(ErrorKind::InvalidInput, "name the release to activate") };
     let app = id.clone();
     let res = blocking(&ctx, move |apps| {
-        let a = apps.activate(&app, &rel)?;
+        let a = apps.activate(&Caller::panel(), &app, &rel)?;
         Ok(format!("activated {} {} ({} new migrations applied)", a.app, short(&a.release), a.migrations_applied))
     })
     .await;
@@ -384,7 +384,10 @@ async fn grant(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) -> Re
         let paths = apps.root().app(&id);
         let newest = release::list(&paths)?.pop().ok_or_else(|| anyhow::anyhow!("{id} has no release yet"))?;
         let manifest = release::manifest(&paths, &newest.id)?;
-        Ok(format!("granted {}", crate::grants::grant(&paths, &manifest, &b.capabilities)?.join(", ")))
+        Ok(format!(
+            "granted {}",
+            crate::grants::grant(&Caller::panel(), &paths, &manifest, &b.capabilities)?.join(", ")
+        ))
     })
     .await
 }
@@ -412,9 +415,9 @@ async fn workflow(State(ctx): State<Ctx>, axum::Json(b): axum::Json<WorkflowBody
     };
     blocking(&ctx, move |apps| {
         if b.approve {
-            crate::workflows::approve(apps.root(), &id, &b.name)
+            crate::workflows::approve(&Caller::panel(), apps.root(), &id, &b.name)
         } else {
-            crate::workflows::revoke(apps.root(), &id, &b.name)
+            crate::workflows::revoke(&Caller::panel(), apps.root(), &id, &b.name)
         }
     })
     .await
@@ -426,7 +429,10 @@ async fn revoke(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) -> R
         Err(e) => return error(ErrorKind::InvalidInput, e),
     };
     blocking(&ctx, move |apps| {
-        Ok(format!("revoked {}", crate::grants::revoke(&apps.root().app(&id), &b.capabilities)?.join(", ")))
+        Ok(format!(
+            "revoked {}",
+            crate::grants::revoke(&Caller::panel(), &apps.root().app(&id), &b.capabilities)?.join(", ")
+        ))
     })
     .await
 }
@@ -439,7 +445,7 @@ async fn preview(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) -> 
     let app = id.clone();
     let rel = b.release.clone();
     let apps = ctx.launcher.apps.clone();
-    let started = tokio::task::spawn_blocking(move || apps.preview(&app, rel.as_deref())).await;
+    let started = tokio::task::spawn_blocking(move || apps.preview(&Caller::panel(), &app, rel.as_deref())).await;
     match started {
         Ok(Ok((p, _))) => match ctx.launcher.open(SiteKey::Preview(id, p.release.clone())).await {
             Ok(o) => axum::Json(
@@ -460,7 +466,8 @@ async fn preview_stop(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>
     };
     let apps = ctx.launcher.apps.clone();
     let app = id.clone();
-    let stopped = tokio::task::spawn_blocking(move || apps.preview_stop(&app, b.release.as_deref())).await;
+    let stopped =
+        tokio::task::spawn_blocking(move || apps.preview_stop(&Caller::panel(), &app, b.release.as_deref())).await;
     match stopped {
         Ok(Ok(releases)) => {
             for r in &releases {
@@ -487,7 +494,7 @@ async fn rollback(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) ->
     };
     let app = id.clone();
     let res = blocking(&ctx, move |apps| {
-        let r = apps.rollback(&app, how)?;
+        let r = apps.rollback(&Caller::panel(), &app, how)?;
         Ok(format!("{} is back on release {}", r.app, short(&r.release)))
     })
     .await;
@@ -509,7 +516,7 @@ async fn remove(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) -> R
     // This launcher is the one serving it: stop serving, then move it.
     ctx.launcher.stop_app(&id);
     let res = blocking(&ctx, move |apps| {
-        let to = apps.remove_unserved(&id)?;
+        let to = apps.remove_unserved(&Caller::panel(), &id)?;
         Ok(format!("moved {id} to {}", to.display()))
     })
     .await;
