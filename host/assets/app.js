@@ -94,6 +94,13 @@ function chart(n) {
 
 async function draw(keepStatus) {
   if (!keepStatus) say("");
+  if (!info.release && !info.preview) {
+    // A new app: nothing to draw until a release of it is active.
+    setTitle(info.app);
+    root.replaceChildren(status, el("h1", { text: info.app }),
+      el("p", { class: "no-release", text: `${info.app} has no active release yet. Edit its workspace, build it (\`autoapp build ${info.app}\`), then activate the candidate in the Autoapp panel: this tab shows it as soon as it is active.` }));
+    return;
+  }
   const q = encodeURIComponent(JSON.stringify(current.query));
   try {
     const view = await api("GET", `/api/view/${encodeURIComponent(current.page)}?query=${q}`);
@@ -126,7 +133,7 @@ function mark() {
     hello: (d) => approvals.reset(d.questions),
     asked: (d) => approvals.asked(d.question),
     answered: (d) => approvals.answered(d.request_id),
-    activated: () => draw(),
+    activated: async () => { try { info = await api("GET", "/api/info"); } catch (_) {} draw(); },
   });
   draw();
 })();

@@ -139,6 +139,30 @@ function appCard(a) {
   return card;
 }
 
+// Create: a name and where its workspace goes, typed or picked with the
+// operating system's own folder window (the page never lists folders). Made
+// once, so what the person typed survives every refresh.
+const createForm = (function () {
+  const name = el("input", { class: "create-app", placeholder: "app id: lowercase letters, digits, -" });
+  const location = el("input", { class: "create-location", placeholder: "where its workspace goes (empty: inside Autoapp's folder)" });
+  const choose = el("button", { class: "create-choose", type: "button", text: "Choose…", onclick: async () => {
+    say("a folder window is open: choose a folder there…");
+    try {
+      const o = await api("POST", "/api/choose-folder", { title: `Where should ${name.value || "the new app"} live?`, start: location.value || null });
+      if (o.folder) { location.value = o.folder; say(`chosen: ${o.folder}`); } else say("no folder was chosen");
+    } catch (e) { say(e.message, true); }
+  } });
+  const create = el("button", { class: "primary create-btn", type: "submit", text: "Create" });
+  const form = el("form", { class: "card create" }, el("h3", { text: "Create an app" }),
+    el("div", { class: "row" }, name, location, choose, create));
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const out = await act(`creating ${name.value}`, "/api/create", { app: name.value, location: location.value || null });
+    if (out) { name.value = ""; location.value = ""; }
+  });
+  return form;
+})();
+
 async function refresh() {
   try {
     state = await api("GET", "/api/state");
@@ -148,8 +172,8 @@ async function refresh() {
     if (!confirm("Quit Autoapp? Every app's page stops answering; the calls in flight finish first.")) return;
     api("POST", "/api/quit", {}).then((o) => say(o.message), (e) => say(e.message, true));
   } });
-  root.replaceChildren(el("div", { class: "row" }, el("h1", { text: "Autoapp" }), quit), note || "", status,
-    ...(state.apps.length ? state.apps.map(appCard) : [el("p", { text: "No apps yet. Create one with `autoapp create <app>`." })]));
+  root.replaceChildren(el("div", { class: "row" }, el("h1", { text: "Autoapp" }), quit), note || "", status, createForm,
+    ...(state.apps.length ? state.apps.map(appCard) : [el("p", { text: "No apps yet: create one above (or with `autoapp create <app>`)." })]));
 }
 
 (function start() {

@@ -308,7 +308,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Create { app, at } => {
             let id = app_id(&app)?;
-            let c = template::create(&root, &id, at.as_deref())?;
+            let c = template::create(&Caller::command_line(), &root, &id, at.as_deref())?;
             if c.adopted {
                 println!("registered {} with its existing workspace {}", c.app, c.workspace.display());
             } else {

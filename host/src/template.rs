@@ -52,7 +52,19 @@ fn write_dir(d: &Dir<'_>, to: &Path, fill: &dyn Fn(&str) -> String, written: &mu
 /// workspace — the default one in the root, or `at` — and registers it. An
 /// `at` folder that already holds a manifest with this id is registered as it
 /// is, nothing written.
-pub fn create(root: &Root, id: &AppId, at: Option<&Path>) -> anyhow::Result<Created> {
+///
+/// Recorded in the new app's record as `create`, by `caller` (a refused
+/// creation makes no app, so it has no record to go to).
+pub fn create(caller: &crate::gate::Caller, root: &Root, id: &AppId, at: Option<&Path>) -> anyhow::Result<Created> {
+    let done = make(root, id, at);
+    let arguments = serde_json::json!({ "at": at });
+    crate::lifecycle::recorded(&root.app(id), caller, "create", arguments, done, |c| {
+        let how = if c.adopted { "registered its existing workspace" } else { "created its workspace" };
+        (String::new(), format!("{how} {}", c.workspace.display()))
+    })
+}
+
+fn make(root: &Root, id: &AppId, at: Option<&Path>) -> anyhow::Result<Created> {
     let app = root.app(id);
     if app.exists() {
         let ws = crate::build::workspace(&app).unwrap_or_else(|_| app.default_workspace());

@@ -247,6 +247,25 @@ fn a_chosen_workspace_may_not_be_inside_the_root_or_hold_something_else() {
 }
 
 #[test]
+fn a_chosen_workspace_may_not_be_inside_or_around_another_apps_workspace() {
+    let root = TestRoot::new();
+    let place = tempfile::tempdir().unwrap();
+    let first = place.path().join("first");
+    root.ok(&["create", "first", "--at", first.to_str().unwrap()]);
+    let e = root.refused(&["create", "second", "--at", first.join("inner").to_str().unwrap()]);
+    assert!(e.contains("inside the workspace of first"), "{e}");
+    // Around it: a new, empty folder that would hold first's workspace.
+    let around = place.path().join("around");
+    std::fs::create_dir(&around).unwrap();
+    let moved = around.join("first");
+    std::fs::rename(&first, &moved).unwrap();
+    std::fs::write(root.path().join("apps/first/workspace.path"), format!("{}\n", moved.display())).unwrap();
+    let e = root.refused(&["create", "second", "--at", around.to_str().unwrap()]);
+    assert!(e.contains("contains the workspace of first"), "{e}");
+    assert!(!root.path().join("apps/second").exists(), "nothing was made for a refused creation");
+}
+
+#[test]
 fn a_workspace_pointer_edited_by_hand_is_held_to_the_same_rules() {
     let root = TestRoot::new();
     root.build_guest("notes");

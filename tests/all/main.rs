@@ -13,5 +13,6 @@ mod foundation;
 mod gate;
 mod lifecycle;
 mod many_callers;
+mod panel_create;
 mod support;
 mod workflows;

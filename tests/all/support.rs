@@ -280,10 +280,16 @@ pub struct Served {
 
 impl Served {
     pub fn start(root: &TestRoot, args: &[&str]) -> Served {
+        Served::start_with_env(root, args, &[])
+    }
+
+    /// As [`Served::start`], with these variables added to its environment.
+    pub fn start_with_env(root: &TestRoot, args: &[&str], env: &[(&str, std::ffi::OsString)]) -> Served {
         let mut child = Command::new(env!("CARGO_BIN_EXE_autoapp"))
             .arg("--root")
             .arg(root.path())
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env_remove("AUTOAPP_ROOT")
             .env("AUTOAPP_LOG", "warn")
             .stdin(Stdio::null())
@@ -313,6 +319,11 @@ impl Served {
                 return http::Http::launch(url.trim()).expect("the launch address gives a session");
             }
         }
+    }
+
+    /// Whether the launcher has exited.
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
     /// A stop as Ctrl+C would do it; the launcher must exit cleanly.

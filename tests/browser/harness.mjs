@@ -35,9 +35,9 @@ export function makeRoot(config = "") {
   return root;
 }
 
-/// The launcher, with the addresses it prints.
-export async function startLauncher(root) {
-  const child = spawn(bin, ["--root", root, "open"], { env, stdio: ["ignore", "pipe", "pipe"] });
+/// The launcher, with the addresses it prints (`extraEnv` added to its environment).
+export async function startLauncher(root, extraEnv = {}) {
+  const child = spawn(bin, ["--root", root, "open"], { env: { ...env, ...extraEnv }, stdio: ["ignore", "pipe", "pipe"] });
   const lines = [];
   const waiters = [];
   let buffered = "";

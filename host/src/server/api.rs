@@ -48,7 +48,9 @@ pub fn router(launcher: Arc<Launcher>, site: Arc<Site>) -> Router {
             .route("/api/rollback", post(rollback))
             .route("/api/remove", post(remove))
             .route("/api/workflow", post(workflow))
-            .route("/api/quit", post(quit)),
+            .route("/api/quit", post(quit))
+            .route("/api/create", post(create))
+            .route("/api/choose-folder", post(choose_folder)),
         _ => common
             .route("/", get(|| async { html(page::app()) }))
             .route("/api/info", get(info))
@@ -390,6 +392,77 @@ async fn grant(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) -> Re
         ))
     })
     .await
+}
+
+#[derive(Deserialize)]
+struct CreateBody {
+    app: String,
+    /// Where its workspace goes: a whole path (or `~/…`); none for the root.
+    #[serde(default)]
+    location: Option<String>,
+}
+
+/// The panel's Create (the person, channel `user`): the starter template in
+/// the chosen folder, under the same rules as `create --at`; then the new
+/// app's tab opens, through the opener, the way Open does.
+async fn create(State(ctx): State<Ctx>, axum::Json(b): axum::Json<CreateBody>) -> Response {
+    let id = match AppId::parse(&b.app) {
+        Ok(i) => i,
+        Err(e) => return error(ErrorKind::InvalidInput, e),
+    };
+    let location = match b.location.as_deref().map(str::trim).filter(|l| !l.is_empty()).map(typed_folder) {
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(why)) => return error(ErrorKind::InvalidInput, why),
+    };
+    let app = id.clone();
+    let res = blocking(&ctx, move |apps| {
+        let c = crate::template::create(&Caller::panel(), apps.root(), &app, location.as_deref())?;
+        let how = if c.adopted { "registered with its existing workspace" } else { "created in" };
+        Ok(format!("{} {how} {}; build it, then activate it here", c.app, c.workspace.display()))
+    })
+    .await;
+    if res.status().is_success() {
+        if let Err(e) = ctx.launcher.open(SiteKey::App(id.clone())).await {
+            tracing::error!("cannot serve {id}: {e:#}");
+        }
+        ctx.launcher.announce(LauncherEvent::Changed { app: id.to_string() });
+    }
+    res
+}
+
+/// A folder the person typed: a whole path, or one under their home (`~/…`).
+fn typed_folder(typed: &str) -> Result<std::path::PathBuf, String> {
+    let home = || std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let p = match typed.strip_prefix("~/") {
+        Some(rest) => home().ok_or("there is no home folder to start `~/` from; type a whole path")?.join(rest),
+        None if typed == "~" => home().ok_or("there is no home folder; type a whole path")?,
+        None => std::path::PathBuf::from(typed),
+    };
+    if p.is_absolute() {
+        Ok(p)
+    } else {
+        Err(format!("{} is not a whole path; type one that starts with / (or ~/)", typed.escape_debug()))
+    }
+}
+
+#[derive(Deserialize)]
+struct FolderBody {
+    #[serde(default)]
+    title: String,
+    #[serde(default)]
+    start: Option<String>,
+}
+
+/// Shows the operating system's folder window (one at a time) and answers
+/// with the folder the person chose, or `null` when they did not choose one.
+async fn choose_folder(State(ctx): State<Ctx>, axum::Json(b): axum::Json<FolderBody>) -> Response {
+    let chosen = ctx.launcher.folder.choose(&b.title, b.start.as_deref(), ctx.launcher.stopping()).await;
+    match chosen {
+        Ok(folder) => axum::Json(json!({ "folder": folder })).into_response(),
+        Err(e @ super::folder::ChooseError::Busy) => error(ErrorKind::Conflict, e.to_string()),
+        Err(e) => error(ErrorKind::NotFound, e.to_string()),
+    }
 }
 
 /// Quit from the panel (channel `user`): the same clean stop as Ctrl+C.

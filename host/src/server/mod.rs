@@ -12,6 +12,7 @@
 
 mod api;
 mod fence;
+pub mod folder;
 mod page;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -161,6 +162,8 @@ pub struct Launcher {
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     with_panel: bool,
     last_panel: Mutex<Option<Instant>>,
+    /// The operating system's folder window, for the panel's Create.
+    pub(crate) folder: folder::FolderWindow,
     pub started_at: String,
 }
 
@@ -185,6 +188,7 @@ impl Launcher {
             tasks: Mutex::default(),
             with_panel,
             last_panel: Mutex::default(),
+            folder: folder::FolderWindow::default(),
             started_at: crate::release::now_rfc3339(),
         })
     }
