@@ -143,8 +143,8 @@ function appCard(a) {
 // operating system's own folder window (the page never lists folders). Made
 // once, so what the person typed survives every refresh.
 const createForm = (function () {
-  const name = el("input", { class: "create-app", placeholder: "app id: lowercase letters, digits, -" });
-  const location = el("input", { class: "create-location", placeholder: "where its workspace goes (empty: inside Autoapp's folder)" });
+  const name = el("input", { class: "create-app", "aria-label": "the new app's id", placeholder: "app id: lowercase letters, digits, -" });
+  const location = el("input", { class: "create-location", "aria-label": "where its workspace goes", placeholder: "where its workspace goes (empty: inside Autoapp's folder)" });
   const choose = el("button", { class: "create-choose", type: "button", text: "Choose…", onclick: async () => {
     say("a folder window is open: choose a folder there…");
     try {
