@@ -175,30 +175,7 @@ impl Apps {
 
     /// How spawned programs are contained on this machine, decided once.
     pub fn containment(&self) -> caps::spawn::Containment {
-        self.containment
-            .get_or_init(|| {
-                let config = self.runtime.config();
-                let support = if config.landlock == "off" {
-                    caps::confine::Support {
-                        enforced: false,
-                        summary: "Landlock is off in the configuration (landlock = \"off\")".into(),
-                    }
-                } else {
-                    match std::env::current_exe() {
-                        Ok(me) => caps::confine::probe(&me),
-                        Err(e) => caps::confine::Support {
-                            enforced: false,
-                            summary: format!("the autoapp binary cannot be found ({e})"),
-                        },
-                    }
-                };
-                match (support.enforced, config.spawn_unconfined) {
-                    (true, _) => caps::spawn::Containment::Landlock,
-                    (false, true) => caps::spawn::Containment::Unconfined,
-                    (false, false) => caps::spawn::Containment::Unavailable(support.summary),
-                }
-            })
-            .clone()
+        self.containment.get_or_init(|| caps::spawn::Containment::decide(self.runtime.config())).clone()
     }
 
     /// Forgets the open store of `data` and closes its record (before its
@@ -294,17 +271,17 @@ impl Apps {
     }
 
     /// Which release and data a call of `target` runs against.
-    fn resolve_target(&self, app: &AppId, target: &Target) -> Result<(String, PathBuf, bool), CallError> {
+    fn resolve_target(&self, app: &AppId, target: &Target) -> Result<Resolved, CallError> {
         match target {
             Target::Active => {
                 let paths = self.root.app(app);
-                Ok((self.active(app, &paths)?, paths.data(), false))
+                Ok(Resolved { release: self.active(app, &paths)?, data: paths.data(), preview: false })
             }
             Target::Preview(prefix) => {
                 let (p, data) = self
                     .find_preview(app, prefix.as_deref())
                     .map_err(|e| CallError::new(ErrorKind::NotFound, format!("{e:#}")))?;
-                Ok((p.release, data, true))
+                Ok(Resolved { release: p.release, data, preview: true })
             }
         }
     }
@@ -381,7 +358,7 @@ impl Apps {
         approved_for: Option<&str>,
     ) -> Result<Answer, CallError> {
         let started = Instant::now();
-        let (release_id, data, preview) = self.resolve_target(app, target)?;
+        let Resolved { release: release_id, data, preview } = self.resolve_target(app, target)?;
         let loaded = self.load(app, &release_id).await?;
         let Some(r) = loaded.manifest.route(route) else {
             let names: Vec<&str> = loaded.manifest.routes.iter().map(|r| r.name.as_str()).collect();
@@ -508,7 +485,7 @@ impl Apps {
         query: &str,
     ) -> Result<serde_json::Value, CallError> {
         let started = Instant::now();
-        let (release_id, data, _) = self.resolve_target(app, target)?;
+        let Resolved { release: release_id, data, .. } = self.resolve_target(app, target)?;
         let loaded = self.load(app, &release_id).await?;
         let query: serde_json::Value = serde_json::from_str(query)
             .map_err(|e| CallError::new(ErrorKind::InvalidInput, format!("the page query is not JSON ({e})")))?;
@@ -582,7 +559,7 @@ impl Apps {
                 deadline,
                 store: call_store,
                 log,
-                network: caps::network::CallNetwork::new(given.network, deadline, config.net_limits()),
+                network: caps::network::CallNetwork::new(given.network, deadline, caps::network::NetLimits::of(config)),
                 files: caps::files::CallFiles::new(given.folders),
                 spawn: caps::spawn::CallSpawn::new(
                     given.programs,
@@ -763,6 +740,14 @@ pub enum Target {
     Preview(Option<String>),
 }
 
+/// What a [`Target`] is now: the release that answers, the data folder it
+/// runs against, and whether that is a preview's copy.
+struct Resolved {
+    release: String,
+    data: PathBuf,
+    preview: bool,
+}
+
 /// The capabilities one external call is given.
 struct Given {
     network: Vec<crate::manifest::Origin>,
@@ -773,11 +758,6 @@ struct Given {
 
 fn folders_of(folders: &[caps::files::Folder], write: bool) -> Vec<PathBuf> {
     folders.iter().filter(|f| f.write == write || !write).map(|f| f.host.clone()).collect()
-}
-
-/// The first 12 characters of a release id, for messages.
-pub fn short(id: &str) -> &str {
-    &id[..id.len().min(12)]
 }
 
 fn check_input(loaded: &Loaded, route: &str, input: &str) -> Result<serde_json::Value, CallError> {

@@ -8,10 +8,11 @@ use std::process::{Command, Stdio};
 
 use anyhow::Context as _;
 
+use crate::bindings::WIT_PACKAGE;
 use crate::manifest::{self, AppId, MANIFEST_FILE, Manifest};
 use crate::release::{self, ReleaseInfo, ReleaseInputs};
-use crate::root::{AppPaths, Root};
-use crate::runtime::{Compiled, Runtime, WIT_PACKAGE};
+use crate::root::Root;
+use crate::runtime::{Compiled, Runtime};
 
 /// The target every Rust guest is built for.
 pub const TARGET: &str = "wasm32-wasip2";
@@ -46,32 +47,24 @@ fn refuse<T>(msg: impl Into<String>) -> Result<T, BuildError> {
     Err(BuildError::Refused(msg.into()))
 }
 
-/// The app's workspace: the folder a pointer names, else the default one.
-pub fn workspace(app: &AppPaths) -> anyhow::Result<PathBuf> {
-    let pointer = app.workspace_pointer();
-    match std::fs::read_to_string(&pointer) {
-        Ok(text) => {
-            let path = PathBuf::from(text.trim());
-            anyhow::ensure!(
-                path.is_absolute(),
-                "the workspace pointer {} does not hold an absolute path; write the workspace's absolute path there",
-                pointer.display()
-            );
-            Ok(path)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(app.default_workspace()),
-        Err(e) => Err(e).with_context(|| format!("cannot read {}", pointer.display())),
-    }
-}
-
 /// Builds `app` into a candidate release. With `component`, that file is the
 /// component (built by any toolchain) and cargo is not run; the manifest and
 /// migrations still come from the workspace.
+/// Where a build's component comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Source<'a> {
+    /// `cargo build` in the workspace, into `target_dir` when given (cargo's
+    /// own choice otherwise: the workspace's `target/`, or `CARGO_TARGET_DIR`).
+    Cargo { target_dir: Option<&'a Path> },
+    /// This file, built by any toolchain.
+    Component(&'a Path),
+}
+
 pub fn build(
     root: &Root,
     runtime: &Runtime,
     app: &AppId,
-    component: Option<&Path>,
+    from: Source<'_>,
     progress: &dyn Fn(&str),
 ) -> Result<Built, BuildError> {
     let paths = root.app(app);
@@ -81,7 +74,7 @@ pub fn build(
             root.dir().display()
         ));
     }
-    let ws = workspace(&paths)?;
+    let ws = crate::workspace::of(&paths)?;
     if paths.workspace_pointer().exists() {
         // A pointer edited by hand is held to the same rules as `create --at`.
         crate::workspace::check_chosen(root, app, &ws)
@@ -124,14 +117,14 @@ pub fn build(
     }
     let migrations = read_migrations(&ws, &manifest)?;
 
-    let (bytes, source) = match component {
-        Some(file) => {
+    let (bytes, source) = match from {
+        Source::Component(file) => {
             let bytes = std::fs::read(file)
                 .map_err(|e| BuildError::Refused(format!("cannot read the component {} ({e})", file.display())))?;
             (bytes, "component")
         }
-        None => {
-            let file = cargo_build(&ws, progress)?;
+        Source::Cargo { target_dir } => {
+            let file = cargo_build(&ws, target_dir, progress)?;
             let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
             (bytes, "cargo")
         }
@@ -273,10 +266,14 @@ pub fn import_problem(name: &str) -> Option<String> {
 }
 
 /// Runs cargo in the workspace and returns the component it built.
-fn cargo_build(ws: &Path, progress: &dyn Fn(&str)) -> Result<PathBuf, BuildError> {
+fn cargo_build(ws: &Path, target_dir: Option<&Path>, progress: &dyn Fn(&str)) -> Result<PathBuf, BuildError> {
     ensure_target(ws, progress)?;
     progress(&format!("building with cargo (cargo build --release --target {TARGET}) in {}", ws.display()));
-    let mut child = Command::new(cargo())
+    let mut cargo = Command::new(cargo());
+    if let Some(dir) = target_dir {
+        cargo.env("CARGO_TARGET_DIR", dir);
+    }
+    let mut child = cargo
         .args(["build", "--release", "--target", TARGET, "--message-format=json-render-diagnostics"])
         .current_dir(ws)
         .stdin(Stdio::null())

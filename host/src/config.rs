@@ -29,14 +29,56 @@ pub struct Config {
     pub http_connect_timeout_ms: u64,
     pub spawn_output_max_kib: u64,
     pub launch_token_secs: u64,
-    pub opener: String,
-    pub landlock: String,
+    pub opener: OpenerChoice,
+    pub landlock: Landlock,
     pub spawn_unconfined: bool,
     pub spawn_cpu_secs: u64,
     pub spawn_memory_mib: u64,
     pub spawn_file_size_mib: u64,
     pub spawn_processes: u64,
     pub workflow_min_every_secs: u64,
+}
+
+/// Whether spawned programs are confined with Landlock (`landlock`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Landlock {
+    /// Used wherever the kernel enforces it.
+    Auto,
+    /// Never: programs then run only with `spawn_unconfined = true`.
+    Off,
+}
+
+/// How the launcher opens tabs (`opener`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum OpenerChoice {
+    /// The system's opener (`xdg-open`, `open`), when there is one.
+    Auto,
+    /// None: addresses are printed in the launcher's terminal.
+    None,
+    /// This program, given the address as its one argument.
+    Program(String),
+}
+
+impl From<String> for OpenerChoice {
+    fn from(s: String) -> OpenerChoice {
+        match s.as_str() {
+            "auto" => OpenerChoice::Auto,
+            "none" => OpenerChoice::None,
+            _ => OpenerChoice::Program(s),
+        }
+    }
+}
+
+impl From<OpenerChoice> for String {
+    fn from(o: OpenerChoice) -> String {
+        match o {
+            OpenerChoice::Auto => "auto".into(),
+            OpenerChoice::None => "none".into(),
+            OpenerChoice::Program(p) => p,
+        }
+    }
 }
 
 impl Default for Config {
@@ -94,9 +136,6 @@ impl Config {
                 return Err(format!("{k} must be more than 0"));
             }
         }
-        if !matches!(self.landlock.as_str(), "auto" | "off") {
-            return Err("landlock must be \"auto\" or \"off\"".into());
-        }
         if self.memory_max_mib > 4096 {
             return Err("memory_max_mib may be at most 4096 (a 32-bit memory)".into());
         }
@@ -112,14 +151,6 @@ impl Config {
 
     pub fn epoch_tick(&self) -> Duration {
         Duration::from_millis(self.epoch_tick_ms)
-    }
-
-    pub fn net_limits(&self) -> crate::caps::network::NetLimits {
-        crate::caps::network::NetLimits {
-            request_max_bytes: self.http_request_max_kib << 10,
-            response_max_bytes: self.http_response_max_kib << 10,
-            connect_timeout: Duration::from_millis(self.http_connect_timeout_ms),
-        }
     }
 
     pub fn memory_max_bytes(&self) -> usize {
@@ -150,5 +181,13 @@ mod tests {
         let e = Config::overlay("call_deadline = 5").unwrap_err();
         assert!(e.contains("unknown key `call_deadline`"), "{e}");
         assert!(Config::overlay("memory_max_mib = 0").is_err());
+        assert_eq!(Config::overlay("landlock = \"off\"").unwrap().landlock, Landlock::Off);
+        let e = Config::overlay("landlock = \"maybe\"").unwrap_err();
+        assert!(e.contains("`auto`") && e.contains("`off`"), "{e}");
+        assert_eq!(Config::overlay("opener = \"none\"").unwrap().opener, OpenerChoice::None);
+        assert_eq!(
+            Config::overlay("opener = \"/usr/bin/firefox\"").unwrap().opener,
+            OpenerChoice::Program("/usr/bin/firefox".into())
+        );
     }
 }

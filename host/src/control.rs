@@ -10,6 +10,7 @@
 //! client's name is only a label), `status`, `stop`, `panel`. The secret is
 //! never logged, never returned and never recorded.
 
+use crate::secret::Secret;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,7 +38,7 @@ pub const MAX_LINE: usize = 1 << 20;
 pub struct LauncherFile {
     pub port: u16,
     pub pid: u32,
-    pub secret: String,
+    pub secret: Secret,
     pub started_at: String,
 }
 
@@ -46,7 +47,7 @@ pub struct LauncherFile {
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Request {
     Auth {
-        secret: String,
+        secret: Secret,
     },
     Invoke {
         app: String,
@@ -115,7 +116,7 @@ impl Drop for ControlServer {
 pub async fn start(root: &Root, launcher: Arc<Launcher>) -> anyhow::Result<ControlServer> {
     let listener = TcpListener::bind(("127.0.0.1", 0)).await.context("cannot listen for the control connection")?;
     let port = listener.local_addr()?.port();
-    let secret = crate::server::random_hex();
+    let secret = Secret::random();
     let file = root.dir().join(LAUNCHER_FILE);
     let contents =
         LauncherFile { port, pid: std::process::id(), secret: secret.clone(), started_at: launcher.started_at.clone() };
@@ -166,14 +167,14 @@ fn refuse(message: &str) -> Value {
     json!({ "ok": false, "error": { "kind": "denied", "message": message } })
 }
 
-async fn serve(stream: TcpStream, secret: Arc<String>, launcher: Arc<Launcher>) {
+async fn serve(stream: TcpStream, secret: Arc<Secret>, launcher: Arc<Launcher>) {
     let (r, mut w) = stream.into_split();
     let mut r = BufReader::new(r);
     // Authentication first, within the deadline.
     let first = tokio::time::timeout(AUTH_DEADLINE, read_line(&mut r)).await;
     let authed = match first {
         Ok(Ok(Some(Ok(line)))) => {
-            matches!(parse_line(&line), Ok(Request::Auth { secret: s }) if crate::server::same_secret(&s, &secret))
+            matches!(parse_line(&line), Ok(Request::Auth { secret: s }) if s.matches(&secret))
         }
         _ => false,
     };
@@ -215,11 +216,7 @@ async fn handle(req: Request, launcher: &Arc<Launcher>) -> Value {
             }
         }
         Request::Status => {
-            let spawn = match launcher.apps.containment() {
-                crate::caps::spawn::Containment::Landlock => "confined with Landlock".to_string(),
-                crate::caps::spawn::Containment::Unconfined => "unconfined (spawn_unconfined = true)".to_string(),
-                crate::caps::spawn::Containment::Unavailable(why) => format!("refused: {why}"),
-            };
+            let spawn = launcher.apps.containment().describe();
             json!({
                 "ok": true, "pid": std::process::id(), "startedAt": launcher.started_at, "serving": launcher.serving(),
                 "spawnedPrograms": spawn, "pagesOpen": launcher.apps.gate().pages(),

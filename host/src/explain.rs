@@ -181,7 +181,7 @@ pub fn render(e: &Explanation) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let state = if e.active { "active" } else { "candidate" };
-    let _ = writeln!(s, "{} {} — release {} ({state})", e.app, e.version, crate::apps::short(&e.release));
+    let _ = writeln!(s, "{} {} — release {} ({state})", e.app, e.version, crate::release::short(&e.release));
     let _ = writeln!(s, "\nroutes:");
     for r in &e.routes {
         let _ = writeln!(s, "  {:<24} {:<9} {}", r.name, r.effect.as_str(), r.summary);
@@ -218,7 +218,7 @@ pub fn render(e: &Explanation) -> String {
         }
     }
     if let Some(c) = &e.changes {
-        let _ = writeln!(s, "\ncompared with the active release {}:", crate::apps::short(&c.against));
+        let _ = writeln!(s, "\ncompared with the active release {}:", crate::release::short(&c.against));
         let mut any = false;
         for (label, items) in [
             ("routes added", &c.routes_added),

@@ -91,12 +91,42 @@ pub fn ungranted(app: &AppPaths, manifest: &Manifest) -> anyhow::Result<Vec<Stri
     Ok(out)
 }
 
+/// Which of the newest release's asks to grant.
+#[derive(Debug, Clone)]
+pub enum Asked {
+    /// Everything it asks for.
+    All,
+    /// These (`network:<origin>`, `files:<name>`, `spawn:<program>`).
+    Named(Vec<String>),
+}
+
+/// Grants what the app's newest release asks for (the release the person is
+/// about to activate): the command line's `grant` and the panel's Grant.
+pub fn grant_newest(caller: &Caller, app: &AppPaths, which: Asked) -> anyhow::Result<Vec<String>> {
+    let id = &app.id;
+    anyhow::ensure!(app.exists(), "there is no app `{id}`; `autoapp create {id}` makes one");
+    let newest = crate::release::list(app)?.pop().with_context(|| {
+        format!("{id} has no release yet; build it first with `autoapp build {id}`, then grant what it asks")
+    })?;
+    let manifest = crate::release::manifest(app, &newest.id)?;
+    let names = match which {
+        Asked::All => asked(&manifest),
+        Asked::Named(names) => names,
+    };
+    anyhow::ensure!(
+        !names.is_empty(),
+        "nothing to grant: {} (`autoapp explain {id}` lists what {id} asks for)",
+        if asked(&manifest).is_empty() { "it asks for no capability" } else { "no capability was named" }
+    );
+    grant(caller, app, &manifest, &names)
+}
+
 /// Grants each named capability, as `manifest` declares it. Returns what was
 /// granted, each as a line for the person.
 /// Recorded in the app's record as `grant`, by `caller`.
 pub fn grant(caller: &Caller, app: &AppPaths, manifest: &Manifest, names: &[String]) -> anyhow::Result<Vec<String>> {
     let done = add(app, manifest, names);
-    crate::lifecycle::recorded(app, caller, "grant", serde_json::json!({ "capabilities": names }), done, |lines| {
+    crate::gate::record::recorded(app, caller, "grant", serde_json::json!({ "capabilities": names }), done, |lines| {
         (String::new(), lines.join("; "))
     })
 }
@@ -155,7 +185,7 @@ fn add(app: &AppPaths, manifest: &Manifest, names: &[String]) -> anyhow::Result<
                         app.id
                     )
                 })?;
-                let path = find_program(&s.program)?;
+                let path = crate::programs::find(&s.program)?;
                 done.push(format!("spawn {} → {}", s.program, path.display()));
                 g.spawn.insert(s.program.clone(), path);
             }
@@ -173,7 +203,7 @@ fn add(app: &AppPaths, manifest: &Manifest, names: &[String]) -> anyhow::Result<
 /// Recorded in the app's record as `revoke`, by `caller`.
 pub fn revoke(caller: &Caller, app: &AppPaths, names: &[String]) -> anyhow::Result<Vec<String>> {
     let done = take_back(app, names);
-    crate::lifecycle::recorded(app, caller, "revoke", serde_json::json!({ "capabilities": names }), done, |lines| {
+    crate::gate::record::recorded(app, caller, "revoke", serde_json::json!({ "capabilities": names }), done, |lines| {
         (String::new(), lines.join("; "))
     })
 }
@@ -213,25 +243,4 @@ pub fn resolve_path(p: &str) -> anyhow::Result<PathBuf> {
         None => PathBuf::from(p),
     };
     std::fs::canonicalize(&path).with_context(|| format!("{} does not exist", path.display()))
-}
-
-/// An absolute program path as given, or the first match on `PATH`.
-pub fn find_program(program: &str) -> anyhow::Result<PathBuf> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let executable =
-        |p: &Path| p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false);
-    if program.starts_with('/') {
-        let p = std::fs::canonicalize(program).with_context(|| format!("{program} does not exist"))?;
-        anyhow::ensure!(executable(&p), "{program} is not an executable file");
-        return Ok(p);
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for dir in std::env::split_paths(&path) {
-        let candidate = dir.join(program);
-        if executable(&candidate) {
-            return std::fs::canonicalize(&candidate)
-                .with_context(|| format!("cannot resolve {}", candidate.display()));
-        }
-    }
-    anyhow::bail!("the program `{program}` is not on PATH; install it, or declare it by absolute path")
 }

@@ -7,12 +7,13 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use serde::Serialize;
 
-use crate::apps::{Apps, short};
+use crate::apps::Apps;
 use crate::caps::store::{self, copy_data};
 use crate::gate::Caller;
-use crate::gate::record::{self, Action};
+use crate::gate::record::{self, recorded};
 use crate::manifest::AppId;
 use crate::release::journal::{self, Journal, Op, Step, fault, folder, rename, write_step};
+use crate::release::short;
 use crate::release::{self};
 use crate::root::{AppPaths, write_atomic};
 
@@ -56,41 +57,10 @@ pub struct Preview {
 
 const PREVIEW_FILE: &str = "preview.json";
 
-/// Records a lifecycle action's result in the app's record
-/// ([`record::action`]) and hands the result back. `said` gives, for a done
-/// action, the release it concerns and a one-line summary. Nothing is written
-/// for an app that does not exist (no folder is made for a name). An action
-/// done but not recorded is reported as such, never as plain success.
-pub(crate) fn recorded<T>(
-    paths: &AppPaths,
-    caller: &Caller,
-    name: &str,
-    arguments: serde_json::Value,
-    done: anyhow::Result<T>,
-    said: impl FnOnce(&T) -> (String, String),
-) -> anyhow::Result<T> {
-    if !paths.exists() {
-        return done;
-    }
-    let (release, result) = match &done {
-        Ok(t) => {
-            let (release, summary) = said(t);
-            (release, Ok(summary))
-        }
-        Err(e) => (String::new(), Err(format!("{e:#}"))),
-    };
-    let action = Action { name, release: &release, arguments };
-    let written = record::action(&paths.data(), caller, &paths.id, &action, result.as_deref().map_err(String::as_str));
-    match (done, written) {
-        (Ok(t), Ok(())) => Ok(t),
-        (Ok(_), Err(e)) => Err(e.context(format!("{name} of {} was done, but it could not be recorded", paths.id))),
-        (Err(e), written) => {
-            if let Err(w) = written {
-                tracing::error!(app = %paths.id, "cannot record the failed {name}: {w:#}");
-            }
-            Err(e)
-        }
-    }
+/// Finishes or undoes every activation or rollback a crash interrupted
+/// (`release::journal`), before anything else looks at the apps.
+pub fn recover(root: &crate::root::Root) -> anyhow::Result<Vec<journal::Recovered>> {
+    journal::recover(root, &|data| Ok(store::applied_in(data)?.len()))
 }
 
 impl Apps {

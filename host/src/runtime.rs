@@ -28,33 +28,8 @@ use crate::config::Config;
 use crate::gate::Pass;
 use crate::manifest::Effect;
 
-/// Host bindings of the world `autoapp:app/app` (see `wit/app.wit`).
-pub mod bindings {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "autoapp:app/app",
-        imports: {
-            "autoapp:app/spawn.run": async,
-            // A write call's first use of the store may wait for the app's
-            // write permit: asynchronously, without holding a thread.
-            "autoapp:app/store.execute": async,
-            "autoapp:app/store.query": async,
-            default: tracing,
-        },
-        exports: { default: async },
-        require_store_data_send: true,
-        with: {
-            "wasi:http": wasmtime_wasi_http::p2::bindings::http,
-            "wasi:io": wasmtime_wasi::p2::bindings::io,
-            "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
-        },
-    });
-}
-
-pub use bindings::autoapp::app::types::AppError;
-
-/// The package and version of our WIT that this host speaks.
-pub const WIT_PACKAGE: &str = "autoapp:app@0.1.0";
+pub use crate::bindings::AppError;
+use crate::bindings::app as bindings;
 
 /// The most a guest may write to its stdout and stderr in one call; the rest is
 /// dropped. Guards the host's memory against a guest that prints forever.
@@ -107,16 +82,21 @@ impl WasiHttpView for CallState {
 
 /// Every interface of the world, for every component: what a call was not
 /// given answers with a denial at run time, never a link error.
+/// Each of our interfaces is served by its capability's per-call state, reached
+/// through a projection of the call's state.
 fn link(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
     use bindings::autoapp::app;
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
     app::types::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
-    app::store::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
-    app::log::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
-    app::spawn::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
+    app::store::add_to_linker::<CallState, HasSelf<caps::store::CallStore>>(linker, |s| &mut s.store)?;
+    app::log::add_to_linker::<CallState, HasSelf<caps::log::CallLog>>(linker, |s| &mut s.log)?;
+    app::spawn::add_to_linker::<CallState, HasSelf<caps::spawn::CallSpawn>>(linker, |s| &mut s.spawn)?;
     Ok(())
 }
+
+/// The `types` interface has no functions.
+impl bindings::autoapp::app::types::Host for CallState {}
 
 /// A component compiled for this engine.
 pub struct Compiled(Component);

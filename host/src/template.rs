@@ -58,7 +58,7 @@ fn write_dir(d: &Dir<'_>, to: &Path, fill: &dyn Fn(&str) -> String, written: &mu
 pub fn create(caller: &crate::gate::Caller, root: &Root, id: &AppId, at: Option<&Path>) -> anyhow::Result<Created> {
     let done = make(root, id, at);
     let arguments = serde_json::json!({ "at": at });
-    crate::lifecycle::recorded(&root.app(id), caller, "create", arguments, done, |c| {
+    crate::gate::record::recorded(&root.app(id), caller, "create", arguments, done, |c| {
         let how = if c.adopted { "registered its existing workspace" } else { "created its workspace" };
         (String::new(), format!("{how} {}", c.workspace.display()))
     })
@@ -67,7 +67,7 @@ pub fn create(caller: &crate::gate::Caller, root: &Root, id: &AppId, at: Option<
 fn make(root: &Root, id: &AppId, at: Option<&Path>) -> anyhow::Result<Created> {
     let app = root.app(id);
     if app.exists() {
-        let ws = crate::build::workspace(&app).unwrap_or_else(|_| app.default_workspace());
+        let ws = crate::workspace::of(&app).unwrap_or_else(|_| app.default_workspace());
         anyhow::bail!(
             "the app {id} exists already (its workspace is {}); build it with `autoapp build {id}`",
             ws.display()

@@ -112,7 +112,7 @@ fn find<'m>(manifest: &'m Manifest, app: &AppId, name: &str) -> anyhow::Result<&
 pub fn approve(caller: &Caller, root: &Root, app: &AppId, name: &str) -> anyhow::Result<String> {
     let done = add_approval(root, app, name);
     let arguments = serde_json::json!({ "workflow": name });
-    crate::lifecycle::recorded(&root.app(app), caller, "workflow-approve", arguments, done, |said| {
+    crate::gate::record::recorded(&root.app(app), caller, "workflow-approve", arguments, done, |said| {
         (release::active(&root.app(app)).ok().flatten().unwrap_or_default(), said.clone())
     })
 }
@@ -137,7 +137,7 @@ fn add_approval(root: &Root, app: &AppId, name: &str) -> anyhow::Result<String> 
     save(&paths, list)?;
     Ok(format!(
         "approved workflow {name} of {app} for release {} ({} route `{}`, {}); a new release needs a new approval",
-        crate::apps::short(&release_id),
+        crate::release::short(&release_id),
         effect,
         w.route,
         w.schedule
@@ -149,7 +149,7 @@ fn add_approval(root: &Root, app: &AppId, name: &str) -> anyhow::Result<String> 
 pub fn revoke(caller: &Caller, root: &Root, app: &AppId, name: &str) -> anyhow::Result<String> {
     let done = remove_approval(root, app, name);
     let arguments = serde_json::json!({ "workflow": name });
-    crate::lifecycle::recorded(&root.app(app), caller, "workflow-revoke", arguments, done, |said| {
+    crate::gate::record::recorded(&root.app(app), caller, "workflow-revoke", arguments, done, |said| {
         (String::new(), said.clone())
     })
 }

@@ -1,11 +1,14 @@
-//! Where a workspace may be (seed 000, "Where a workspace may be"): a folder
+//! Where an app's workspace is (its pointer, or the default folder), and where
+//! it may be (seed 000, "Where a workspace may be"): a folder
 //! the person chose may not be inside the root, nor inside another app's
 //! workspace, nor contain one. Checked with real paths, symlinks resolved.
 
 use std::path::{Path, PathBuf};
 
 use crate::manifest::AppId;
-use crate::root::Root;
+use anyhow::Context as _;
+
+use crate::root::{AppPaths, Root};
 
 /// The real path of `p`: its deepest existing ancestor resolved, the rest
 /// appended (so a folder that does not exist yet is checked too).
@@ -28,6 +31,24 @@ pub fn real_path(p: &Path) -> PathBuf {
     real
 }
 
+/// The app's workspace: the folder a pointer names, else the default one.
+pub fn of(app: &AppPaths) -> anyhow::Result<PathBuf> {
+    let pointer = app.workspace_pointer();
+    match std::fs::read_to_string(&pointer) {
+        Ok(text) => {
+            let path = PathBuf::from(text.trim());
+            anyhow::ensure!(
+                path.is_absolute(),
+                "the workspace pointer {} does not hold an absolute path; write the workspace's absolute path there",
+                pointer.display()
+            );
+            Ok(path)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(app.default_workspace()),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", pointer.display())),
+    }
+}
+
 /// Refuses a chosen folder for app `id` that breaks a rule above.
 pub fn check_chosen(root: &Root, id: &AppId, dir: &Path) -> anyhow::Result<()> {
     let real = real_path(dir);
@@ -41,7 +62,7 @@ pub fn check_chosen(root: &Root, id: &AppId, dir: &Path) -> anyhow::Result<()> {
         if other == *id {
             continue;
         }
-        let Ok(ws) = crate::build::workspace(&root.app(&other)) else {
+        let Ok(ws) = of(&root.app(&other)) else {
             continue;
         };
         let ws = real_path(&ws);

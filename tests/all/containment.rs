@@ -97,6 +97,18 @@ fn without_landlock_spawn_fails_closed_and_says_why() {
 }
 
 #[test]
+fn explain_gives_the_same_containment_answer_as_the_runtime() {
+    let root = TestRoot::with_config("landlock = \"off\"\n");
+    root.install_hostile_with(PROGRAMS);
+    let text = root.ok(&["explain", "hostile"]);
+    assert!(text.contains("spawned programs: refused: Landlock is off in the configuration"), "{text}");
+    let confined = TestRoot::new();
+    confined.install_hostile_with(PROGRAMS);
+    let text = confined.ok(&["explain", "hostile"]);
+    assert!(text.contains("spawned programs: confined with Landlock"), "{text}");
+}
+
+#[test]
 fn the_hosts_environment_never_reaches_the_program() {
     let root = TestRoot::new();
     root.install_hostile_with(PROGRAMS);

@@ -325,6 +325,7 @@ fn every_lifecycle_action_is_recorded_with_its_channel_and_a_rollback_keeps_the_
     assert_eq!(
         seen,
         [
+            ("create", "ok"),
             ("activate", "ok"),
             ("preview-start", "ok"),
             ("preview-stop", "ok"),
@@ -336,11 +337,11 @@ fn every_lifecycle_action_is_recorded_with_its_channel_and_a_rollback_keeps_the_
         "after the rollback the record still has v2's activation: {rows:#?}"
     );
     assert!(rows.iter().all(|r| r.1 == "user" && r.2 == "command line"), "{rows:#?}");
-    assert_eq!([&rows[0].4, &rows[1].4, &rows[3].4, &rows[4].4], [&v1, &v2, &v2, &v1], "the release each concerned");
+    assert_eq!([&rows[1].4, &rows[2].4, &rows[4].4, &rows[5].4], [&v1, &v2, &v2, &v1], "the release each concerned");
     // `autoapp runs` shows them beside the calls, in order.
     let all: Vec<serde_json::Value> = serde_json::from_str(&n.root.ok(&["runs", "notes", "--json"])).unwrap();
     let order: Vec<&str> = all.iter().map(|r| r["route"].as_str().unwrap()).collect();
-    assert_eq!(&order[..3], ["activate", "notes.add", "preview-start"], "{order:?}");
+    assert_eq!(&order[..4], ["create", "activate", "notes.add", "preview-start"], "{order:?}");
     let text = n.root.ok(&["runs", "notes"]);
     assert!(text.contains("lifecycle") && text.contains("rollback"), "{text}");
     // A refusal's reason says why, and no argument reaches the record.
@@ -372,8 +373,8 @@ fn actions_from_the_panel_are_recorded_as_the_panels_and_a_page_render_as_a_read
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     launcher.stop();
     let rows = actions_in(&n.app_dir().join("data"));
-    assert_eq!(rows.len(), 1, "{rows:#?}");
-    assert_eq!((rows[0].0.as_str(), rows[0].1.as_str(), rows[0].2.as_str()), ("activate", "user", "panel"));
+    let who: Vec<(&str, &str, &str)> = rows.iter().map(|r| (r.0.as_str(), r.1.as_str(), r.2.as_str())).collect();
+    assert_eq!(who, [("create", "user", "command line"), ("activate", "user", "panel")]);
     let all: Vec<serde_json::Value> = serde_json::from_str(&n.root.ok(&["runs", "notes", "--json"])).unwrap();
     let render = all.iter().find(|r| r["route"] == "page:index").expect("the render is recorded");
     assert_eq!(

@@ -15,4 +15,5 @@ mod lifecycle;
 mod many_callers;
 mod panel_create;
 mod support;
+mod tidy;
 mod workflows;

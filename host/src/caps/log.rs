@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use crate::runtime::bindings::autoapp::app::log::{Host, Level};
+use crate::bindings::app::autoapp::app::log::{Host, Level};
 
 /// The longest line kept; the rest is cut.
 pub const MAX_LINE: usize = 4096;
@@ -43,9 +43,9 @@ fn cut(s: &str) -> &str {
     &s[..end]
 }
 
-impl Host for crate::runtime::CallState {
+impl Host for CallLog {
     fn write(&mut self, level: Level, message: String) {
-        let log = &mut self.log;
+        let log = self;
         if log.written >= log.max {
             log.dropped += 1;
             return;

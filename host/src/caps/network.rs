@@ -40,6 +40,17 @@ pub struct NetLimits {
     pub connect_timeout: Duration,
 }
 
+impl NetLimits {
+    /// The limits the configuration sets (`http_*` keys).
+    pub fn of(config: &crate::config::Config) -> NetLimits {
+        NetLimits {
+            request_max_bytes: config.http_request_max_kib << 10,
+            response_max_bytes: config.http_response_max_kib << 10,
+            connect_timeout: std::time::Duration::from_millis(config.http_connect_timeout_ms),
+        }
+    }
+}
+
 /// One call's view of the network.
 pub struct CallNetwork {
     allowed: Arc<Vec<Origin>>,

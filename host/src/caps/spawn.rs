@@ -15,8 +15,8 @@ use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::runtime::AppError;
-use crate::runtime::bindings::autoapp::app::spawn::{Host, Output};
+use crate::bindings::AppError;
+use crate::bindings::app::autoapp::app::spawn::{Host, Output};
 
 /// The only environment a spawned program gets.
 pub const CHILD_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -31,6 +31,43 @@ pub enum Containment {
     Unconfined,
     /// Programs cannot be confined here, so they do not run; the reason.
     Unavailable(String),
+}
+
+impl Containment {
+    /// What this machine and the configuration allow: Landlock when the
+    /// kernel enforces it (probed with a throwaway child) and the
+    /// configuration does not turn it off; else unconfined only if the person
+    /// said so (`spawn_unconfined = true`); else programs do not run.
+    pub fn decide(config: &crate::config::Config) -> Containment {
+        let support = if config.landlock == crate::config::Landlock::Off {
+            super::confine::Support {
+                enforced: false,
+                summary: "Landlock is off in the configuration (landlock = \"off\")".into(),
+            }
+        } else {
+            match std::env::current_exe() {
+                Ok(me) => super::confine::probe(&me),
+                Err(e) => super::confine::Support {
+                    enforced: false,
+                    summary: format!("the autoapp binary cannot be found ({e})"),
+                },
+            }
+        };
+        match (support.enforced, config.spawn_unconfined) {
+            (true, _) => Containment::Landlock,
+            (false, true) => Containment::Unconfined,
+            (false, false) => Containment::Unavailable(support.summary),
+        }
+    }
+
+    /// One line for `status` and `explain`.
+    pub fn describe(&self) -> String {
+        match self {
+            Containment::Landlock => "confined with Landlock (files, TCP ports, resource limits)".to_string(),
+            Containment::Unconfined => "unconfined (spawn_unconfined = true): they run with your rights".to_string(),
+            Containment::Unavailable(why) => format!("refused: {why}"),
+        }
+    }
 }
 
 /// A granted program, as one call may run it.
@@ -84,9 +121,9 @@ impl CallSpawn {
     }
 }
 
-impl Host for crate::runtime::CallState {
+impl Host for CallSpawn {
     async fn run(&mut self, program: String, args: Vec<String>, stdin: Vec<u8>) -> Result<Output, AppError> {
-        let s = &self.spawn;
+        let s = &*self;
         if !s.external {
             return Err(AppError::Denied("programs can only run in a route whose effect is external".into()));
         }

@@ -35,8 +35,8 @@ use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
-use crate::runtime::AppError;
-use crate::runtime::bindings::autoapp::app::store::{Host, Rows, Value};
+use crate::bindings::AppError;
+use crate::bindings::app::autoapp::app::store::{Host, Rows, Value};
 
 /// The app's database file inside its data folder.
 pub const STORE_FILE: &str = "app.sqlite";
@@ -774,15 +774,13 @@ impl CallStore {
     }
 }
 
-impl crate::runtime::bindings::autoapp::app::types::Host for crate::runtime::CallState {}
-
-impl Host for crate::runtime::CallState {
+impl Host for CallStore {
     async fn execute(&mut self, sql: String, params: Vec<Value>) -> Result<u64, AppError> {
-        self.store.execute(&sql, params).await
+        CallStore::execute(self, &sql, params).await
     }
 
     async fn query(&mut self, sql: String, params: Vec<Value>) -> Result<Rows, AppError> {
-        self.store.query(&sql, params).await
+        CallStore::query(self, &sql, params).await
     }
 }
 

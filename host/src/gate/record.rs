@@ -362,6 +362,43 @@ pub fn carry_over(from: &Path, to: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Records a lifecycle action's result in the app's record
+/// ([`action`]) and hands the result back. `said` gives, for a done
+/// action, the release it concerns and a one-line summary. Nothing is written
+/// for an app that does not exist (no folder is made for a name). An action
+/// done but not recorded is reported as such, never as plain success.
+pub fn recorded<T>(
+    paths: &crate::root::AppPaths,
+    caller: &super::Caller,
+    name: &str,
+    arguments: serde_json::Value,
+    done: anyhow::Result<T>,
+    said: impl FnOnce(&T) -> (String, String),
+) -> anyhow::Result<T> {
+    if !paths.exists() {
+        return done;
+    }
+    let (release, result) = match &done {
+        Ok(t) => {
+            let (release, summary) = said(t);
+            (release, Ok(summary))
+        }
+        Err(e) => (String::new(), Err(format!("{e:#}"))),
+    };
+    let taken = Action { name, release: &release, arguments };
+    let written = action(&paths.data(), caller, &paths.id, &taken, result.as_deref().map_err(String::as_str));
+    match (done, written) {
+        (Ok(t), Ok(())) => Ok(t),
+        (Ok(_), Err(e)) => Err(e.context(format!("{name} of {} was done, but it could not be recorded", paths.id))),
+        (Err(e), written) => {
+            if let Err(w) = written {
+                tracing::error!(app = %paths.id, "cannot record the failed {name}: {w:#}");
+            }
+            Err(e)
+        }
+    }
+}
+
 /// The record of the data folder `data`, oldest first (the newest `limit`).
 pub fn read(data: &Path, limit: usize) -> anyhow::Result<Vec<Row>> {
     let path = data.join(RUNS_FILE);

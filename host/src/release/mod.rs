@@ -243,6 +243,11 @@ pub fn migrations(app: &AppPaths, id: &str, manifest: &Manifest) -> anyhow::Resu
         .collect()
 }
 
+/// The first 12 characters of a release id, for messages.
+pub fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

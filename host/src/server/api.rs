@@ -16,11 +16,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Launcher, LauncherEvent, Site, SiteKey, fence, page};
-use crate::apps::{CallError, ErrorKind, Target, short};
+use crate::apps::{CallError, ErrorKind, Target};
 use crate::gate::{Caller, GateEvent};
 use crate::lifecycle::RollbackHow;
 use crate::manifest::AppId;
 use crate::release;
+use crate::release::short;
 
 #[derive(Clone)]
 struct Ctx {
@@ -276,7 +277,7 @@ async fn state(State(ctx): State<Ctx>) -> Response {
                     // What Remove moves to the trash, and what it leaves.
                     "trash": root.dir().join("trash").display().to_string(),
                     "releases": all.len(),
-                    "workspace": crate::build::workspace(&paths).ok().map(|w| w.display().to_string()),
+                    "workspace": crate::workspace::of(&paths).ok().map(|w| w.display().to_string()),
                     "workspace_moves": !paths.workspace_pointer().exists(),
                 },
                 "workflows": if active.is_some() {
@@ -383,12 +384,10 @@ async fn grant(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) -> Re
         Err(e) => return error(ErrorKind::InvalidInput, e),
     };
     blocking(&ctx, move |apps| {
-        let paths = apps.root().app(&id);
-        let newest = release::list(&paths)?.pop().ok_or_else(|| anyhow::anyhow!("{id} has no release yet"))?;
-        let manifest = release::manifest(&paths, &newest.id)?;
+        let which = crate::grants::Asked::Named(b.capabilities);
         Ok(format!(
             "granted {}",
-            crate::grants::grant(&Caller::panel(), &paths, &manifest, &b.capabilities)?.join(", ")
+            crate::grants::grant_newest(&Caller::panel(), &apps.root().app(&id), which)?.join(", ")
         ))
     })
     .await

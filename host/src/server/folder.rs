@@ -172,7 +172,7 @@ impl FolderWindow {
         let _open = self.open.try_lock().map_err(|_| ChooseError::Busy)?;
         let (kind, program) = Kind::here()
             .iter()
-            .find_map(|k| crate::grants::find_program(k.program()).ok().map(|p| (*k, p)))
+            .find_map(|k| crate::programs::find(k.program()).ok().map(|p| (*k, p)))
             .ok_or(ChooseError::Unavailable)?;
         let start = start(asked_start).or_else(|| std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_dir()));
         let c = command(kind, &program, &title(asked_title), start.as_deref());

@@ -66,7 +66,7 @@ impl Site {
 
     /// A fresh single-use launch address for this server.
     fn mint(&self, lifetime: Duration) -> String {
-        let token = random_hex();
+        let token = crate::secret::random_hex();
         let mut tokens = self.tokens.lock().expect("tokens");
         let now = Instant::now();
         tokens.retain(|(_, exp)| *exp > now);
@@ -81,15 +81,15 @@ impl Site {
     fn redeem(&self, token: &str) -> Option<String> {
         let mut tokens = self.tokens.lock().expect("tokens");
         let now = Instant::now();
-        let pos = tokens.iter().position(|(t, exp)| *exp > now && fence::same(t, token))?;
+        let pos = tokens.iter().position(|(t, exp)| *exp > now && crate::secret::same(t, token))?;
         tokens.remove(pos);
-        let session = random_hex();
+        let session = crate::secret::random_hex();
         self.sessions.lock().expect("sessions").insert(session.clone());
         Some(session)
     }
 
     fn has_session(&self, session: &str) -> bool {
-        self.sessions.lock().expect("sessions").iter().any(|s| fence::same(s, session))
+        self.sessions.lock().expect("sessions").iter().any(|s| crate::secret::same(s, session))
     }
 }
 
@@ -112,18 +112,21 @@ pub enum Opener {
 
 impl Opener {
     /// From the `opener` config key: `auto`, `none`, or a program.
-    pub fn from_config(value: &str) -> Opener {
-        match value {
-            "none" => Opener::Print,
-            "auto" => {
+    pub fn from_config(choice: &crate::config::OpenerChoice) -> Opener {
+        use crate::config::OpenerChoice;
+        match choice {
+            OpenerChoice::None => Opener::Print,
+            OpenerChoice::Auto => {
                 let candidates: &[&str] = if cfg!(target_os = "macos") { &["open"] } else { &["xdg-open"] };
                 candidates
                     .iter()
-                    .find_map(|p| crate::grants::find_program(p).ok())
+                    .find_map(|p| crate::programs::find(p).ok())
                     .map(Opener::Program)
                     .unwrap_or(Opener::Print)
             }
-            program => crate::grants::find_program(program).map(Opener::Program).unwrap_or(Opener::Print),
+            OpenerChoice::Program(program) => {
+                crate::programs::find(program).map(Opener::Program).unwrap_or(Opener::Print)
+            }
         }
     }
 
@@ -291,13 +294,13 @@ impl Launcher {
             anyhow::ensure!(
                 running.iter().any(|p| p.release == *release),
                 "{app} has no running preview of {}; start one with Preview (or `autoapp preview {app} RELEASE`)",
-                crate::apps::short(release)
+                crate::release::short(release)
             );
         }
         let what = match &key {
             SiteKey::Panel => "the Autoapp panel".to_string(),
             SiteKey::App(a) => format!("{a}"),
-            SiteKey::Preview(a, r) => format!("the preview of {a} {}", crate::apps::short(r)),
+            SiteKey::Preview(a, r) => format!("the preview of {a} {}", crate::release::short(r)),
         };
         let site = self.site(key).await?;
         let url = site.mint(Duration::from_secs(self.config.launch_token_secs));
@@ -387,69 +390,13 @@ impl Launcher {
         self.stop.subscribe()
     }
 
+    /// Keeps `task` so that the shutdown waits for it.
+    pub(crate) fn keep(&self, task: tokio::task::JoinHandle<()>) {
+        self.tasks.lock().expect("tasks").push(task);
+    }
+
     /// Asks the launcher to stop (the same path as Ctrl+C).
     pub fn request_stop(&self) {
         let _ = self.stop.send(true);
     }
-}
-
-/// Constant-time comparison of secrets and tokens.
-pub fn same_secret(a: &str, b: &str) -> bool {
-    fence::same(a, b)
-}
-
-/// Runs the launcher until Ctrl+C, SIGTERM or a `stop` request: the panel
-/// (unless `only` names one app to serve), the apps' servers, the control
-/// connection. On the way out the calls in flight finish, the record is
-/// flushed and `launcher.json` is removed.
-pub async fn run(root: crate::root::Root, config: Config, only: Option<AppId>) -> anyhow::Result<()> {
-    let apps = Arc::new(Apps::new(root.clone(), &config)?);
-    let opener = Opener::from_config(&config.opener);
-    let launcher = Launcher::new(apps, config, opener, only.is_none());
-    let control = crate::control::start(&root, launcher.clone()).await?;
-    match &only {
-        None => {
-            launcher.start().await?;
-            let o = launcher.open(SiteKey::Panel).await?;
-            println!(
-                "Autoapp is running (serving {}); {}. Press Ctrl+C to stop.",
-                launcher.serving().join(", "),
-                o.message
-            );
-        }
-        Some(app) => {
-            anyhow::ensure!(
-                crate::release::active(&root.app(app)).ok().flatten().is_some(),
-                "{app} has no active release; activate one first with `autoapp activate {app} RELEASE`"
-            );
-            let o = launcher.open(SiteKey::App(app.clone())).await?;
-            println!("Autoapp is serving {app}; {}. Press Ctrl+C to stop.", o.message);
-        }
-    }
-    // The active releases' workflows (of the one app, for `serve`).
-    let runner = tokio::spawn(crate::workflows::run(
-        launcher.apps.clone(),
-        only.clone(),
-        Arc::new(crate::workflows::SystemClock),
-        launcher.stopping(),
-    ));
-    launcher.tasks.lock().expect("tasks").push(runner);
-    let mut stopping = launcher.stopping();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-        _ = stopping.wait_for(|s| *s) => {}
-    }
-    println!("Autoapp is stopping: finishing the calls in flight.");
-    launcher.shutdown().await;
-    drop(control);
-    Ok(())
-}
-
-/// 32 random bytes as hex: launch tokens, sessions, secrets.
-pub fn random_hex() -> String {
-    let mut b = [0u8; 32];
-    getrandom::fill(&mut b).expect("the system's random source works");
-    hex::encode(b)
 }

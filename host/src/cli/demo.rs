@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use crate::apps::short;
-use crate::cli::{block_on, build_app, open_apps};
+use super::{block_on, build_app, open_apps};
 use crate::gate::Caller;
 use crate::manifest::AppId;
 use crate::release;
+use crate::release::short;
 use crate::root::{Root, write_atomic};
 
 /// The example apps the demo builds, in order.
@@ -29,17 +29,10 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
         guests.display()
     );
     let guests = std::fs::canonicalize(&guests)?;
-    // One cargo target folder for every example, so shared crates build once.
-    if std::env::var_os("CARGO_TARGET_DIR").is_none() {
-        // SAFETY-free: set before any thread that reads the environment starts.
-        let target = root.dir().join("cache").join("guest-target");
-        #[allow(unsafe_code)]
-        // SAFETY: called on the main thread before the tokio runtime or any
-        // other thread exists, so no other thread reads the environment.
-        unsafe {
-            std::env::set_var("CARGO_TARGET_DIR", target);
-        }
-    }
+    // One cargo target folder for every example, so shared crates build once
+    // (unless the person set CARGO_TARGET_DIR: then cargo's choice stands).
+    let shared = root.dir().join("cache").join("guest-target");
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR").is_none().then_some(shared.as_path());
     println!("Autoapp demo — root {}", root.dir().display());
     let apps = open_apps(root).map_err(|f| anyhow::anyhow!(f_message(f)))?;
     for name in DEMO_APPS {
@@ -50,7 +43,8 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
             write_atomic(&paths.workspace_pointer(), format!("{}\n", guests.join(name).display()).as_bytes())?;
             println!("registered the example {id} (workspace {})", guests.join(name).display());
         }
-        let built = build_app(&apps, &id, None).map_err(|f| anyhow::anyhow!(f_message(f)))?;
+        let built = build_app(&apps, &id, crate::build::Source::Cargo { target_dir })
+            .map_err(|f| anyhow::anyhow!(f_message(f)))?;
         println!("built {id} {}: release {}", built.info.version, short(&built.info.id));
         if release::active(&paths)?.as_deref() == Some(built.info.id.as_str()) {
             println!("{id} {} is already active", short(&built.info.id));
@@ -95,9 +89,9 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
         return Ok(());
     }
     let config = crate::config::Config::load(root.dir())?;
-    block_on(crate::server::run(root.clone(), config, None))
+    block_on(crate::launcher::run(root.clone(), config, None))
 }
 
-fn f_message(f: crate::cli::Failure) -> String {
+fn f_message(f: super::Failure) -> String {
     f.message
 }

@@ -1,0 +1,776 @@
+//! The command line: argument parsing and printing, glue over the library.
+//! Every call made here is channel `user`: a process running as the person is
+//! the person.
+
+mod demo;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use serde::Serialize;
+
+use crate::apps::{Apps, Target};
+use crate::config::Config;
+use crate::gate::Caller;
+use crate::lifecycle::RollbackHow;
+use crate::manifest::AppId;
+use crate::release::short;
+use crate::root::Root;
+use crate::{grants, release, template};
+
+/// Autoapp runs your applications as WebAssembly components on your own
+/// computer, and keeps you in charge of what they — and the AI agents that
+/// call them — may do.
+///
+/// A typical session: `autoapp create notes`, edit the workspace it prints,
+/// `autoapp build notes`, `autoapp activate notes <release>`, then
+/// `autoapp call notes notes.list`. Start with `autoapp demo` to see it work.
+#[derive(Debug, Parser)]
+#[command(name = "autoapp", version, about, long_about, max_term_width = 100)]
+pub struct Cli {
+    /// Where the launcher keeps everything [default: $AUTOAPP_ROOT, else ~/.autoapp]
+    #[arg(long, global = true, value_name = "DIR")]
+    root: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Build the bundled example apps, activate them, run a short tour of calls, open the panel.
+    Demo,
+    /// Start the launcher: the panel and every active app, each on its own loopback port.
+    ///
+    /// Opens the panel in your browser (or prints its single-use address when no
+    /// browser can be opened). Against a launcher that is already running, asks it
+    /// for a fresh panel address instead of starting a second one.
+    Open,
+    /// Serve one app, without the panel.
+    Serve { app: String },
+    /// Show the running launcher: its pid, when it started, which apps it serves.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop the running launcher (calls in flight finish first).
+    Stop,
+    /// Serve an app's read and write routes as MCP tools on stdin/stdout.
+    ///
+    /// For an AI agent (an MCP client): add `autoapp mcp <app>` as a stdio server.
+    /// Calls reach the running launcher (`autoapp open`) over its control
+    /// connection and pass the gate on channel mcp: every write is approved by you
+    /// in the app's page first. External routes are not offered.
+    Mcp { app: String },
+    /// Make a new app from the starter template (or register an existing workspace).
+    ///
+    /// Without --at the workspace is <root>/apps/<app>/workspace. With --at, the
+    /// folder must be new or empty (or already hold this app's autoapp.toml), and
+    /// may not be inside the root or another app's workspace.
+    Create {
+        /// The app's id: lowercase letters, digits and '-', starting with a letter.
+        app: String,
+        /// Put the workspace in this folder instead of the root.
+        #[arg(long, value_name = "DIR")]
+        at: Option<PathBuf>,
+    },
+    /// Build the app's workspace into a candidate release.
+    ///
+    /// Runs `cargo build --release --target wasm32-wasip2` in the workspace (installing
+    /// the target with rustup when it is missing), checks the component against the
+    /// manifest and the WIT, precompiles it, and writes an immutable release whose id
+    /// is the SHA-256 of component, manifest and migrations.
+    Build {
+        app: String,
+        /// Use this component (built by any toolchain) instead of running cargo;
+        /// the manifest and migrations still come from the workspace.
+        #[arg(long, value_name = "FILE.wasm")]
+        component: Option<PathBuf>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the app's candidate releases (built, not active).
+    Candidates {
+        app: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show what a release asks for: routes and effects, capabilities, what changed.
+    ///
+    /// Names every route with its effect and input schema, every capability asked,
+    /// each external route beside the capabilities it can use, what is new or gone
+    /// compared with the active release, and which capabilities are not granted.
+    Explain {
+        app: String,
+        /// The release id or a unique prefix [default: the newest release].
+        release: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Allow the app a capability it asks for: network:<origin>, files:<name>, spawn:<program>.
+    Grant {
+        app: String,
+        /// Grant everything the newest release asks for.
+        #[arg(long, conflicts_with = "capabilities")]
+        all_asked: bool,
+        #[arg(value_name = "CAPABILITY")]
+        capabilities: Vec<String>,
+    },
+    /// Take back capabilities granted to the app.
+    Revoke {
+        app: String,
+        #[arg(value_name = "CAPABILITY", required = true)]
+        capabilities: Vec<String>,
+    },
+    /// Make a release the app's active release (the person's action alone).
+    ///
+    /// Refuses a release that asks for a capability nobody granted, or whose
+    /// migrations do not extend the ones already applied; then applies its new
+    /// migrations and switches to it.
+    Activate {
+        app: String,
+        /// The release id, or a unique prefix of it.
+        release: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Call a route of the app's active release as yourself, and print its JSON answer.
+    Call {
+        app: String,
+        route: String,
+        /// The input, a JSON object [default: {}].
+        json_input: Option<String>,
+        /// Call the preview instead (the newest, or the one whose release starts with the value).
+        #[arg(long, value_name = "RELEASE", num_args = 0..=1, default_missing_value = "")]
+        preview: Option<String>,
+    },
+    /// Serve a candidate on a copy of the app's data (external routes refused).
+    ///
+    /// The data is copied consistently (SQLite's backup API), the candidate's
+    /// migrations are applied to the copy, and `autoapp call <app> <route> --preview`
+    /// reaches it. The live data is never touched. `preview-stop` removes the copy.
+    Preview {
+        app: String,
+        /// The release id or a unique prefix [default: the newest candidate].
+        release: Option<String>,
+    },
+    /// Stop the app's previews (or the one named) and remove their copies of the data.
+    PreviewStop { app: String, release: Option<String> },
+    /// Go back to the release that was active before the last activation.
+    ///
+    /// Before the active release's first write this switches data and release back
+    /// and loses nothing. After it, choose: `--downgrade RELEASE` (an older release
+    /// that reads the newer schema; data kept), a forward repair (build and activate a
+    /// fix), or `--restore --yes` (the data as it was before the activation; the
+    /// writes since are set aside, not deleted).
+    Rollback {
+        app: String,
+        #[arg(long, value_name = "RELEASE", conflicts_with = "restore")]
+        downgrade: Option<String>,
+        #[arg(long)]
+        restore: bool,
+        /// Confirms a restore, which discards the writes since activation.
+        #[arg(long, requires = "restore")]
+        yes: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Move an app to <root>/trash (the id is given twice: `remove notes --yes notes`).
+    ///
+    /// A workspace you chose with `create --at` stays where it is.
+    Remove {
+        app: String,
+        /// The app's id again, to confirm.
+        #[arg(long = "yes", value_name = "APP", required = true)]
+        confirm: String,
+    },
+    /// Show the app's record: every call's decision and outcome, and every lifecycle action, newest last.
+    ///
+    /// One row per call: time, channel, caller, release, route, effect, the
+    /// arguments' hash (never the arguments), the decision (allowed, confirmed,
+    /// denied, refused), the reason, and the outcome (ok, error, trap, not-run).
+    /// A page render is a read whose route is `page:<name>`. Lifecycle actions
+    /// (activate, rollback, grant, revoke, preview-start, preview-stop, remove,
+    /// workflow-approve, workflow-revoke) have effect `lifecycle`, the caller that
+    /// took them (command line, panel) and what they did or why they failed.
+    Runs {
+        app: String,
+        /// How many of the newest rows to show.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the workflows of the app's active release: schedule, next run, last run, approval.
+    ///
+    /// A workflow's route runs on its schedule while a launcher (`autoapp open` or
+    /// `autoapp serve <app>`) runs, on channel workflow. A write or external route
+    /// runs without asking only once you approve that workflow for the active release
+    /// (`autoapp workflow approve`); otherwise each run asks you in the app's page.
+    Workflows {
+        app: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a workflow of the active release to run without asking, or take that back.
+    ///
+    /// The approval holds for this release, this route and this input; a new release
+    /// needs a new approval. It is read at every run, so `revoke` holds from the next.
+    Workflow {
+        #[arg(value_parser = ["approve", "revoke"])]
+        action: String,
+        app: String,
+        /// The workflow's name, as `autoapp workflows <app>` lists it.
+        name: String,
+    },
+    /// Write the WIT package (and the WASI packages it uses) for a toolchain.
+    Wit {
+        /// The folder to write to [default: ./wit].
+        #[arg(long, value_name = "DIR", default_value = "wit")]
+        out: PathBuf,
+    },
+}
+
+/// A failure to report: one sentence, and the exit code.
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl<E: std::fmt::Display> From<E> for Failure {
+    /// The whole cause chain (`{:#}`): "grants.json is damaged" says why.
+    fn from(e: E) -> Failure {
+        Failure { code: 1, message: format!("{e:#}") }
+    }
+}
+
+fn fail<T>(message: impl Into<String>) -> Result<T, Failure> {
+    Err(Failure { code: 1, message: message.into() })
+}
+
+/// The binary's entry point.
+pub fn main() -> ExitCode {
+    // The confinement shim and the kernel probe are internal: our own binary
+    // run as the parent of a spawned program (see caps::confine).
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("__confined") => return ExitCode::from(crate::caps::confine::confined_main(&args[2..]) as u8),
+        Some("__landlock-probe") => return ExitCode::from(crate::caps::confine::probe_main() as u8),
+        _ => {}
+    }
+    let cli = Cli::parse();
+    init_tracing();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            let _ = writeln!(std::io::stderr(), "autoapp: {}", f.message.trim_end());
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn init_tracing() {
+    let mut filter = tracing_subscriber::EnvFilter::try_from_env("AUTOAPP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,app=info"));
+    // Whatever level the person asks for, the guest's raw output (wasmtime-wasi
+    // logs the bytes of its stdout and stderr at debug) and the arguments of its
+    // calls to our imports (bindgen's tracing, at trace) stay out of the log:
+    // they are the app's words, unsanitised. Its log lines, sanitised, are the
+    // `app` target.
+    for quiet in ["wasmtime_wasi::p2::write_stream=info", "autoapp::bindings=info"] {
+        if let Ok(d) = quiet.parse() {
+            filter = filter.add_directive(d);
+        }
+    }
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+}
+
+fn app_id(s: &str) -> Result<AppId, Failure> {
+    AppId::parse(s).map_err(|e| Failure { code: 2, message: e })
+}
+
+fn print_json<T: Serialize>(v: &T) -> Result<(), Failure> {
+    println!("{}", serde_json::to_string_pretty(v).map_err(|e| e.to_string())?);
+    Ok(())
+}
+
+fn progress(msg: &str) {
+    eprintln!("  {msg}");
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    let root = Root::resolve(cli.root.as_deref())?;
+    // An activation or rollback that a crash interrupted is finished or undone
+    // before anything else looks at the apps.
+    for r in crate::lifecycle::recover(&root).map_err(|e| format!("{e:#}"))? {
+        eprintln!("autoapp: recovered {}: an interrupted {:?} (at step {:?}) was {}", r.app, r.op, r.step, r.outcome);
+    }
+    match cli.command {
+        Command::Create { app, at } => create(root, app, at),
+        Command::Wit { out } => wit(out),
+        Command::Build { app, component, json } => build(root, app, component, json),
+        Command::Candidates { app, json } => candidates(root, app, json),
+        Command::Explain { app, release: which, json } => explain(root, app, which, json),
+        Command::Grant { app, all_asked, capabilities } => grant(root, app, all_asked, capabilities),
+        Command::Revoke { app, capabilities } => revoke(root, app, capabilities),
+        Command::Activate { app, release, json } => activate(root, app, release, json),
+        Command::Call { app, route, json_input, preview } => call(root, app, route, json_input, preview),
+        Command::Preview { app, release } => preview(root, app, release),
+        Command::PreviewStop { app, release } => preview_stop(root, app, release),
+        Command::Rollback { app, downgrade, restore, yes, json } => rollback(root, app, downgrade, restore, yes, json),
+        Command::Remove { app, confirm } => remove(root, app, confirm),
+        Command::Runs { app, limit, json } => runs(root, app, limit, json),
+        Command::Workflows { app, json } => workflows(root, app, json),
+        Command::Workflow { action, app, name } => workflow(root, action, app, name),
+        Command::Open => open(root),
+        Command::Serve { app } => serve(root, app),
+        Command::Status { json } => status(root, json),
+        Command::Stop => stop(root),
+        Command::Mcp { app } => mcp(root, app),
+        Command::Demo => demo::run(&root).map_err(|e| Failure { code: 1, message: format!("{e:#}") }),
+    }
+}
+
+/// `autoapp create`.
+fn create(root: Root, app: String, at: Option<PathBuf>) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    let c = template::create(&Caller::command_line(), &root, &id, at.as_deref())?;
+    if c.adopted {
+        println!("registered {} with its existing workspace {}", c.app, c.workspace.display());
+    } else {
+        println!("created {} in {}", c.app, c.workspace.display());
+    }
+    println!("next: edit it, then `autoapp build {}`", c.app);
+    Ok(())
+}
+
+/// `autoapp wit`.
+fn wit(out: PathBuf) -> Result<(), Failure> {
+    let files = template::write_wit(&out)?;
+    println!("wrote {} files of {} to {}", files.len(), crate::bindings::WIT_PACKAGE, out.display());
+    Ok(())
+}
+
+/// `autoapp build`.
+fn build(root: Root, app: String, component: Option<PathBuf>, json: bool) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    let apps = open_apps(&root)?;
+    let from = match component.as_deref() {
+        Some(file) => crate::build::Source::Component(file),
+        None => crate::build::Source::Cargo { target_dir: None },
+    };
+    let built = build_app(&apps, &id, from)?;
+    if json {
+        print_json(&serde_json::json!({
+            "app": built.info.app, "release": built.info.id, "version": built.info.version,
+            "new": built.new, "source": built.info.source,
+        }))
+    } else {
+        let what = if built.new { "built" } else { "already built (identical inputs)" };
+        println!("{id} {} {what}: candidate {}", built.info.version, built.info.id);
+        println!("activate it with `autoapp activate {id} {}`", short(&built.info.id));
+        Ok(())
+    }
+}
+
+/// `autoapp candidates`.
+fn candidates(root: Root, app: String, json: bool) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    let paths = root.app(&id);
+    if !paths.exists() {
+        return fail(format!("there is no app `{id}`; `autoapp create {id}` makes one"));
+    }
+    let active = release::active(&paths)?;
+    let all = release::list(&paths)?;
+    let candidates: Vec<&release::ReleaseInfo> = all.iter().filter(|r| Some(&r.id) != active.as_ref()).collect();
+    if json {
+        let active = all.iter().find(|r| Some(&r.id) == active.as_ref());
+        return print_json(&serde_json::json!({ "active": active, "candidates": candidates }));
+    }
+    match all.iter().find(|r| Some(&r.id) == active.as_ref()) {
+        Some(a) => println!("active: {} {} (built {})", short(&a.id), a.version, a.created_at),
+        None => println!("active: none"),
+    }
+    if candidates.is_empty() {
+        println!("no candidates; `autoapp build {id}` makes one");
+    } else {
+        println!("{:<14} {:<10} {:<22} source", "candidate", "version", "built");
+        for r in candidates {
+            println!("{:<14} {:<10} {:<22} {}", short(&r.id), r.version, r.created_at, r.source);
+        }
+    }
+    Ok(())
+}
+
+/// `autoapp explain`.
+fn explain(root: Root, app: String, which: Option<String>, json: bool) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    let paths = root.app(&id);
+    if !paths.exists() {
+        return fail(format!("there is no app `{id}`; `autoapp create {id}` makes one"));
+    }
+    let rid = match which {
+        Some(p) => release::resolve(&paths, &p)?,
+        None => match release::list(&paths)?.pop() {
+            Some(r) => r.id,
+            None => {
+                return fail(format!("{id} has no release yet; build one with `autoapp build {id}`"));
+            }
+        },
+    };
+    let e = crate::explain::explain(&paths, &rid)?;
+    // What the kernel can enforce on a spawned program, when the release runs any.
+    // The same answer the runtime gives (the kernel, and the
+    // configuration's `landlock` and `spawn_unconfined`).
+    let spawn = (!release::manifest(&paths, &rid)?.capabilities.spawn.is_empty())
+        .then(|| Config::load(root.dir()).map(|c| crate::caps::spawn::Containment::decide(&c).describe()))
+        .transpose()?;
+    if json {
+        let mut v = serde_json::to_value(&e).map_err(|e| e.to_string())?;
+        v["spawn_containment"] = serde_json::json!(spawn);
+        print_json(&v)
+    } else {
+        print!("{}", crate::explain::render(&e));
+        if let Some(s) = spawn {
+            println!("\nspawned programs: {s}");
+        }
+        Ok(())
+    }
+}
+
+/// `autoapp grant`.
+fn grant(root: Root, app: String, all_asked: bool, capabilities: Vec<String>) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    let paths = root.app(&id);
+    let which = match (all_asked, capabilities.is_empty()) {
+        (true, _) => grants::Asked::All,
+        (false, false) => grants::Asked::Named(capabilities),
+        (false, true) => {
+            return Err(Failure {
+                code: 2,
+                message: "name the capabilities to grant (network:<origin>, files:<name>, spawn:<program>) or pass --all-asked".into(),
+            });
+        }
+    };
+    for line in grants::grant_newest(&Caller::command_line(), &paths, which)? {
+        println!("granted {line}");
+    }
+    Ok(())
+}
+
+/// `autoapp revoke`.
+fn revoke(root: Root, app: String, capabilities: Vec<String>) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    for line in grants::revoke(&Caller::command_line(), &root.app(&id), &capabilities)? {
+        println!("revoked {line}");
+    }
+    Ok(())
+}
+
+/// `autoapp activate`.
+fn activate(root: Root, app: String, release: String, json: bool) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    let apps = open_apps(&root)?;
+    if let Ok(rid) = release::resolve(&root.app(&id), &release)
+        && let Ok(e) = crate::explain::explain(&root.app(&id), &rid)
+    {
+        for w in e.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    let a = apps.activate(&Caller::command_line(), &id, &release).map_err(|e| format!("{e:#}"))?;
+    if json {
+        print_json(&a)
+    } else {
+        println!(
+            "activated {} {} ({} new migration{} applied)",
+            a.app,
+            short(&a.release),
+            a.migrations_applied,
+            if a.migrations_applied == 1 { "" } else { "s" }
+        );
+        Ok(())
+    }
+}
+
+/// `autoapp call`.
+fn call(
+    root: Root,
+    app: String,
+    route: String,
+    json_input: Option<String>,
+    preview: Option<String>,
+) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    let apps = open_apps(&root)?;
+    let input = json_input.unwrap_or_else(|| "{}".to_string());
+    let target = match preview {
+        None => Target::Active,
+        Some(p) if p.is_empty() => Target::Preview(None),
+        Some(p) => Target::Preview(Some(p)),
+    };
+    let answer = block_on(apps.call_at(&Caller::command_line(), &id, &target, &route, &input))?;
+    print_json(&answer.output)
+}
+
+/// `autoapp preview`.
+fn preview(root: Root, app: String, release: Option<String>) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    let apps = open_apps(&root)?;
+    let (p, new) = apps.preview(&Caller::command_line(), &id, release.as_deref()).map_err(|e| format!("{e:#}"))?;
+    if new {
+        println!("previewing {id} {} on a copy of its data (external routes are refused)", short(&p.release));
+    } else {
+        println!("{id} {} is already being previewed (since {})", short(&p.release), p.started_at);
+    }
+    println!("call it with `autoapp call {id} ROUTE --preview`; stop it with `autoapp preview-stop {id}`");
+    Ok(())
+}
+
+/// `autoapp preview-stop`.
+fn preview_stop(root: Root, app: String, release: Option<String>) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    let apps = open_apps(&root)?;
+    for r in apps.preview_stop(&Caller::command_line(), &id, release.as_deref()).map_err(|e| format!("{e:#}"))? {
+        println!("stopped the preview of {id} {} and removed its copy of the data", short(&r));
+    }
+    Ok(())
+}
+
+/// `autoapp rollback`.
+fn rollback(
+    root: Root,
+    app: String,
+    downgrade: Option<String>,
+    restore: bool,
+    yes: bool,
+    json: bool,
+) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    // A rollback moves the data folder; a running launcher holds it open.
+    if let Some(f) = crate::control::running(&root)? {
+        return fail(format!(
+            "a launcher (pid {}) is serving this root and holds {id}'s data open; roll back from the panel, or stop the launcher with `autoapp stop` first",
+            f.pid
+        ));
+    }
+    let apps = open_apps(&root)?;
+    let how = match (downgrade, restore) {
+        (Some(r), _) => RollbackHow::Downgrade(r),
+        (None, true) => RollbackHow::Restore { yes },
+        (None, false) => RollbackHow::Plain,
+    };
+    let r = apps.rollback(&Caller::command_line(), &id, how).map_err(|e| format!("{e:#}"))?;
+    if json {
+        return print_json(&r);
+    }
+    println!("{id} is back on release {}", short(&r.release));
+    if let Some(aside) = r.set_aside {
+        println!("the data it replaced is kept in {}", root.app(&id).dir.join(aside).display());
+    }
+    Ok(())
+}
+
+/// `autoapp remove`.
+fn remove(root: Root, app: String, confirm: String) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    if confirm != app {
+        return fail(format!("to remove {id}, give its id again: `autoapp remove {id} --yes {id}`"));
+    }
+    let apps = open_apps(&root)?;
+    let to = apps.remove(&Caller::command_line(), &id).map_err(|e| format!("{e:#}"))?;
+    println!("moved {id} to {}", to.display());
+    Ok(())
+}
+
+/// `autoapp runs`.
+fn runs(root: Root, app: String, limit: usize, json: bool) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    let paths = root.app(&id);
+    if !paths.exists() {
+        return fail(format!("there is no app `{id}`; `autoapp create {id}` makes one"));
+    }
+    let rows = crate::gate::record::read(&paths.data(), limit)?;
+    if json {
+        return print_json(&rows);
+    }
+    if rows.is_empty() {
+        println!("no calls recorded for {id} yet");
+        return Ok(());
+    }
+    println!(
+        "{:<20} {:<8} {:<14} {:<16} {:<9} {:<10} {:<8} {:>8}  {:<12} reason",
+        "time", "channel", "caller", "route", "effect", "decision", "outcome", "ms", "arguments"
+    );
+    for r in rows {
+        println!(
+            "{:<20} {:<8} {:<14} {:<16} {:<9} {:<10} {:<8} {:>8.1}  {:<12} {}",
+            r.time,
+            r.channel,
+            r.caller.chars().take(14).collect::<String>(),
+            r.route,
+            r.effect,
+            r.decision,
+            r.outcome,
+            r.duration_ms,
+            r.arguments_hash.get(..12).unwrap_or("-"),
+            r.reason
+        );
+    }
+    Ok(())
+}
+
+/// `autoapp workflows`.
+fn workflows(root: Root, app: String, json: bool) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    let list = crate::workflows::status(&root, &id, chrono::Local::now()).map_err(|e| format!("{e:#}"))?;
+    if json {
+        return print_json(&list);
+    }
+    if list.is_empty() {
+        println!("the active release of {id} has no workflows ([[workflow]] in autoapp.toml)");
+        return Ok(());
+    }
+    for w in list {
+        let approval = match (w.needs_approval, w.approved) {
+            (false, _) => "runs without approval (a read)".to_string(),
+            (true, true) => "approved for this release".to_string(),
+            (true, false) => {
+                format!("not approved: each run asks (`autoapp workflow approve {id} {}`)", w.name)
+            }
+        };
+        println!("{}  route {} ({}), {}", w.name, w.route, w.effect, w.schedule);
+        println!("  next run: {}", w.next_run.as_deref().unwrap_or("never"));
+        match &w.last_run {
+            Some(l) => println!(
+                "  last run: {} {} {}{}",
+                l.time,
+                l.decision,
+                l.outcome,
+                if l.reason.is_empty() { String::new() } else { format!(" ({})", l.reason) }
+            ),
+            None => println!("  last run: none yet"),
+        }
+        println!("  {approval}");
+    }
+    Ok(())
+}
+
+/// `autoapp workflow`.
+fn workflow(root: Root, action: String, app: String, name: String) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    let message = match action.as_str() {
+        "approve" => crate::workflows::approve(&Caller::command_line(), &root, &id, &name),
+        _ => crate::workflows::revoke(&Caller::command_line(), &root, &id, &name),
+    }
+    .map_err(|e| format!("{e:#}"))?;
+    println!("{message}");
+    Ok(())
+}
+
+/// `autoapp open`.
+fn open(root: Root) -> Result<(), Failure> {
+    if crate::control::running(&root)?.is_some() {
+        let answer = block_on(async {
+            let mut c = crate::control::Client::connect(&root).await?;
+            c.request(&serde_json::json!({ "type": "panel" })).await
+        })
+        .map_err(|e| format!("{e:#}"))?;
+        if answer["ok"] != true {
+            return fail(answer["error"]["message"].as_str().unwrap_or("the launcher refused").to_string());
+        }
+        match answer["url"].as_str() {
+            Some(url) => println!("Autoapp is already running; open the panel: {url}"),
+            None => println!("Autoapp is already running; the panel was opened in your browser"),
+        }
+        return Ok(());
+    }
+    let config = Config::load(root.dir())?;
+    block_on(crate::launcher::run(root, config, None)).map_err(|e| format!("{e:#}"))?;
+    Ok(())
+}
+
+/// `autoapp serve`.
+fn serve(root: Root, app: String) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    if let Some(f) = crate::control::running(&root)? {
+        return fail(format!(
+            "a launcher (pid {}) is already running on this root and serves its apps; use `autoapp open`",
+            f.pid
+        ));
+    }
+    let config = Config::load(root.dir())?;
+    block_on(crate::launcher::run(root, config, Some(id))).map_err(|e| format!("{e:#}"))?;
+    Ok(())
+}
+
+/// `autoapp status`.
+fn status(root: Root, json: bool) -> Result<(), Failure> {
+    let answer = block_on(async {
+        let mut c = crate::control::Client::connect(&root).await?;
+        c.request(&serde_json::json!({ "type": "status" })).await
+    })
+    .map_err(|e| format!("{e:#}"))?;
+    if json {
+        return print_json(&answer);
+    }
+    let serving: Vec<&str> = answer["serving"].as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
+    println!(
+        "Autoapp is running: pid {}, since {}, serving {}",
+        answer["pid"],
+        answer["startedAt"].as_str().unwrap_or("?"),
+        if serving.is_empty() { "no app".to_string() } else { serving.join(", ") }
+    );
+    if let Some(spawn) = answer["spawnedPrograms"].as_str() {
+        println!("spawned programs: {spawn}");
+    }
+    if let Some(pages) = answer["pagesOpen"].as_u64() {
+        println!("pages open that can answer a question: {pages}");
+    }
+    Ok(())
+}
+
+/// `autoapp stop`.
+fn stop(root: Root) -> Result<(), Failure> {
+    let answer = block_on(async {
+        let mut c = crate::control::Client::connect(&root).await?;
+        c.request(&serde_json::json!({ "type": "stop" })).await
+    })
+    .map_err(|e| format!("{e:#}"))?;
+    if answer["ok"] != true {
+        return fail("the launcher refused to stop");
+    }
+    println!("the launcher is stopping");
+    Ok(())
+}
+
+/// `autoapp mcp`.
+fn mcp(root: Root, app: String) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    block_on(crate::mcp::serve(root, id)).map_err(|e| format!("{e:#}"))?;
+    Ok(())
+}
+
+/// The service over `root`, with its configuration.
+pub fn open_apps(root: &Root) -> Result<Apps, Failure> {
+    let config = Config::load(root.dir())?;
+    Ok(Apps::new(root.clone(), &config).map_err(|e| format!("{e:#}"))?)
+}
+
+/// Builds `id`, printing progress to stderr.
+fn build_app(apps: &Apps, id: &AppId, from: crate::build::Source<'_>) -> Result<crate::build::Built, Failure> {
+    eprintln!("building {id}");
+    crate::build::build(apps.root(), apps.runtime(), id, from, &progress).map_err(|e| match e {
+        crate::build::BuildError::Other(e) => Failure { code: 1, message: format!("{e:#}") },
+        e => Failure { code: 1, message: e.to_string() },
+    })
+}
+
+/// Runs a future on a runtime made for one command.
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime starts").block_on(f)
+}

@@ -1,0 +1,59 @@
+//! The launcher's composition root (`autoapp open`, `autoapp serve <app>`):
+//! the apps, their servers and the panel (`server`), the control connection
+//! (`control`), the workflows' runner, and the signals that stop them.
+
+use std::sync::Arc;
+
+use crate::apps::Apps;
+use crate::config::Config;
+use crate::manifest::AppId;
+use crate::server::{Launcher, Opener, SiteKey};
+
+/// Runs the launcher until Ctrl+C, SIGTERM or a `stop` request: the panel
+/// (unless `only` names one app to serve), the apps' servers, the control
+/// connection. On the way out the calls in flight finish, the record is
+/// flushed and `launcher.json` is removed.
+pub async fn run(root: crate::root::Root, config: Config, only: Option<AppId>) -> anyhow::Result<()> {
+    let apps = Arc::new(Apps::new(root.clone(), &config)?);
+    let opener = Opener::from_config(&config.opener);
+    let launcher = Launcher::new(apps, config, opener, only.is_none());
+    let control = crate::control::start(&root, launcher.clone()).await?;
+    match &only {
+        None => {
+            launcher.start().await?;
+            let o = launcher.open(SiteKey::Panel).await?;
+            println!(
+                "Autoapp is running (serving {}); {}. Press Ctrl+C to stop.",
+                launcher.serving().join(", "),
+                o.message
+            );
+        }
+        Some(app) => {
+            anyhow::ensure!(
+                crate::release::active(&root.app(app)).ok().flatten().is_some(),
+                "{app} has no active release; activate one first with `autoapp activate {app} RELEASE`"
+            );
+            let o = launcher.open(SiteKey::App(app.clone())).await?;
+            println!("Autoapp is serving {app}; {}. Press Ctrl+C to stop.", o.message);
+        }
+    }
+    // The active releases' workflows (of the one app, for `serve`).
+    let runner = tokio::spawn(crate::workflows::run(
+        launcher.apps().clone(),
+        only.clone(),
+        Arc::new(crate::workflows::SystemClock),
+        launcher.stopping(),
+    ));
+    launcher.keep(runner);
+    let mut stopping = launcher.stopping();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+        _ = stopping.wait_for(|s| *s) => {}
+    }
+    println!("Autoapp is stopping: finishing the calls in flight.");
+    launcher.shutdown().await;
+    drop(control);
+    Ok(())
+}

@@ -1,0 +1,229 @@
+//! The house's boundaries, read off the source (in the style of
+//! rust-analyzer's `tidy`): the modules of `host/src` depend on each other
+//! without a cycle, and the crates that carry a concern stay in the modules
+//! ARCHITECTURE.md gives them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use crate::support::repo;
+
+/// Every `.rs` file under `dir`.
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The module a file is (`caps/store.rs` → `caps::store`, `gate/mod.rs` → `gate`).
+fn module_of(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    if parts.last().is_some_and(|p| p == "mod" || p == "lib" || p == "main") {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+/// The file's code without its unit tests (tests may reach anything).
+fn without_tests(text: &str) -> &str {
+    match text.find("#[cfg(test)]") {
+        Some(i) => &text[..i],
+        None => text,
+    }
+}
+
+/// The code without comments and without the contents of string literals
+/// (a doc link or a log target names a module without depending on it).
+fn code_only(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            '"' => {
+                out.push('"');
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+                out.push('"');
+            }
+            // A char literal ('"', '\'') is not a string's start.
+            '\'' if matches!(chars.clone().nth(1), Some('\'')) || chars.peek() == Some(&'\\') => {
+                out.push('\'');
+                if chars.peek() == Some(&'\\') {
+                    chars.next();
+                }
+                chars.next();
+                chars.next();
+                out.push('\'');
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// What each non-test file of host/src is: its module and its code.
+fn host_modules() -> Vec<(String, String)> {
+    let src = repo().join("host/src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    files.sort();
+    files
+        .iter()
+        .filter(|f| f.file_name().is_some_and(|n| n != "tests.rs"))
+        .map(|f| (module_of(&src, f), code_only(without_tests(&std::fs::read_to_string(f).unwrap()))))
+        .collect()
+}
+
+/// The top-level modules a module's code names (`crate::x`, `use crate::{x, y}`).
+fn names(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let ident = |s: &str| s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>();
+    for (i, _) in code.match_indices("crate::") {
+        let rest = &code[i + "crate::".len()..];
+        if let Some(list) = rest.strip_prefix('{') {
+            let end = list.find('}').unwrap_or(list.len());
+            for item in list[..end].split(',') {
+                let name = ident(item.trim());
+                if !name.is_empty() {
+                    out.insert(name);
+                }
+            }
+        } else {
+            let name = ident(rest);
+            if !name.is_empty() {
+                out.insert(name);
+            }
+        }
+    }
+    out
+}
+
+fn top(module: &str) -> &str {
+    module.split("::").next().unwrap()
+}
+
+/// Every cycle of `graph`, as the path of modules that leads back.
+fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    // A cycle is a module that reaches itself; name each with its path.
+    let mut cycles = Vec::new();
+    for start in graph.keys() {
+        let mut stack: Vec<Vec<&str>> = vec![vec![start.as_str()]];
+        let mut seen = BTreeSet::new();
+        while let Some(path) = stack.pop() {
+            let last = *path.last().unwrap();
+            for next in graph.get(last).into_iter().flatten() {
+                if next == start {
+                    let mut cycle = path.clone();
+                    cycle.push(next);
+                    cycles.push(cycle.join(" → "));
+                } else if seen.insert(next.as_str()) {
+                    let mut longer = path.clone();
+                    longer.push(next);
+                    stack.push(longer);
+                }
+            }
+        }
+    }
+    cycles
+}
+
+#[test]
+fn the_host_modules_depend_on_each_other_without_a_cycle() {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, code) in host_modules() {
+        let from = top(&module).to_string();
+        if from.is_empty() {
+            continue;
+        }
+        let edges = graph.entry(from.clone()).or_default();
+        for to in names(&code) {
+            if to != from {
+                edges.insert(to);
+            }
+        }
+    }
+    let cycles = cycles(&graph);
+    assert!(cycles.is_empty(), "modules that depend on each other:\n{}", cycles.join("\n"));
+}
+
+/// The external crates that carry a concern, and the only modules that may
+/// name them (ARCHITECTURE.md, "Deliberately absent").
+const CONFINED: &[(&str, &[&str])] = &[
+    ("rusqlite", &["caps::store", "gate::record"]),
+    ("wasmtime", &["runtime", "bindings", "caps"]),
+    ("wasmtime_wasi", &["runtime", "bindings", "caps"]),
+    ("wasmtime_wasi_http", &["runtime", "bindings", "caps"]),
+    ("axum", &["server"]),
+    ("hyper", &["server", "caps::network"]),
+    ("rmcp", &["mcp"]),
+];
+
+#[test]
+fn the_crates_that_carry_a_concern_stay_in_their_modules() {
+    let mut crossed = Vec::new();
+    for (module, code) in host_modules() {
+        for (krate, allowed) in CONFINED {
+            let named = code.match_indices(krate).any(|(i, _)| {
+                let before = code[..i].chars().next_back();
+                let after = code[i + krate.len()..].chars().next();
+                !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && after == Some(':')
+                    && code[i + krate.len()..].starts_with("::")
+            });
+            let inside = allowed.iter().any(|a| module == *a || module.starts_with(&format!("{a}::")));
+            if named && !inside {
+                crossed.push(format!("{module} names {krate} (only {} may)", allowed.join(", ")));
+            }
+        }
+    }
+    // The gate decides; it knows no transport.
+    for (module, code) in host_modules() {
+        if top(&module) == "gate" {
+            for transport in ["axum::", "hyper::", "tokio::net", "crate::server", "crate::control", "crate::mcp"] {
+                if code.contains(transport) {
+                    crossed.push(format!("{module} names {transport}: the gate knows no transport"));
+                }
+            }
+        }
+    }
+    assert!(crossed.is_empty(), "{}", crossed.join("\n"));
+}
+
+#[test]
+fn the_tidy_reader_finds_what_it_looks_for() {
+    // The checks above are only as good as this reading.
+    let code = "use crate::{apps, gate::Caller};\nfn f() { crate::caps::store::x(); }";
+    assert_eq!(names(code), ["apps", "caps", "gate"].map(String::from).into());
+    assert_eq!(without_tests("a\n#[cfg(test)]\nmod tests { crate::b }"), "a\n");
+    assert_eq!(code_only("a // crate::x\nb \"crate::y \\\" z\" c '\"' d"), "a \nb \"\" c '' d");
+    let graph: BTreeMap<String, BTreeSet<String>> =
+        [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")].iter().fold(BTreeMap::new(), |mut g, (from, to)| {
+            g.entry(from.to_string()).or_insert_with(BTreeSet::new).insert(to.to_string());
+            g
+        });
+    assert!(cycles(&graph).contains(&"a → b → c → a".to_string()), "{:?}", cycles(&graph));
+    let src = Path::new("/r/host/src");
+    assert_eq!(module_of(src, Path::new("/r/host/src/caps/store.rs")), "caps::store");
+    assert_eq!(module_of(src, Path::new("/r/host/src/gate/mod.rs")), "gate");
+}
