@@ -21,23 +21,7 @@ use crate::root::AppPaths;
 use crate::root::Root;
 use crate::runtime::{AppError, CallPlan, Entry, Outcome, Prepared, Runtime, Stopped};
 
-/// What kind of failure a call met; adapters map it to exit codes and statuses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ErrorKind {
-    /// No such app, release, route or page.
-    NotFound,
-    /// The input did not fit.
-    InvalidInput,
-    /// The state did not allow it.
-    Conflict,
-    /// The host, a capability or the gate refused.
-    Denied,
-    /// The guest was stopped (trap, deadline, limit).
-    Trap,
-    /// Something else failed.
-    Internal,
-}
+pub use crate::error::ErrorKind;
 
 /// A call that did not succeed: one sentence for a person, and its kind.
 #[derive(Debug, Clone, thiserror::Error, Serialize)]

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
+use crate::error::{ErrorKind, kinded};
 use crate::gate::Caller;
 use crate::manifest::{Access, Manifest, Origin};
 use crate::root::{AppPaths, write_atomic};
@@ -91,6 +92,11 @@ pub fn ungranted(app: &AppPaths, manifest: &Manifest) -> anyhow::Result<Vec<Stri
     Ok(out)
 }
 
+/// A capability named wrongly, or not asked for: the input did not fit.
+fn invalid(message: String) -> anyhow::Error {
+    kinded(ErrorKind::InvalidInput, message)
+}
+
 /// Which of the newest release's asks to grant.
 #[derive(Debug, Clone)]
 pub enum Asked {
@@ -104,9 +110,14 @@ pub enum Asked {
 /// about to activate): the command line's `grant` and the panel's Grant.
 pub fn grant_newest(caller: &Caller, app: &AppPaths, which: Asked) -> anyhow::Result<Vec<String>> {
     let id = &app.id;
-    anyhow::ensure!(app.exists(), "there is no app `{id}`; `autoapp create {id}` makes one");
-    let newest = crate::release::list(app)?.pop().with_context(|| {
-        format!("{id} has no release yet; build it first with `autoapp build {id}`, then grant what it asks")
+    if !app.exists() {
+        return Err(kinded(ErrorKind::NotFound, format!("there is no app `{id}`; `autoapp create {id}` makes one")));
+    }
+    let newest = crate::release::list(app)?.pop().ok_or_else(|| {
+        kinded(
+            ErrorKind::NotFound,
+            format!("{id} has no release yet; build it first with `autoapp build {id}`, then grant what it asks"),
+        )
     })?;
     let manifest = crate::release::manifest(app, &newest.id)?;
     let names = match which {
@@ -136,17 +147,17 @@ fn add(app: &AppPaths, manifest: &Manifest, names: &[String]) -> anyhow::Result<
     let mut done = Vec::new();
     for name in names {
         let (kind, what) = name.split_once(':').ok_or_else(|| {
-            anyhow::anyhow!("`{}` is not a capability; write network:<origin>, files:<name> or spawn:<program> (see `autoapp explain {}`)", name.escape_debug(), app.id)
+            invalid(format!("`{}` is not a capability; write network:<origin>, files:<name> or spawn:<program> (see `autoapp explain {}`)", name.escape_debug(), app.id))
         })?;
         match kind {
             "network" => {
-                let o = Origin::parse(what).map_err(|e| anyhow::anyhow!("{e}"))?;
-                anyhow::ensure!(
-                    manifest.capabilities.network.contains(&o),
-                    "{} does not ask for network {o}; grant only what `autoapp explain {}` lists",
-                    app.id,
-                    app.id
-                );
+                let o = Origin::parse(what).map_err(|e| invalid(e.to_string()))?;
+                if !manifest.capabilities.network.contains(&o) {
+                    return Err(invalid(format!(
+                        "{} does not ask for network {o}; grant only what `autoapp explain {}` lists",
+                        app.id, app.id
+                    )));
+                }
                 if !g.network.contains(&o) {
                     g.network.push(o.clone());
                 }
@@ -154,20 +165,21 @@ fn add(app: &AppPaths, manifest: &Manifest, names: &[String]) -> anyhow::Result<
             }
             "files" => {
                 let f = manifest.capabilities.files.iter().find(|f| f.name == what).ok_or_else(|| {
-                    anyhow::anyhow!(
+                    invalid(format!(
                         "{} asks for no folder named `{}`; grant only what `autoapp explain {}` lists",
                         app.id,
                         what.escape_debug(),
                         app.id
-                    )
+                    ))
                 })?;
                 let path = resolve_path(&f.path)?;
-                anyhow::ensure!(
-                    path.is_dir(),
-                    "{} is not a folder; create it, then grant files:{} again",
-                    path.display(),
-                    f.name
-                );
+                if !path.is_dir() {
+                    return Err(invalid(format!(
+                        "{} is not a folder; create it, then grant files:{} again",
+                        path.display(),
+                        f.name
+                    )));
+                }
                 done.push(format!(
                     "files {} → {} ({})",
                     f.name,
@@ -178,21 +190,23 @@ fn add(app: &AppPaths, manifest: &Manifest, names: &[String]) -> anyhow::Result<
             }
             "spawn" => {
                 let s = manifest.capabilities.spawn.iter().find(|s| s.program == what).ok_or_else(|| {
-                    anyhow::anyhow!(
+                    invalid(format!(
                         "{} asks to run no program `{}`; grant only what `autoapp explain {}` lists",
                         app.id,
                         what.escape_debug(),
                         app.id
-                    )
+                    ))
                 })?;
                 let path = crate::programs::find(&s.program)?;
                 done.push(format!("spawn {} → {}", s.program, path.display()));
                 g.spawn.insert(s.program.clone(), path);
             }
-            _ => anyhow::bail!(
-                "`{}` is not a kind of capability; the kinds are network, files and spawn",
-                kind.escape_debug()
-            ),
+            _ => {
+                return Err(invalid(format!(
+                    "`{}` is not a kind of capability; the kinds are network, files and spawn",
+                    kind.escape_debug()
+                )));
+            }
         }
     }
     save(app, &g)?;
@@ -214,19 +228,26 @@ fn take_back(app: &AppPaths, names: &[String]) -> anyhow::Result<Vec<String>> {
     for name in names {
         let removed = match name.split_once(':') {
             Some(("network", what)) => {
-                let o = Origin::parse(what).map_err(|e| anyhow::anyhow!("{e}"))?;
+                let o = Origin::parse(what).map_err(|e| invalid(e.to_string()))?;
                 let before = g.network.len();
                 g.network.retain(|x| *x != o);
                 before != g.network.len()
             }
             Some(("files", what)) => g.files.remove(what).is_some(),
             Some(("spawn", what)) => g.spawn.remove(what).is_some(),
-            _ => anyhow::bail!(
-                "`{}` is not a capability; write network:<origin>, files:<name> or spawn:<program>",
-                name.escape_debug()
-            ),
+            _ => {
+                return Err(invalid(format!(
+                    "`{}` is not a capability; write network:<origin>, files:<name> or spawn:<program>",
+                    name.escape_debug()
+                )));
+            }
         };
-        anyhow::ensure!(removed, "{name} is not granted to {}; `autoapp explain {}` shows what is", app.id, app.id);
+        if !removed {
+            return Err(kinded(
+                ErrorKind::NotFound,
+                format!("{name} is not granted to {}; `autoapp explain {}` shows what is", app.id, app.id),
+            ));
+        }
         done.push(name.clone());
     }
     save(app, &g)?;

@@ -10,6 +10,7 @@ pub mod caps;
 pub mod cli;
 pub mod config;
 pub mod control;
+pub mod error;
 pub mod explain;
 pub mod gate;
 pub mod grants;

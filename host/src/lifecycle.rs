@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::apps::Apps;
 use crate::caps::store::{self, copy_data};
+use crate::error::{ErrorKind, kinded};
 use crate::gate::Caller;
 use crate::gate::record::{self, recorded};
 use crate::manifest::AppId;
@@ -66,7 +67,12 @@ pub fn recover(root: &crate::root::Root) -> anyhow::Result<Vec<journal::Recovere
 impl Apps {
     fn ensure_app(&self, app: &AppId) -> anyhow::Result<AppPaths> {
         let paths = self.root().app(app);
-        anyhow::ensure!(paths.exists(), "there is no app `{app}`; `autoapp create {app}` makes one");
+        if !paths.exists() {
+            return Err(kinded(
+                ErrorKind::NotFound,
+                format!("there is no app `{app}`; `autoapp create {app}` makes one"),
+            ));
+        }
         if let Some(j) = journal::journal(&paths)? {
             anyhow::bail!(
                 "an interrupted {:?} of {app} (step {:?}) is waiting for recovery; run the command again and it will be finished or undone first",
@@ -411,11 +417,10 @@ impl Apps {
             std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
             stopped.push(p.release);
         }
-        anyhow::ensure!(
-            !stopped.is_empty(),
-            "{app} has no preview{} to stop",
-            release_prefix.map(|p| format!(" of a release starting with `{p}`")).unwrap_or_default()
-        );
+        if stopped.is_empty() {
+            let which = release_prefix.map(|p| format!(" of a release starting with `{p}`")).unwrap_or_default();
+            return Err(kinded(ErrorKind::NotFound, format!("{app} has no preview{which} to stop")));
+        }
         Ok(stopped)
     }
 
@@ -438,8 +443,9 @@ impl Apps {
             }
             None => all.pop(),
         };
-        let p =
-            found.with_context(|| format!("{app} has no preview running; start one with `autoapp preview {app}`"))?;
+        let p = found.ok_or_else(|| {
+            kinded(ErrorKind::NotFound, format!("{app} has no preview running; start one with `autoapp preview {app}`"))
+        })?;
         let data = preview_dir(&paths, &p.release).join("data");
         Ok((p, data))
     }

@@ -25,6 +25,7 @@ use chrono::{DateTime, Local};
 use serde::{Deserialize, Serialize};
 
 use crate::apps::Apps;
+use crate::error::{ErrorKind, kinded};
 use crate::gate::Caller;
 use crate::manifest::{AppId, Effect, Manifest, Workflow};
 use crate::release;
@@ -87,7 +88,9 @@ pub fn is_approved(paths: &AppPaths, release_id: &str, workflow: &Workflow) -> b
 /// The active release of `app` and its manifest.
 fn active_manifest(root: &Root, app: &AppId) -> anyhow::Result<(String, Manifest)> {
     let paths = root.app(app);
-    anyhow::ensure!(paths.exists(), "there is no app `{app}`; `autoapp create {app}` makes one");
+    if !paths.exists() {
+        return Err(kinded(ErrorKind::NotFound, format!("there is no app `{app}`; `autoapp create {app}` makes one")));
+    }
     let id = release::active(&paths)?.with_context(|| {
         format!("{app} has no active release, so no workflow runs; activate one with `autoapp activate {app} RELEASE`")
     })?;
@@ -96,12 +99,15 @@ fn active_manifest(root: &Root, app: &AppId) -> anyhow::Result<(String, Manifest
 }
 
 fn find<'m>(manifest: &'m Manifest, app: &AppId, name: &str) -> anyhow::Result<&'m Workflow> {
-    manifest.workflows.iter().find(|w| w.name == name).with_context(|| {
+    manifest.workflows.iter().find(|w| w.name == name).ok_or_else(|| {
         let names: Vec<&str> = manifest.workflows.iter().map(|w| w.name.as_str()).collect();
-        format!(
-            "the active release of {app} has no workflow `{}`; its workflows are {}",
-            name.escape_debug(),
-            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+        kinded(
+            ErrorKind::NotFound,
+            format!(
+                "the active release of {app} has no workflow `{}`; its workflows are {}",
+                name.escape_debug(),
+                if names.is_empty() { "none".to_string() } else { names.join(", ") }
+            ),
         )
     })
 }

@@ -358,7 +358,7 @@ fn every_lifecycle_action_is_recorded_with_its_channel_and_a_rollback_keeps_the_
 }
 
 #[test]
-fn actions_from_the_panel_are_recorded_as_the_panels_and_a_page_render_as_a_read() {
+fn actions_from_the_panel_are_recorded_as_the_panels_answer_with_their_kinds_status_and_a_render_is_a_read() {
     let n = Notes::new();
     let v1 = n.build();
     // No browser: the launcher prints the addresses it would open.
@@ -368,13 +368,37 @@ fn actions_from_the_panel_are_recorded_as_the_panels_and_a_page_render_as_a_read
     let body = serde_json::json!({ "app": "notes", "release": v1 }).to_string();
     let r = panel.request("POST", "/api/activate", Some(&body)).unwrap();
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    // A failed action answers with the status of its kind, and says why.
+    for (path, body, status, says) in [
+        ("/api/activate", r#"{"app":"ghost","release":"abc"}"#, 404, "there is no app `ghost`"),
+        ("/api/activate", r#"{"app":"notes","release":"ffffffff"}"#, 404, "no release of notes starts with"),
+        ("/api/grant", r#"{"app":"notes","capabilities":["bogus"]}"#, 400, "`bogus` is not a capability"),
+        ("/api/preview-stop", r#"{"app":"notes"}"#, 404, "notes has no preview to stop"),
+        ("/api/activate", &body, 409, "already the active release"),
+    ] {
+        let r = panel.request("POST", path, Some(body)).unwrap();
+        let text = String::from_utf8_lossy(&r.body);
+        assert_eq!(r.status, status, "{path} {body}: {text}");
+        assert!(text.contains(says), "{path} {body}: {text}");
+    }
     let mut tab = launcher.tab("notes");
     let r = tab.request("GET", "/api/view/index?query=%7B%7D", None).unwrap();
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     launcher.stop();
     let rows = actions_in(&n.app_dir().join("data"));
-    let who: Vec<(&str, &str, &str)> = rows.iter().map(|r| (r.0.as_str(), r.1.as_str(), r.2.as_str())).collect();
-    assert_eq!(who, [("create", "user", "command line"), ("activate", "user", "panel")]);
+    let who: Vec<(&str, &str, &str, &str)> =
+        rows.iter().map(|r| (r.0.as_str(), r.1.as_str(), r.2.as_str(), r.3.as_str())).collect();
+    assert_eq!(
+        who,
+        [
+            ("create", "user", "command line", "ok"),
+            ("activate", "user", "panel", "ok"),
+            ("activate", "user", "panel", "error"),
+            ("grant", "user", "panel", "error"),
+            ("preview-stop", "user", "panel", "error"),
+            ("activate", "user", "panel", "error"),
+        ]
+    );
     let all: Vec<serde_json::Value> = serde_json::from_str(&n.root.ok(&["runs", "notes", "--json"])).unwrap();
     let render = all.iter().find(|r| r["route"] == "page:index").expect("the render is recorded");
     assert_eq!(

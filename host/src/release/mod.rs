@@ -186,6 +186,15 @@ pub enum ResolveError {
     Ambiguous { given: String, app: String, count: usize },
 }
 
+impl ResolveError {
+    pub fn kind(&self) -> crate::error::ErrorKind {
+        match self {
+            ResolveError::None { .. } => crate::error::ErrorKind::NotFound,
+            ResolveError::NotHex { .. } | ResolveError::Ambiguous { .. } => crate::error::ErrorKind::InvalidInput,
+        }
+    }
+}
+
 /// The release whose id is `given` or starts with it.
 pub fn resolve(app: &AppPaths, given: &str) -> Result<String, ResolveError> {
     let a = app.id.to_string();

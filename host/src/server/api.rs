@@ -99,8 +99,11 @@ fn call_error(e: CallError) -> Response {
     error(e.kind, e.message)
 }
 
+/// A lifecycle action's error, with the status of its kind (a missing app or
+/// release is 404, a wrong capability name 400, a state that does not allow it
+/// 409), and the whole cause chain.
 fn refusal(e: anyhow::Error) -> Response {
-    error(ErrorKind::Conflict, format!("{e:#}"))
+    error(crate::error::kind_of(&e), format!("{e:#}"))
 }
 
 #[derive(Deserialize)]
