@@ -252,7 +252,7 @@ impl Bare {
 fn p1(ctx: &Ctx) -> anyhow::Result<Row> {
     let a = ctx.root_with("p1", QUIET, &[("bench", "bench", &ctx.bench_wasm)])?;
     let apps = open_apps(&a.root)?;
-    let peer = Bare::new(apps.runtime().engine(), &ctx.bench_wasm)?;
+    let peer = Bare::new(apps.engine(), &ctx.bench_wasm)?;
     let app = id("bench");
     let me = Caller::command_line();
     let (rounds, per, warm) = (ctx.scale(3, 10), ctx.scale(300, 1000), 200);
@@ -833,7 +833,7 @@ fn profile(ctx: &Ctx, which: &str) -> anyhow::Result<()> {
         "p1-ours" | "p1-peer" => {
             let a = ctx.root_with("profile", QUIET, &[("bench", "bench", &ctx.bench_wasm)])?;
             let apps = open_apps(&a.root)?;
-            let peer = Bare::new(apps.runtime().engine(), &ctx.bench_wasm)?;
+            let peer = Bare::new(apps.engine(), &ctx.bench_wasm)?;
             let (app, me) = (id("bench"), Caller::command_line());
             let t = Instant::now();
             current_thread()?.block_on(async {

@@ -15,7 +15,7 @@ use crate::caps::store::{AppStore, Mode};
 use crate::config::Config;
 use crate::gate::record::{Recorder, Row};
 use crate::gate::{Caller, Decision, Gate, Knock, Pass};
-use crate::manifest::{Access, AppId, Effect, Manifest};
+use crate::manifest::{AppId, Effect, Manifest};
 use crate::release;
 use crate::root::AppPaths;
 use crate::root::Root;
@@ -55,7 +55,27 @@ struct Loaded {
 }
 
 /// Device, inode, modification and change times, length of a file.
-type FileStamp = (u64, u64, i64, i64, i64, i64, u64);
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    device: u64,
+    inode: u64,
+    modified: (i64, i64),
+    changed: (i64, i64),
+    len: u64,
+}
+
+impl FileStamp {
+    fn of(m: &std::fs::Metadata) -> FileStamp {
+        use std::os::unix::fs::MetadataExt as _;
+        FileStamp {
+            device: m.dev(),
+            inode: m.ino(),
+            modified: (m.mtime(), m.mtime_nsec()),
+            changed: (m.ctime(), m.ctime_nsec()),
+            len: m.len(),
+        }
+    }
+}
 
 /// The apps of one root.
 pub struct Apps {
@@ -95,7 +115,13 @@ impl Apps {
         &self.root
     }
 
-    pub fn runtime(&self) -> &Runtime {
+    /// The engine every call runs on: the benchmarks compare a bare instance
+    /// on the same engine (no way to run guest code comes with it).
+    pub fn engine(&self) -> &crate::runtime::Engine {
+        self.runtime.engine()
+    }
+
+    pub(crate) fn runtime(&self) -> &Runtime {
         &self.runtime
     }
 
@@ -218,10 +244,7 @@ impl Apps {
         // The pointer is replaced by a rename whenever it changes (here, by
         // another process, or by hand), so the file's identity and times say
         // whether the id read last time still holds: one stat per call.
-        let stamp = std::fs::metadata(paths.active_file()).ok().map(|m| {
-            use std::os::unix::fs::MetadataExt as _;
-            (m.dev(), m.ino(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec(), m.len())
-        });
+        let stamp = std::fs::metadata(paths.active_file()).ok().map(|m| FileStamp::of(&m));
         if let Some(stamp) = stamp
             && let Some((seen, id)) = self.active_seen.lock().expect("active").get(app)
             && *seen == stamp
@@ -527,6 +550,26 @@ impl Apps {
         entry: Entry<'_>,
         what: &str,
     ) -> Result<serde_json::Value, CallError> {
+        let plan = self.plan(loaded, app, data, effect, what)?;
+        let kind = match entry {
+            Entry::Route { .. } => "route",
+            Entry::View { .. } => "page",
+        };
+        let (outcome, settle) = self.runtime.run(pass, &loaded.prepared, plan, entry).await;
+        settled(app, kind, what, outcome, settle)
+    }
+
+    /// Everything one call is given, decided before it starts: the store in
+    /// the mode the effect allows, and for an external route what was
+    /// declared and granted; nothing else.
+    fn plan(
+        &self,
+        loaded: &Loaded,
+        app: &AppId,
+        data: &Path,
+        effect: Effect,
+        what: &str,
+    ) -> Result<CallPlan, CallError> {
         let config = self.runtime.config();
         let store = self.store(data).map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
         let mode = if effect.writes() { Mode::ReadWrite } else { Mode::ReadOnly };
@@ -535,137 +578,39 @@ impl Apps {
             CallError::new(ErrorKind::Conflict, format!("the store of {app} is not available ({e:#}); try again"))
         })?;
         let log = caps::log::CallLog::new(app.as_str(), what, config.log_lines_per_call);
-        let plan = if effect == Effect::External {
-            let given =
-                self.given(app, &loaded.manifest).map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
-            CallPlan {
-                effect,
-                deadline,
-                store: call_store,
-                log,
-                network: caps::network::CallNetwork::new(given.network, deadline, caps::network::NetLimits::of(config)),
-                files: caps::files::CallFiles::new(given.folders),
-                spawn: caps::spawn::CallSpawn::new(
-                    given.programs,
-                    deadline,
-                    (config.spawn_output_max_kib as usize) << 10,
-                    self.root.dir().join("cache").join("scratch"),
-                    self.containment(),
-                    given.policy,
-                ),
-            }
-        } else {
-            CallPlan {
-                effect,
+        if effect != Effect::External {
+            return Ok(CallPlan {
                 deadline,
                 store: call_store,
                 log,
                 network: caps::network::CallNetwork::none(),
                 files: caps::files::CallFiles::none(),
                 spawn: caps::spawn::CallSpawn::none(false),
-            }
-        };
-        let (outcome, settle) = self.runtime.run(pass, &loaded.prepared, plan, entry).await;
-        if settle.log.dropped() > 0 {
-            tracing::warn!(
-                app = app.as_str(),
-                what,
-                dropped = settle.log.dropped(),
-                "log lines over the per-call cap were dropped"
-            );
+            });
         }
-        let kind_of = |e: &Entry<'_>| match e {
-            Entry::Route { .. } => "route",
-            Entry::View { .. } => "page",
-        };
-        let result = match outcome {
-            // Whatever the guest made of it, a call whose deadline passed
-            // while it waited for its turn to write was too busy to run.
-            _ if settle.store.waited_out() => Err(CallError::new(
-                ErrorKind::Conflict,
-                format!(
-                    "{}: other writes of {app} kept it busy until this call's deadline; nothing it wrote was kept",
-                    caps::store::BUSY
-                ),
-            )),
-            // Its turn came, but too late to finish: busy too, not a fault.
-            Outcome::Trap(Stopped::Deadline(d)) if settle.store.waited() >= d / 2 => Err(CallError::new(
-                ErrorKind::Conflict,
-                format!(
-                    "{}: this call waited {} ms of its {} ms for other writes of {app} to finish and then ran out of time; nothing it wrote was kept",
-                    caps::store::BUSY,
-                    settle.store.waited().as_millis(),
-                    d.as_millis()
-                ),
-            )),
-            Outcome::Ok(text) => match serde_json::from_str::<serde_json::Value>(&text) {
-                Ok(v) => Ok(v),
-                Err(_) => Err(CallError::new(
-                    ErrorKind::Internal,
-                    format!(
-                        "{app} answered {} `{what}` with something that is not JSON; nothing it wrote was kept",
-                        kind_of(&entry)
-                    ),
-                )),
-            },
-            Outcome::Error(e) => Err(app_error(e)),
-            Outcome::Trap(stopped) => Err(CallError::new(
-                ErrorKind::Trap,
-                format!("{app} was stopped in {} `{what}`: it {stopped}; nothing it wrote was kept", kind_of(&entry)),
-            )),
-        };
-        settle.store.finish(result.is_ok()).map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
-        result
+        let given =
+            self.given(app, &loaded.manifest).map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
+        Ok(CallPlan {
+            deadline,
+            store: call_store,
+            log,
+            network: caps::network::CallNetwork::new(given.network, deadline, caps::network::NetLimits::of(config)),
+            files: caps::files::CallFiles::new(given.folders),
+            spawn: caps::spawn::CallSpawn::new(given.spawn, deadline, self.containment()),
+        })
     }
 
     /// What an external call of `app` is given: each capability its release
-    /// declares **and** the person granted (read now, so a revocation holds
-    /// from the next call on).
+    /// declares **and** the person granted, decided by the capability itself
+    /// (read now, so a revocation holds from the next call on).
     fn given(&self, app: &AppId, manifest: &Manifest) -> anyhow::Result<Given> {
-        let g = crate::grants::load(&self.root.app(app))?;
+        let grants = crate::grants::load(&self.root.app(app))?;
         let declared = &manifest.capabilities;
-        let network: Vec<crate::manifest::Origin> =
-            declared.network.iter().filter(|o| g.network.contains(o)).cloned().collect();
-        let folders: Vec<caps::files::Folder> = declared
-            .files
-            .iter()
-            .filter_map(|f| {
-                let granted = g.files.get(&f.name)?;
-                // The grant holds for the path it was given for.
-                let path = crate::grants::resolve_path(&f.path).ok()?;
-                (path == granted.path).then(|| caps::files::Folder {
-                    name: f.name.clone(),
-                    host: granted.path.clone(),
-                    write: f.access == Access::Write && granted.access == Access::Write,
-                })
-            })
-            .collect();
-        let programs = declared
-            .spawn
-            .iter()
-            .filter_map(|s| {
-                let path = g.spawn.get(&s.program)?.clone();
-                Some((s.program.clone(), caps::spawn::Program { path, pattern: s.args.clone() }))
-            })
-            .collect();
-        // What a spawned program may touch: the granted folders, the granted
-        // origins' ports; nothing else (see caps::confine).
-        let config = self.runtime.config();
-        let policy = caps::confine::Policy {
-            read: folders_of(&folders, false),
-            write: folders_of(&folders, true),
-            connect_ports: {
-                let mut p: Vec<u16> = network.iter().map(|o: &crate::manifest::Origin| o.port).collect();
-                p.sort_unstable();
-                p.dedup();
-                p
-            },
-            cpu_secs: config.spawn_cpu_secs,
-            address_space_bytes: config.spawn_memory_mib << 20,
-            file_size_bytes: config.spawn_file_size_mib << 20,
-            processes: config.spawn_processes,
-        };
-        Ok(Given { network, folders, programs, policy })
+        let network = caps::network::configure(declared, &grants);
+        let folders = caps::files::configure(declared, &grants);
+        let scratch = self.root.dir().join("cache").join("scratch");
+        let spawn = caps::spawn::configure(declared, &grants, &folders, &network, self.runtime.config(), scratch);
+        Ok(Given { network, folders, spawn })
     }
 }
 
@@ -736,12 +681,7 @@ struct Resolved {
 struct Given {
     network: Vec<crate::manifest::Origin>,
     folders: Vec<caps::files::Folder>,
-    programs: std::collections::BTreeMap<String, caps::spawn::Program>,
-    policy: caps::confine::Policy,
-}
-
-fn folders_of(folders: &[caps::files::Folder], write: bool) -> Vec<PathBuf> {
-    folders.iter().filter(|f| f.write == write || !write).map(|f| f.host.clone()).collect()
+    spawn: caps::spawn::Plan,
 }
 
 fn check_input(loaded: &Loaded, route: &str, input: &str) -> Result<serde_json::Value, CallError> {
@@ -791,4 +731,58 @@ fn outcome_of<T>(result: &Result<T, CallError>) -> (&'static str, String) {
         Err(e) if e.kind == ErrorKind::Trap => ("trap", "the guest was stopped".to_string()),
         Err(e) => ("error", format!("{:?}", e.kind).to_lowercase()),
     }
+}
+
+/// What a call came to: its answer, or the error the caller hears; its store
+/// transaction is committed only on success.
+fn settled(
+    app: &AppId,
+    kind: &str,
+    what: &str,
+    outcome: Outcome,
+    settle: crate::runtime::Settle,
+) -> Result<serde_json::Value, CallError> {
+    if settle.log.dropped() > 0 {
+        tracing::warn!(
+            app = app.as_str(),
+            what,
+            dropped = settle.log.dropped(),
+            "log lines over the per-call cap were dropped"
+        );
+    }
+    let result = match outcome {
+        // Whatever the guest made of it, a call whose deadline passed while
+        // it waited for its turn to write was too busy to run.
+        _ if settle.store.waited_out() => Err(CallError::new(
+            ErrorKind::Conflict,
+            format!(
+                "{}: other writes of {app} kept it busy until this call's deadline; nothing it wrote was kept",
+                caps::store::BUSY
+            ),
+        )),
+        // Its turn came, but too late to finish: busy too, not a fault.
+        Outcome::Trap(Stopped::Deadline(d)) if settle.store.waited() >= d / 2 => Err(CallError::new(
+            ErrorKind::Conflict,
+            format!(
+                "{}: this call waited {} ms of its {} ms for other writes of {app} to finish and then ran out of time; nothing it wrote was kept",
+                caps::store::BUSY,
+                settle.store.waited().as_millis(),
+                d.as_millis()
+            ),
+        )),
+        Outcome::Ok(text) => match serde_json::from_str::<serde_json::Value>(&text) {
+            Ok(v) => Ok(v),
+            Err(_) => Err(CallError::new(
+                ErrorKind::Internal,
+                format!("{app} answered {kind} `{what}` with something that is not JSON; nothing it wrote was kept"),
+            )),
+        },
+        Outcome::Error(e) => Err(app_error(e)),
+        Outcome::Trap(stopped) => Err(CallError::new(
+            ErrorKind::Trap,
+            format!("{app} was stopped in {kind} `{what}`: it {stopped}; nothing it wrote was kept"),
+        )),
+    };
+    settle.store.finish(result.is_ok()).map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
+    result
 }

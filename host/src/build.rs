@@ -10,6 +10,7 @@ use anyhow::Context as _;
 
 use crate::bindings::WIT_PACKAGE;
 use crate::manifest::{self, AppId, MANIFEST_FILE, Manifest};
+use crate::release::Migration;
 use crate::release::{self, ReleaseInfo, ReleaseInputs};
 use crate::root::Root;
 use crate::runtime::{Compiled, Runtime};
@@ -29,7 +30,6 @@ pub struct Built {
     pub info: ReleaseInfo,
     /// False when an identical release already existed.
     pub new: bool,
-    pub workspace: PathBuf,
 }
 
 /// Why a build refused; each message says what to do.
@@ -153,14 +153,14 @@ pub fn build(
             source,
         },
     )?;
-    Ok(Built { info, new, workspace: ws })
+    Ok(Built { info, new })
 }
 
 fn first_line(e: &anyhow::Error) -> String {
     format!("{e:#}").lines().next().unwrap_or("").trim_end_matches('.').to_string()
 }
 
-fn read_migrations(ws: &Path, manifest: &Manifest) -> Result<Vec<(String, String)>, BuildError> {
+fn read_migrations(ws: &Path, manifest: &Manifest) -> Result<Vec<Migration>, BuildError> {
     let ws_real = std::fs::canonicalize(ws).with_context(|| format!("cannot resolve {}", ws.display()))?;
     let mut problems = Vec::new();
     let mut out = Vec::new();
@@ -170,7 +170,7 @@ fn read_migrations(ws: &Path, manifest: &Manifest) -> Result<Vec<(String, String
             Ok(real) if !real.starts_with(&ws_real) => problems
                 .push(format!("migration {name} leads outside the workspace (a symlink); keep migrations inside it")),
             Ok(real) => match std::fs::read_to_string(&real) {
-                Ok(sql) => out.push((name.clone(), sql)),
+                Ok(sql) => out.push(Migration { name: name.clone(), sql }),
                 Err(e) => problems.push(format!("migration {name} cannot be read ({e})")),
             },
             Err(_) => problems.push(format!(

@@ -36,16 +36,12 @@ pub fn kinded(kind: ErrorKind, message: impl Into<String>) -> anyhow::Error {
     Kinded { kind, message: message.into() }.into()
 }
 
-/// The kind of `e`: the first kind found in its chain (a [`Kinded`], or an
-/// error type that knows its kind); otherwise `Conflict`: the state did not
-/// allow what was asked.
+/// The kind of `e`: the first [`Kinded`] in its chain; otherwise `Conflict`:
+/// the state did not allow what was asked.
 pub fn kind_of(e: &anyhow::Error) -> ErrorKind {
     for cause in e.chain() {
         if let Some(k) = cause.downcast_ref::<Kinded>() {
             return k.kind;
-        }
-        if let Some(r) = cause.downcast_ref::<crate::release::ResolveError>() {
-            return r.kind();
         }
     }
     ErrorKind::Conflict

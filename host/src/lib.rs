@@ -2,30 +2,33 @@
 //! computer, and keeps that person in charge of what they may do.
 //!
 //! `ARCHITECTURE.md` at the repository's root is the map of this crate.
+//!
+//! Only what the binary, the end-to-end tests and the benchmarks use is
+//! public; everything else is `pub(crate)`.
 
 pub mod apps;
-pub mod bindings;
-pub mod build;
-pub mod caps;
+pub(crate) mod bindings;
+pub(crate) mod build;
+pub(crate) mod caps;
 pub mod cli;
 pub mod config;
 pub mod control;
-pub mod error;
-pub mod explain;
+pub(crate) mod error;
+pub(crate) mod explain;
 pub mod gate;
-pub mod grants;
-pub mod launcher;
-pub mod lifecycle;
+pub(crate) mod grants;
+pub(crate) mod launcher;
+pub(crate) mod lifecycle;
 pub mod manifest;
-pub mod mcp;
-pub mod programs;
+pub(crate) mod mcp;
+pub(crate) mod programs;
 pub mod release;
 pub mod root;
-pub mod runtime;
-pub mod sanitize;
-pub mod secret;
-pub mod server;
-pub mod template;
-pub mod view;
-pub mod workflows;
-pub mod workspace;
+pub(crate) mod runtime;
+pub(crate) mod sanitize;
+pub(crate) mod secret;
+pub(crate) mod server;
+pub(crate) mod template;
+pub(crate) mod view;
+pub(crate) mod workflows;
+pub(crate) mod workspace;

@@ -13,7 +13,7 @@ use crate::error::{ErrorKind, kinded};
 use crate::gate::Caller;
 use crate::gate::record::{self, recorded};
 use crate::manifest::AppId;
-use crate::release::journal::{self, Journal, Op, Step, fault, folder, rename, write_step};
+use crate::release::journal::{self, Journal, Op, Step, fault, folder, rename};
 use crate::release::short;
 use crate::release::{self};
 use crate::root::{AppPaths, write_atomic};
@@ -134,8 +134,7 @@ impl Apps {
             snapshot: Some(snapshot.clone()),
             aside: None,
         };
-        write_step(&paths, &j)?;
-        fault("activate:begun");
+        journal::reach(&paths, &mut j, Step::Begun, "activate")?;
 
         // The snapshot: a consistent copy, renamed into place once complete.
         self.close_store(&data);
@@ -143,20 +142,14 @@ impl Apps {
         copy_data(&data, &partial).context("cannot snapshot the data")?;
         fault("activate:copied");
         rename(&partial, &folder(&paths, &snapshot))?;
-        j.step = Step::Snapshotted;
-        write_step(&paths, &j)?;
-        fault("activate:snapshotted");
+        journal::reach(&paths, &mut j, Step::Snapshotted, "activate")?;
 
         let applied = self.store(&data)?.migrate(&migrations)?;
         fault("activate:migrations-committed");
-        j.step = Step::Migrated;
-        write_step(&paths, &j)?;
-        fault("activate:migrated");
+        journal::reach(&paths, &mut j, Step::Migrated, "activate")?;
 
         release::set_active(&paths, &id)?;
-        j.step = Step::Switched;
-        write_step(&paths, &j)?;
-        fault("activate:switched");
+        journal::reach(&paths, &mut j, Step::Switched, "activate")?;
 
         journal::record_activation(&paths, &j)?;
         journal::close(&paths, &j, "done")?;
@@ -248,24 +241,17 @@ impl Apps {
             aside: Some(aside.clone()),
         };
         let data = paths.data();
-        write_step(paths, &j)?;
-        fault("rollback:begun");
+        journal::reach(paths, &mut j, Step::Begun, "rollback")?;
         self.close_store(&data);
         // The record stays whole: the rows since the snapshot (the activation,
         // the calls) go back with it; the data does not.
         record::carry_over(&data, &snap)?;
         rename(&data, &folder(paths, &aside))?;
-        j.step = Step::MovedAside;
-        write_step(paths, &j)?;
-        fault("rollback:moved-aside");
+        journal::reach(paths, &mut j, Step::MovedAside, "rollback")?;
         rename(&snap, &data)?;
-        j.step = Step::Restored;
-        write_step(paths, &j)?;
-        fault("rollback:restored");
+        journal::reach(paths, &mut j, Step::Restored, "rollback")?;
         release::set_active(paths, previous)?;
-        j.step = Step::Switched;
-        write_step(paths, &j)?;
-        fault("rollback:switched");
+        journal::reach(paths, &mut j, Step::Switched, "rollback")?;
         journal::set_activation(
             paths,
             &journal::Activation {
@@ -315,11 +301,9 @@ impl Apps {
             snapshot: None,
             aside: None,
         };
-        write_step(paths, &j)?;
-        fault("downgrade:begun");
+        journal::reach(paths, &mut j, Step::Begun, "downgrade")?;
         release::set_active(paths, &target)?;
-        j.step = Step::Switched;
-        write_step(paths, &j)?;
+        journal::reach(paths, &mut j, Step::Switched, "downgrade")?;
         let first_write = journal::activation(paths)?.and_then(|a| a.first_write_at);
         journal::set_activation(
             paths,

@@ -316,29 +316,67 @@ pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
     parse(&text, &file)
 }
 
-/// Parses and validates manifest text; `file` names it in messages.
+/// Parses and validates manifest text; `file` names it in messages. Every
+/// problem of every section is reported at once, each with its fix.
 pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
+    let table =
+        parse_toml(text).map_err(|problem| ManifestError { file: file.to_string(), problems: vec![problem] })?;
     let mut p = Problems::default();
-    let table: toml::Table = match toml::from_str(text) {
-        Ok(t) => t,
-        Err(e) => {
-            let msg = e.message().trim_end_matches('.').to_string();
-            let at = e
-                .span()
-                .map(|s| {
-                    let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
-                    format!(" at line {line}")
-                })
-                .unwrap_or_default();
-            return Err(ManifestError {
-                file: file.to_string(),
-                problems: vec![format!("is not valid TOML{at}: {msg}")],
-            });
+    p.unknown_keys(&table, "the top level", &["app", "route", "capabilities", "data", "workflow"]);
+    let app = parse_app(&table, &mut p);
+    let routes = parse_routes(table.get("route"), &mut p);
+    let capabilities = match table.get("capabilities") {
+        None => Capabilities::default(),
+        Some(toml::Value::Table(t)) => parse_capabilities(t, &mut p),
+        Some(_) => {
+            p.add("`capabilities` must be a table: write [capabilities]");
+            Capabilities::default()
         }
     };
-    p.unknown_keys(&table, "the top level", &["app", "route", "capabilities", "data", "workflow"]);
+    let (migrations, reads_newer_schema) = parse_data(table.get("data"), &mut p);
+    let workflows = workflow::parse(table.get("workflow"), &routes, &mut p);
+    check_across(&routes, &capabilities, &mut p);
+    if !p.0.is_empty() {
+        return Err(ManifestError { file: file.to_string(), problems: p.0 });
+    }
+    Ok(Manifest {
+        id: app.id.expect("a manifest without problems has an id"),
+        name: app.name,
+        version: app.version,
+        description: app.description,
+        routes,
+        capabilities,
+        migrations,
+        reads_newer_schema,
+        workflows,
+    })
+}
 
-    // [app]
+/// The TOML table of the text, or the one problem that it is not TOML (with
+/// its line).
+fn parse_toml(text: &str) -> Result<toml::Table, String> {
+    toml::from_str(text).map_err(|e: toml::de::Error| {
+        let msg = e.message().trim_end_matches('.').to_string();
+        let at = e
+            .span()
+            .map(|s| {
+                let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
+                format!(" at line {line}")
+            })
+            .unwrap_or_default();
+        format!("is not valid TOML{at}: {msg}")
+    })
+}
+
+/// What `[app]` says (its id is `None` when it has a problem).
+struct AppSection {
+    id: Option<AppId>,
+    name: String,
+    version: String,
+    description: Option<String>,
+}
+
+fn parse_app(table: &toml::Table, p: &mut Problems) -> AppSection {
     let empty = toml::Table::new();
     let app = match table.get("app") {
         Some(toml::Value::Table(t)) => t,
@@ -383,10 +421,13 @@ pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
             None
         }
     };
+    AppSection { id, name, version, description }
+}
 
-    // [[route]]
+/// `[[route]]`: each route, and no name twice.
+fn parse_routes(value: Option<&toml::Value>, p: &mut Problems) -> Vec<Route> {
     let mut routes = Vec::new();
-    match table.get("route") {
+    match value {
         None => {}
         Some(toml::Value::Array(items)) => {
             let mut seen = BTreeSet::new();
@@ -404,69 +445,63 @@ pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
                         name.escape_debug()
                     ));
                 }
-                if let Some(r) = parse_route(t, &where_, &mut p) {
+                if let Some(r) = parse_route(t, &where_, p) {
                     routes.push(r);
                 }
             }
         }
         Some(_) => p.add("`route` must be an array of tables: write each route as [[route]]"),
     }
+    routes
+}
 
-    // [capabilities]
-    let capabilities = match table.get("capabilities") {
-        None => Capabilities::default(),
-        Some(toml::Value::Table(t)) => parse_capabilities(t, &mut p),
-        Some(_) => {
-            p.add("`capabilities` must be a table: write [capabilities]");
-            Capabilities::default()
-        }
-    };
-
-    // [data]
+/// `[data]`: the migrations (paths inside the workspace, each once) and
+/// whether the app reads a newer schema.
+fn parse_data(value: Option<&toml::Value>, p: &mut Problems) -> (Vec<String>, bool) {
     let mut migrations = Vec::new();
     let mut reads_newer_schema = false;
-    match table.get("data") {
+    let t = match value {
+        None => return (migrations, reads_newer_schema),
+        Some(toml::Value::Table(t)) => t,
+        Some(_) => {
+            p.add("`data` must be a table: write [data]");
+            return (migrations, reads_newer_schema);
+        }
+    };
+    p.unknown_keys(t, "[data]", &["migrations", "reads_newer_schema"]);
+    match t.get("reads_newer_schema") {
         None => {}
-        Some(toml::Value::Table(t)) => {
-            p.unknown_keys(t, "[data]", &["migrations", "reads_newer_schema"]);
-            match t.get("reads_newer_schema") {
-                None => {}
-                Some(toml::Value::Boolean(b)) => reads_newer_schema = *b,
-                Some(_) => p.add("[data] reads_newer_schema must be true or false"),
-            }
-            match t.get("migrations") {
-                None => {}
-                Some(toml::Value::Array(items)) => {
-                    let mut seen = BTreeSet::new();
-                    for item in items {
-                        let Some(s) = item.as_str() else {
-                            p.add("[data] migrations must list file paths as strings");
-                            continue;
-                        };
-                        match check_migration_path(s) {
-                            Ok(()) => {
-                                if !seen.insert(s.to_string()) {
-                                    p.add(format!(
-                                        "[data] migrations lists `{}` twice: list each file once",
-                                        s.escape_debug()
-                                    ));
-                                }
-                                migrations.push(s.to_string());
-                            }
-                            Err(e) => p.add(e),
+        Some(toml::Value::Boolean(b)) => reads_newer_schema = *b,
+        Some(_) => p.add("[data] reads_newer_schema must be true or false"),
+    }
+    match t.get("migrations") {
+        None => {}
+        Some(toml::Value::Array(items)) => {
+            let mut seen = BTreeSet::new();
+            for item in items {
+                let Some(s) = item.as_str() else {
+                    p.add("[data] migrations must list file paths as strings");
+                    continue;
+                };
+                match check_migration_path(s) {
+                    Ok(()) => {
+                        if !seen.insert(s.to_string()) {
+                            p.add(format!("[data] migrations lists `{}` twice: list each file once", s.escape_debug()));
                         }
+                        migrations.push(s.to_string());
                     }
+                    Err(e) => p.add(e),
                 }
-                Some(_) => p.add("[data] migrations must be an array, like [\"migrations/0001_init.sql\"]"),
             }
         }
-        Some(_) => p.add("`data` must be a table: write [data]"),
+        Some(_) => p.add("[data] migrations must be an array, like [\"migrations/0001_init.sql\"]"),
     }
+    (migrations, reads_newer_schema)
+}
 
-    // [[workflow]]
-    let workflows = workflow::parse(table.get("workflow"), &routes, &mut p);
-
-    // Rules across sections.
+/// Rules across sections: an external route needs capabilities, and
+/// capabilities need an external route to use them.
+fn check_across(routes: &[Route], capabilities: &Capabilities, p: &mut Problems) {
     for r in routes.iter().filter(|r| r.effect == Effect::External) {
         if capabilities.is_empty() {
             p.add(format!(
@@ -478,21 +513,6 @@ pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
     if !capabilities.is_empty() && !routes.iter().any(|r| r.effect == Effect::External) {
         p.add("[capabilities] asks for something but no route is external, so nothing could use it: remove the capabilities or declare the route that uses them with effect = \"external\"");
     }
-
-    if !p.0.is_empty() {
-        return Err(ManifestError { file: file.to_string(), problems: p.0 });
-    }
-    Ok(Manifest {
-        id: id.expect("a manifest without problems has an id"),
-        name,
-        version,
-        description,
-        routes,
-        capabilities,
-        migrations,
-        reads_newer_schema,
-        workflows,
-    })
 }
 
 fn parse_route(t: &toml::Table, where_: &str, p: &mut Problems) -> Option<Route> {

@@ -15,10 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+pub use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, InstancePre, Linker, ResourceTable};
 use wasmtime::{
-    Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder, Trap,
-    UpdateDeadline,
+    InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline,
 };
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
@@ -26,7 +26,6 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use crate::caps;
 use crate::config::Config;
 use crate::gate::Pass;
-use crate::manifest::Effect;
 
 pub use crate::bindings::AppError;
 use crate::bindings::app as bindings;
@@ -44,7 +43,6 @@ const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
 /// Everything one call is given, decided before it starts.
 pub struct CallPlan {
-    pub effect: Effect,
     /// When the call must have ended: waiting for a slot or for the app's
     /// write permit counts towards it.
     pub deadline: Instant,

@@ -97,114 +97,119 @@ impl Checker<'_> {
                 }
                 self.children(obj, at, depth)?;
             }
-            "list" => {
-                self.keys(obj, &here, &["type", "items"])?;
-                let items = obj
-                    .get("items")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| format!("{here} needs `items` as a list"))?;
-                for (i, item) in items.iter().enumerate() {
-                    self.node(item, &format!("{at}/items/{i}"), depth + 1)?;
-                }
-            }
-            "link" => {
-                self.keys(obj, &here, &["type", "page", "query", "text"])?;
-                self.string(obj, &here, "text")?;
-                let page = self.string(obj, &here, "page")?;
-                if !valid_page(page) {
-                    return Err(format!(
-                        "{here} names the page `{}`, which is not a page name ([a-z][a-z0-9_.-]*)",
-                        page.escape_debug()
-                    ));
-                }
-                if obj.get("query").is_some_and(|q| !q.is_object()) {
-                    return Err(format!("{here} has a `query` that is not an object"));
-                }
-            }
-            "table" => {
-                self.keys(obj, &here, &["type", "columns", "rows"])?;
-                let cols = obj
-                    .get("columns")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| format!("{here} needs `columns` as a list"))?;
-                if !cols.iter().all(Value::is_string) {
-                    return Err(format!("{here} has a column name that is not a string"));
-                }
-                let rows = obj
-                    .get("rows")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| format!("{here} needs `rows` as a list"))?;
-                for (i, row) in rows.iter().enumerate() {
-                    let cells = row.as_array().ok_or_else(|| format!("{here} has row {i} that is not a list"))?;
-                    if cells.len() != cols.len() {
-                        return Err(format!(
-                            "{here} has row {i} with {} cells for {} columns",
-                            cells.len(),
-                            cols.len()
-                        ));
-                    }
-                    if cells.iter().any(|c| c.is_object() || c.is_array()) {
-                        return Err(format!(
-                            "{here} has a cell in row {i} that is not text, a number, a boolean or null"
-                        ));
-                    }
-                    self.nodes += cells.len();
-                }
-            }
-            "form" => {
-                self.keys(obj, &here, &["type", "route", "submit", "fields"])?;
-                self.string(obj, &here, "submit")?;
-                let route = self.route(obj, &here)?;
-                let fields = obj
-                    .get("fields")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| format!("{here} needs `fields` as a list"))?;
-                self.fields(fields, route, &here, at)?;
-            }
-            "button" => {
-                self.keys(obj, &here, &["type", "route", "input", "label"])?;
-                self.string(obj, &here, "label")?;
-                let route = self.route(obj, &here)?;
-                let input = obj.get("input").cloned().unwrap_or(Value::Object(Map::new()));
-                if !(self.fits)(route, &input) {
-                    return Err(format!("{here} has an `input` that does not fit route {route}'s schema"));
-                }
-            }
-            "chart" => {
-                self.keys(obj, &here, &["type", "kind", "labels", "series"])?;
-                let k = self.string(obj, &here, "kind")?;
-                if !matches!(k, "bar" | "line") {
-                    return Err(format!("{here} has kind `{}`; a chart is a bar or a line chart", k.escape_debug()));
-                }
-                let labels = obj
-                    .get("labels")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| format!("{here} needs `labels` as a list"))?;
-                if !labels.iter().all(Value::is_string) {
-                    return Err(format!("{here} has a label that is not a string"));
-                }
-                let series = obj
-                    .get("series")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| format!("{here} needs `series` as a list"))?;
-                for (i, s) in series.iter().enumerate() {
-                    let s = s.as_object().ok_or_else(|| format!("{here} has series {i} that is not an object"))?;
-                    self.keys(s, &format!("series {i} of {here}"), &["name", "values"])?;
-                    self.string(s, &format!("series {i} of {here}"), "name")?;
-                    let values = s
-                        .get("values")
-                        .and_then(Value::as_array)
-                        .ok_or_else(|| format!("series {i} of {here} needs `values`"))?;
-                    if values.len() != labels.len() || !values.iter().all(Value::is_number) {
-                        return Err(format!("series {i} of {here} needs one number per label"));
-                    }
-                }
-            }
+            "list" => self.list(obj, &here, at, depth)?,
+            "link" => self.link(obj, &here)?,
+            "table" => self.table(obj, &here)?,
+            "form" => self.form(obj, &here, at)?,
+            "button" => self.button(obj, &here)?,
+            "chart" => self.chart(obj, &here)?,
             other => {
                 return Err(format!(
                     "the node at {at} has the unknown type `{}`; the types are heading, text, section, list, link, table, form, button, chart",
                     other.escape_debug()
                 ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A list: its items are nodes.
+    fn list(&mut self, obj: &Map<String, Value>, here: &str, at: &str, depth: usize) -> Result<(), String> {
+        self.keys(obj, here, &["type", "items"])?;
+        let items =
+            obj.get("items").and_then(Value::as_array).ok_or_else(|| format!("{here} needs `items` as a list"))?;
+        for (i, item) in items.iter().enumerate() {
+            self.node(item, &format!("{at}/items/{i}"), depth + 1)?;
+        }
+        Ok(())
+    }
+
+    /// A link to another page of the app (a page name, an object query).
+    fn link(&mut self, obj: &Map<String, Value>, here: &str) -> Result<(), String> {
+        self.keys(obj, here, &["type", "page", "query", "text"])?;
+        self.string(obj, here, "text")?;
+        let page = self.string(obj, here, "page")?;
+        if !valid_page(page) {
+            return Err(format!(
+                "{here} names the page `{}`, which is not a page name ([a-z][a-z0-9_.-]*)",
+                page.escape_debug()
+            ));
+        }
+        if obj.get("query").is_some_and(|q| !q.is_object()) {
+            return Err(format!("{here} has a `query` that is not an object"));
+        }
+        Ok(())
+    }
+
+    /// A table: string columns; rows of as many cells, each text, a number, a boolean or null.
+    fn table(&mut self, obj: &Map<String, Value>, here: &str) -> Result<(), String> {
+        self.keys(obj, here, &["type", "columns", "rows"])?;
+        let cols =
+            obj.get("columns").and_then(Value::as_array).ok_or_else(|| format!("{here} needs `columns` as a list"))?;
+        if !cols.iter().all(Value::is_string) {
+            return Err(format!("{here} has a column name that is not a string"));
+        }
+        let rows = obj.get("rows").and_then(Value::as_array).ok_or_else(|| format!("{here} needs `rows` as a list"))?;
+        for (i, row) in rows.iter().enumerate() {
+            let cells = row.as_array().ok_or_else(|| format!("{here} has row {i} that is not a list"))?;
+            if cells.len() != cols.len() {
+                return Err(format!("{here} has row {i} with {} cells for {} columns", cells.len(), cols.len()));
+            }
+            if cells.iter().any(|c| c.is_object() || c.is_array()) {
+                return Err(format!("{here} has a cell in row {i} that is not text, a number, a boolean or null"));
+            }
+            self.nodes += cells.len();
+        }
+        Ok(())
+    }
+
+    /// A form bound to a route of this release; its fields fit the route's schema.
+    fn form(&mut self, obj: &Map<String, Value>, here: &str, at: &str) -> Result<(), String> {
+        self.keys(obj, here, &["type", "route", "submit", "fields"])?;
+        self.string(obj, here, "submit")?;
+        let route = self.route(obj, here)?;
+        let fields =
+            obj.get("fields").and_then(Value::as_array).ok_or_else(|| format!("{here} needs `fields` as a list"))?;
+        self.fields(fields, route, here, at)?;
+        Ok(())
+    }
+
+    /// A button bound to a route of this release, its input fitting the schema.
+    fn button(&mut self, obj: &Map<String, Value>, here: &str) -> Result<(), String> {
+        self.keys(obj, here, &["type", "route", "input", "label"])?;
+        self.string(obj, here, "label")?;
+        let route = self.route(obj, here)?;
+        let input = obj.get("input").cloned().unwrap_or(Value::Object(Map::new()));
+        if !(self.fits)(route, &input) {
+            return Err(format!("{here} has an `input` that does not fit route {route}'s schema"));
+        }
+        Ok(())
+    }
+
+    /// A bar or line chart: string labels, and series of one number per label.
+    fn chart(&mut self, obj: &Map<String, Value>, here: &str) -> Result<(), String> {
+        self.keys(obj, here, &["type", "kind", "labels", "series"])?;
+        let k = self.string(obj, here, "kind")?;
+        if !matches!(k, "bar" | "line") {
+            return Err(format!("{here} has kind `{}`; a chart is a bar or a line chart", k.escape_debug()));
+        }
+        let labels =
+            obj.get("labels").and_then(Value::as_array).ok_or_else(|| format!("{here} needs `labels` as a list"))?;
+        if !labels.iter().all(Value::is_string) {
+            return Err(format!("{here} has a label that is not a string"));
+        }
+        let series =
+            obj.get("series").and_then(Value::as_array).ok_or_else(|| format!("{here} needs `series` as a list"))?;
+        for (i, s) in series.iter().enumerate() {
+            let s = s.as_object().ok_or_else(|| format!("{here} has series {i} that is not an object"))?;
+            self.keys(s, &format!("series {i} of {here}"), &["name", "values"])?;
+            self.string(s, &format!("series {i} of {here}"), "name")?;
+            let values = s
+                .get("values")
+                .and_then(Value::as_array)
+                .ok_or_else(|| format!("series {i} of {here} needs `values`"))?;
+            if values.len() != labels.len() || !values.iter().all(Value::is_number) {
+                return Err(format!("series {i} of {here} needs one number per label"));
             }
         }
         Ok(())

@@ -9,12 +9,34 @@ use std::path::PathBuf;
 
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
+use crate::grants::Grants;
+use crate::manifest::{Access, Capabilities};
+
 /// A folder one call may see.
 #[derive(Debug, Clone)]
 pub struct Folder {
     pub name: String,
     pub host: PathBuf,
     pub write: bool,
+}
+
+/// The folders an external call of a release may see: each folder the
+/// release declares **and** the person granted, for the path it was granted
+/// for; writable only if both say `write`.
+pub fn configure(declared: &Capabilities, grants: &Grants) -> Vec<Folder> {
+    declared
+        .files
+        .iter()
+        .filter_map(|f| {
+            let granted = grants.files.get(&f.name)?;
+            let path = crate::grants::resolve_path(&f.path).ok()?;
+            (path == granted.path).then(|| Folder {
+                name: f.name.clone(),
+                host: granted.path.clone(),
+                write: f.access == Access::Write && granted.access == Access::Write,
+            })
+        })
+        .collect()
 }
 
 /// One call's folders.

@@ -32,6 +32,12 @@ use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpH
 
 use crate::manifest::Origin;
 
+/// The origins an external call of a release may reach: each one the release
+/// declares **and** the person granted.
+pub fn configure(declared: &crate::manifest::Capabilities, grants: &crate::grants::Grants) -> Vec<Origin> {
+    declared.network.iter().filter(|o| grants.network.contains(o)).cloned().collect()
+}
+
 /// Limits of one call's network use.
 #[derive(Debug, Clone, Copy)]
 pub struct NetLimits {
@@ -171,6 +177,34 @@ async fn filtered_send(
     options: Option<RequestOptions>,
 ) -> Result<(http::Response<WasiBody>, ResponseFuture), HttpError> {
     let uri = request.uri().clone();
+    let to = admit(allowed, &uri)?;
+    let remaining = || deadline.saturating_duration_since(Instant::now());
+    let addrs = resolve(&to.host, to.port, remaining().min(limits.connect_timeout)).await?;
+    check_addresses(to.origin, &to.host, &addrs)?;
+    cap_request(&mut request, &uri, limits)?;
+    let connect_timeout = options
+        .and_then(|o| o.connect_timeout)
+        .unwrap_or(limits.connect_timeout)
+        .min(limits.connect_timeout)
+        .min(remaining());
+    let first_byte_timeout = options.and_then(|o| o.first_byte_timeout).unwrap_or(remaining()).min(remaining());
+    let io = connect(&to, addrs[0], connect_timeout).await?;
+    send(io, request, first_byte_timeout, limits.response_max_bytes).await
+}
+
+/// Where an admitted request goes: the granted origin it matched, and the
+/// scheme, host and port it names.
+#[derive(Debug)]
+struct Admitted<'a> {
+    origin: &'a Origin,
+    host: String,
+    port: u16,
+    tls: bool,
+}
+
+/// Admits a request whose address is an origin granted to this call (http
+/// or https only); anything else is `HttpRequestDenied`.
+fn admit<'a>(allowed: &'a [Origin], uri: &http::Uri) -> Result<Admitted<'a>, HttpError> {
     let scheme = uri.scheme_str().unwrap_or("").to_ascii_lowercase();
     let host = uri.host().ok_or(HttpError::HttpRequestUriInvalid)?.to_ascii_lowercase();
     let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
@@ -184,32 +218,40 @@ async fn filtered_send(
         tracing::info!(scheme, host, port, "denied an outgoing request to an origin not granted to this call");
         return Err(HttpError::HttpRequestDenied);
     };
+    Ok(Admitted { origin, host, port, tls })
+}
 
-    let remaining = || deadline.saturating_duration_since(Instant::now());
+/// The addresses of `host` (a literal address is its own), within `timeout`.
+async fn resolve(host: &str, port: u16, timeout: Duration) -> Result<Vec<SocketAddr>, HttpError> {
     let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
         Ok(ip) => vec![SocketAddr::new(ip, port)],
-        Err(_) => {
-            let lookup = tokio::net::lookup_host((host.as_str(), port));
-            match tokio::time::timeout(remaining().min(limits.connect_timeout), lookup).await {
-                Err(_) => return Err(HttpError::DnsTimeout),
-                Ok(Err(e)) => {
-                    return Err(HttpError::DnsError { rcode: Some(e.to_string()), info_code: None });
-                }
-                Ok(Ok(a)) => a.collect(),
-            }
-        }
+        Err(_) => match tokio::time::timeout(timeout, tokio::net::lookup_host((host, port))).await {
+            Err(_) => return Err(HttpError::DnsTimeout),
+            Ok(Err(e)) => return Err(HttpError::DnsError { rcode: Some(e.to_string()), info_code: None }),
+            Ok(Ok(a)) => a.collect(),
+        },
     };
     if addrs.is_empty() {
         return Err(HttpError::DestinationNotFound);
     }
-    // Every address the name has must be allowed: a name that resolves to
-    // one public and one private address is refused, whichever comes first.
+    Ok(addrs)
+}
+
+/// Every address the name has must be allowed: a name that resolves to one
+/// public and one private address is refused, whichever comes first. A
+/// non-public address is allowed only when the granted origin names it.
+fn check_addresses(origin: &Origin, host: &str, addrs: &[SocketAddr]) -> Result<(), HttpError> {
     if let Some(bad) = addrs.iter().find(|a| is_special(a.ip()) && !origin.names_address(a.ip())) {
         tracing::info!(host, address = %bad.ip(), "denied an outgoing request to a non-public address");
         return Err(HttpError::DestinationIpProhibited);
     }
+    Ok(())
+}
 
-    // The body may not exceed the request cap.
+/// The body may not exceed the request cap (a declared length over it is
+/// refused at once; a body that grows past it is cut off); the request goes
+/// out with its path only.
+fn cap_request(request: &mut http::Request<WasiBody>, uri: &http::Uri, limits: NetLimits) -> Result<(), HttpError> {
     if let Some(len) = request.headers().get(http::header::CONTENT_LENGTH) {
         let len: u64 = len.to_str().ok().and_then(|l| l.parse().ok()).unwrap_or(u64::MAX);
         if len > limits.request_max_bytes {
@@ -223,34 +265,41 @@ async fn filtered_send(
         .path_and_query(uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"))
         .build()
         .map_err(|_| HttpError::HttpRequestUriInvalid)?;
+    Ok(())
+}
 
-    let connect_timeout = options
-        .and_then(|o| o.connect_timeout)
-        .unwrap_or(limits.connect_timeout)
-        .min(limits.connect_timeout)
-        .min(remaining());
-    let first_byte_timeout = options.and_then(|o| o.first_byte_timeout).unwrap_or(remaining()).min(remaining());
-    let stream = match tokio::time::timeout(connect_timeout, tokio::net::TcpStream::connect(addrs[0])).await {
+/// A connection to `addr` (checked), with TLS for https, within `timeout`.
+async fn connect(to: &Admitted<'_>, addr: SocketAddr, timeout: Duration) -> Result<Box<dyn Io>, HttpError> {
+    let stream = match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await {
         Err(_) => return Err(HttpError::ConnectionTimeout),
         Ok(Err(e)) => return Err(HttpError::Connect(e)),
         Ok(Ok(s)) => s,
     };
-    let io: Box<dyn Io> = if tls {
-        let name = match host.parse::<IpAddr>() {
-            Ok(ip) => rustls::pki_types::ServerName::from(ip),
-            Err(_) => {
-                rustls::pki_types::ServerName::try_from(host.clone()).map_err(|_| HttpError::HttpRequestUriInvalid)?
-            }
-        };
-        let connect = tls_connector().connect(name, stream);
-        match tokio::time::timeout(connect_timeout.max(Duration::from_millis(1)), connect).await {
-            Err(_) => return Err(HttpError::ConnectionTimeout),
-            Ok(Err(e)) => return Err(HttpError::Tls(e)),
-            Ok(Ok(s)) => Box::new(s),
+    if !to.tls {
+        return Ok(Box::new(stream));
+    }
+    let name = match to.host.parse::<IpAddr>() {
+        Ok(ip) => rustls::pki_types::ServerName::from(ip),
+        Err(_) => {
+            rustls::pki_types::ServerName::try_from(to.host.clone()).map_err(|_| HttpError::HttpRequestUriInvalid)?
         }
-    } else {
-        Box::new(stream)
     };
+    let connect = tls_connector().connect(name, stream);
+    match tokio::time::timeout(timeout.max(Duration::from_millis(1)), connect).await {
+        Err(_) => Err(HttpError::ConnectionTimeout),
+        Ok(Err(e)) => Err(HttpError::Tls(e)),
+        Ok(Ok(s)) => Ok(Box::new(s)),
+    }
+}
+
+/// Sends `request` over `io` (HTTP/1.1) and answers with the response, its
+/// body capped at `max` bytes (a declared length over it is refused at once).
+async fn send(
+    io: Box<dyn Io>,
+    request: http::Request<WasiBody>,
+    first_byte_timeout: Duration,
+    max: u64,
+) -> Result<(http::Response<WasiBody>, ResponseFuture), HttpError> {
     let (mut sender, conn) = hyper::client::conn::http1::handshake(wasmtime_wasi_http::io::TokioIo::new(io))
         .await
         .map_err(HttpError::from)?;
@@ -260,7 +309,6 @@ async fn filtered_send(
         Ok(Err(e)) => return Err(HttpError::from(e)),
         Ok(Ok(r)) => r,
     };
-    let max = limits.response_max_bytes;
     if let Some(len) = response.headers().get(http::header::CONTENT_LENGTH) {
         let len: u64 = len.to_str().ok().and_then(|l| l.parse().ok()).unwrap_or(0);
         if len > max {
@@ -396,6 +444,45 @@ mod tests {
         for ip in ["93.184.216.34", "1.1.1.1", "2606:4700:4700::1111", "::ffff:1.1.1.1", "64:ff9b::101:101"] {
             assert!(!is_special(ip.parse().unwrap()), "{ip} is public");
         }
+    }
+
+    #[test]
+    fn only_http_and_https_to_a_granted_origin_are_admitted() {
+        let allowed = [o("https://api.example.com"), o("http://127.0.0.1:8080")];
+        let uri = |u: &str| u.parse::<http::Uri>().unwrap();
+        let to = admit(&allowed, &uri("https://API.example.com/x?y")).unwrap();
+        assert_eq!((to.host.as_str(), to.port, to.tls), ("api.example.com", 443, true));
+        let to = admit(&allowed, &uri("http://127.0.0.1:8080/")).unwrap();
+        assert_eq!((to.port, to.tls), (8080, false));
+        for denied in [
+            "https://api.example.com:8443/",
+            "http://api.example.com/",
+            "https://example.com/",
+            "ftp://api.example.com/",
+            "http://127.0.0.1/",
+            "http://127.0.0.1:8081/",
+            "http://[::1]:8080/",
+        ] {
+            assert!(matches!(admit(&allowed, &uri(denied)), Err(HttpError::HttpRequestDenied)), "{denied}");
+        }
+    }
+
+    #[test]
+    fn a_name_with_any_non_public_address_is_refused_unless_the_origin_names_it() {
+        let addr = |a: &str| -> SocketAddr { a.parse().unwrap() };
+        let named = o("https://api.example.com");
+        assert!(check_addresses(&named, "api.example.com", &[addr("93.184.216.34:443")]).is_ok());
+        for mixed in [
+            vec![addr("93.184.216.34:443"), addr("10.0.0.1:443")],
+            vec![addr("127.0.0.1:443"), addr("93.184.216.34:443")],
+            vec![addr("[::ffff:169.254.169.254]:443")],
+        ] {
+            let e = check_addresses(&named, "api.example.com", &mixed);
+            assert!(matches!(e, Err(HttpError::DestinationIpProhibited)), "{mixed:?}");
+        }
+        let literal = o("http://127.0.0.1:8080");
+        assert!(check_addresses(&literal, "127.0.0.1", &[addr("127.0.0.1:8080")]).is_ok());
+        assert!(check_addresses(&literal, "127.0.0.1", &[addr("127.0.0.2:8080")]).is_err());
     }
 
     #[test]

@@ -17,6 +17,9 @@ use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::bindings::AppError;
 use crate::bindings::app::autoapp::app::spawn::{Host, Output};
+use crate::config::Config;
+use crate::grants::Grants;
+use crate::manifest::{Capabilities, Origin};
 
 /// The only environment a spawned program gets.
 pub const CHILD_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -79,17 +82,62 @@ pub struct Program {
     pub pattern: Option<Vec<String>>,
 }
 
+/// What an external call may run, and how: decided by [`configure`].
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Program name (as declared) → what was granted.
+    programs: BTreeMap<String, Program>,
+    /// The most a program's stdout (and its stderr) may be.
+    output_max: usize,
+    /// Where each run gets a scratch folder of its own.
+    scratch_root: PathBuf,
+    /// The policy every program runs under (plus its scratch folder).
+    policy: super::confine::Policy,
+}
+
+/// The programs an external call of a release may run: each one the release
+/// declares **and** the person granted (the path found when granted, the
+/// declared argument pattern); and what each run may touch: the call's
+/// folders (`files`), the granted origins' ports (`network`), the
+/// configuration's limits; nothing else (see `confine`).
+pub fn configure(
+    declared: &Capabilities,
+    grants: &Grants,
+    folders: &[super::files::Folder],
+    origins: &[Origin],
+    config: &Config,
+    scratch_root: PathBuf,
+) -> Plan {
+    let programs = declared
+        .spawn
+        .iter()
+        .filter_map(|s| {
+            let path = grants.spawn.get(&s.program)?.clone();
+            Some((s.program.clone(), Program { path, pattern: s.args.clone() }))
+        })
+        .collect();
+    let folders_of = |write: bool| folders.iter().filter(|f| f.write || !write).map(|f| f.host.clone()).collect();
+    let mut connect_ports: Vec<u16> = origins.iter().map(|o| o.port).collect();
+    connect_ports.sort_unstable();
+    connect_ports.dedup();
+    let policy = super::confine::Policy {
+        read: folders_of(false),
+        write: folders_of(true),
+        connect_ports,
+        cpu_secs: config.spawn_cpu_secs,
+        address_space_bytes: config.spawn_memory_mib << 20,
+        file_size_bytes: config.spawn_file_size_mib << 20,
+        processes: config.spawn_processes,
+    };
+    Plan { programs, output_max: (config.spawn_output_max_kib as usize) << 10, scratch_root, policy }
+}
+
 /// One call's programs.
 pub struct CallSpawn {
     external: bool,
-    /// Program name (as declared) → what was granted.
-    programs: BTreeMap<String, Program>,
+    plan: Plan,
     deadline: Instant,
-    output_max: usize,
-    scratch_root: PathBuf,
     containment: Containment,
-    /// The policy every program of this call runs under (plus its scratch folder).
-    policy: super::confine::Policy,
 }
 
 impl CallSpawn {
@@ -98,26 +146,16 @@ impl CallSpawn {
     pub fn none(external: bool) -> CallSpawn {
         CallSpawn {
             external,
-            programs: BTreeMap::new(),
+            plan: Plan::default(),
             deadline: Instant::now(),
-            output_max: 0,
-            scratch_root: PathBuf::new(),
             containment: Containment::Unavailable(String::new()),
-            policy: super::confine::Policy::default(),
         }
     }
 
-    /// A call of an external route that may run `programs` until `deadline`,
-    /// each contained as `containment` says, under `policy`.
-    pub fn new(
-        programs: BTreeMap<String, Program>,
-        deadline: Instant,
-        output_max: usize,
-        scratch_root: PathBuf,
-        containment: Containment,
-        policy: super::confine::Policy,
-    ) -> CallSpawn {
-        CallSpawn { external: true, programs, deadline, output_max, scratch_root, containment, policy }
+    /// A call of an external route that may run what `plan` allows until
+    /// `deadline`, each program contained as `containment` says.
+    pub fn new(plan: Plan, deadline: Instant, containment: Containment) -> CallSpawn {
+        CallSpawn { external: true, plan, deadline, containment }
     }
 }
 
@@ -127,7 +165,7 @@ impl Host for CallSpawn {
         if !s.external {
             return Err(AppError::Denied("programs can only run in a route whose effect is external".into()));
         }
-        let Some(granted) = s.programs.get(&program).cloned() else {
+        let Some(granted) = s.plan.programs.get(&program).cloned() else {
             return Err(AppError::Denied(format!(
                 "the program `{}` is not granted to this app",
                 program.escape_debug()
@@ -145,7 +183,7 @@ impl Host for CallSpawn {
             )));
         }
         let confine = match &s.containment {
-            Containment::Landlock => Some(s.policy.clone()),
+            Containment::Landlock => Some(s.plan.policy.clone()),
             Containment::Unconfined => None,
             Containment::Unavailable(why) => {
                 return Err(AppError::Denied(format!(
@@ -153,7 +191,7 @@ impl Host for CallSpawn {
                 )));
             }
         };
-        run_confined(&granted.path, &args, stdin, s.deadline, s.output_max, &s.scratch_root, confine).await
+        run_confined(&granted.path, &args, stdin, s.deadline, s.plan.output_max, &s.plan.scratch_root, confine).await
     }
 }
 
@@ -290,4 +328,65 @@ fn tempdir_in(root: &std::path::Path) -> std::io::Result<ScratchDir> {
     let dir = root.join(format!("{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
     std::fs::create_dir(&dir)?;
     Ok(ScratchDir(dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grants::FilesGrant;
+    use crate::manifest::Access;
+
+    #[test]
+    fn a_call_may_run_only_what_was_declared_and_granted_and_touch_only_its_folders_and_ports() {
+        let dir = tempfile::tempdir().unwrap();
+        let (read, write) = (dir.path().join("r"), dir.path().join("w"));
+        std::fs::create_dir_all(&read).unwrap();
+        std::fs::create_dir_all(&write).unwrap();
+        let text = format!(
+            r#"
+[app]
+id = "t"
+name = "T"
+version = "0.1.0"
+
+[[route]]
+name = "go"
+effect = "external"
+summary = "Goes out"
+
+[capabilities]
+network = ["https://a.example", "https://b.example", "http://127.0.0.1:8080"]
+files = [{{ name = "r", path = "{}", access = "read" }}, {{ name = "w", path = "{}", access = "write" }}]
+spawn = [{{ program = "sh" }}, {{ program = "cat", args = ["*"] }}, {{ program = "env" }}]
+"#,
+            read.display(),
+            write.display()
+        );
+        let manifest = crate::manifest::parse(&text, "autoapp.toml").unwrap_or_else(|e| panic!("{text}\n{e:?}"));
+        let real = |p: &std::path::Path| std::fs::canonicalize(p).unwrap();
+        let mut grants = Grants {
+            network: vec![Origin::parse("https://a.example").unwrap(), Origin::parse("http://127.0.0.1:8080").unwrap()],
+            ..Grants::default()
+        };
+        grants.files.insert("r".into(), FilesGrant { path: real(&read), access: Access::Read });
+        grants.files.insert("w".into(), FilesGrant { path: real(&write), access: Access::Write });
+        grants.spawn.insert("sh".into(), "/bin/sh".into());
+        grants.spawn.insert("cat".into(), "/bin/cat".into());
+        // Granted once but no longer declared: not given.
+        grants.spawn.insert("rm".into(), "/bin/rm".into());
+        let declared = &manifest.capabilities;
+        let origins = crate::caps::network::configure(declared, &grants);
+        assert_eq!(origins.len(), 2, "b.example was declared, never granted");
+        let folders = crate::caps::files::configure(declared, &grants);
+        assert_eq!(folders.iter().map(|f| (f.name.as_str(), f.write)).collect::<Vec<_>>(), [("r", false), ("w", true)]);
+        let plan = configure(declared, &grants, &folders, &origins, &Config::default(), dir.path().join("scratch"));
+        assert_eq!(plan.programs.keys().map(String::as_str).collect::<Vec<_>>(), ["cat", "sh"]);
+        assert_eq!(plan.programs["cat"].pattern, Some(vec!["*".to_string()]));
+        assert_eq!(plan.policy.read, [real(&read), real(&write)]);
+        assert_eq!(plan.policy.write, [real(&write)]);
+        assert_eq!(plan.policy.connect_ports, [443, 8080]);
+        let config = Config::default();
+        assert_eq!(plan.policy.processes, config.spawn_processes);
+        assert_eq!(plan.output_max, (config.spawn_output_max_kib as usize) << 10);
+    }
 }

@@ -37,6 +37,7 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use crate::bindings::AppError;
 use crate::bindings::app::autoapp::app::store::{Host, Rows, Value};
+use crate::release::Migration;
 
 /// The app's database file inside its data folder.
 pub const STORE_FILE: &str = "app.sqlite";
@@ -299,18 +300,18 @@ impl AppStore {
         Ok(p)
     }
 
-    /// The migrations already applied, in order: `(name, sha256)`.
-    pub fn applied_migrations(&self) -> anyhow::Result<Vec<(String, String)>> {
+    /// The migrations already applied, in order.
+    pub fn applied_migrations(&self) -> anyhow::Result<Vec<Applied>> {
         let conn = self.take(Mode::ReadWrite)?;
         let result = read_applied(&conn.conn);
         self.put_back(Mode::ReadWrite, conn);
         result
     }
 
-    /// Applies `migrations` (name, sql) after the ones already applied, all in
-    /// one transaction: either every new migration is applied or none is.
+    /// Applies `migrations` after the ones already applied, all in one
+    /// transaction: either every new migration is applied or none is.
     /// Refuses when the applied ones are not a prefix of `migrations`.
-    pub fn migrate(&self, migrations: &[(String, String)]) -> anyhow::Result<usize> {
+    pub fn migrate(&self, migrations: &[Migration]) -> anyhow::Result<usize> {
         // The host's writes take their turn like a call's. This runs on a
         // thread that may block (the command line, or a blocking task).
         let _permit = futures::executor::block_on(self.writer.clone().acquire_owned())
@@ -328,11 +329,11 @@ impl AppStore {
             let wanted = hashed(migrations);
             check_forward(&applied, &wanted)?;
             let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-            for (i, ((name, sql), (_, sha))) in migrations.iter().zip(&wanted).enumerate().skip(applied.len()) {
-                tx.execute_batch(sql).with_context(|| format!("migration {name} failed"))?;
+            for (i, (m, a)) in migrations.iter().zip(&wanted).enumerate().skip(applied.len()) {
+                tx.execute_batch(&m.sql).with_context(|| format!("migration {} failed", m.name))?;
                 tx.execute(
                     &format!("INSERT INTO {MIGRATIONS_TABLE} (seq, name, sha256, applied_at) VALUES (?1, ?2, ?3, ?4)"),
-                    rusqlite::params![i as i64 + 1, name, sha, now],
+                    rusqlite::params![i as i64 + 1, m.name, a.sha256, now],
                 )?;
             }
             tx.commit()?;
@@ -342,6 +343,13 @@ impl AppStore {
         self.put_back(Mode::ReadWrite, conn);
         result
     }
+}
+
+/// A migration as the store applied it: its file name and the SHA-256 of its SQL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub name: String,
+    pub sha256: String,
 }
 
 /// Copies the data folder `from` to `to` (which must not exist): every SQLite
@@ -381,7 +389,7 @@ pub fn copy_data(from: &Path, to: &Path) -> anyhow::Result<()> {
 }
 
 /// The migrations applied to the store in `data`, without keeping it open.
-pub fn applied_in(data: &Path) -> anyhow::Result<Vec<(String, String)>> {
+pub fn applied_in(data: &Path) -> anyhow::Result<Vec<Applied>> {
     let path = data.join(STORE_FILE);
     if !path.exists() {
         return Ok(Vec::new());
@@ -390,33 +398,36 @@ pub fn applied_in(data: &Path) -> anyhow::Result<Vec<(String, String)>> {
     read_applied(&conn)
 }
 
-fn hashed(migrations: &[(String, String)]) -> Vec<(String, String)> {
+fn hashed(migrations: &[Migration]) -> Vec<Applied> {
     use sha2::Digest as _;
-    migrations.iter().map(|(n, sql)| (n.clone(), hex::encode(sha2::Sha256::digest(sql.as_bytes())))).collect()
+    migrations
+        .iter()
+        .map(|m| Applied { name: m.name.clone(), sha256: hex::encode(sha2::Sha256::digest(m.sql.as_bytes())) })
+        .collect()
 }
 
-/// Refuses `migrations` (name, sql) unless they extend `applied` (name, sha256).
-pub fn check_extends(applied: &[(String, String)], migrations: &[(String, String)]) -> anyhow::Result<()> {
+/// Refuses `migrations` unless they extend `applied`.
+pub fn check_extends(applied: &[Applied], migrations: &[Migration]) -> anyhow::Result<()> {
     check_forward(applied, &hashed(migrations))
 }
 
-/// Whether `migrations` (name, sql) are a prefix of `applied` (name, sha256).
-pub fn is_prefix(migrations: &[(String, String)], applied: &[(String, String)]) -> bool {
+/// Whether `migrations` are a prefix of `applied`.
+pub fn is_prefix(migrations: &[Migration], applied: &[Applied]) -> bool {
     let wanted = hashed(migrations);
     wanted.len() <= applied.len() && wanted.iter().zip(applied).all(|(w, a)| w == a)
 }
 
 /// The migrations a release brings must extend the applied ones: same names,
 /// same contents, in the same order, and more of them or as many.
-pub fn check_forward(applied: &[(String, String)], wanted: &[(String, String)]) -> anyhow::Result<()> {
-    for (i, (name, sha)) in applied.iter().enumerate() {
+pub fn check_forward(applied: &[Applied], wanted: &[Applied]) -> anyhow::Result<()> {
+    for (i, Applied { name, sha256: sha }) in applied.iter().enumerate() {
         match wanted.get(i) {
             None => anyhow::bail!(
                 "this release knows {} migrations but the data has {} applied (the last is {name}); migrations are forward only, so activate a release that includes them all",
                 wanted.len(),
                 applied.len()
             ),
-            Some((wn, wsha)) if wn != name || wsha != sha => anyhow::bail!(
+            Some(Applied { name: wn, sha256: wsha }) if wn != name || wsha != sha => anyhow::bail!(
                 "this release's migration number {} is {wn} but the data applied {name}{}; migrations are forward only: keep the applied files unchanged and add new ones after them",
                 i + 1,
                 if wn == name { " with different contents" } else { "" }
@@ -427,7 +438,7 @@ pub fn check_forward(applied: &[(String, String)], wanted: &[(String, String)]) 
     Ok(())
 }
 
-fn read_applied(conn: &Connection) -> anyhow::Result<Vec<(String, String)>> {
+fn read_applied(conn: &Connection) -> anyhow::Result<Vec<Applied>> {
     let exists: bool = conn.query_row(
         "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
         [MIGRATIONS_TABLE],
@@ -437,7 +448,7 @@ fn read_applied(conn: &Connection) -> anyhow::Result<Vec<(String, String)>> {
         return Ok(Vec::new());
     }
     let mut stmt = conn.prepare(&format!("SELECT name, sha256 FROM {MIGRATIONS_TABLE} ORDER BY seq"))?;
-    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let rows = stmt.query_map([], |r| Ok(Applied { name: r.get(0)?, sha256: r.get(1)? }))?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
@@ -792,7 +803,7 @@ mod tests {
     fn store() -> (tempfile::TempDir, Arc<AppStore>) {
         let dir = tempfile::tempdir().unwrap();
         let s = AppStore::open(dir.path()).unwrap();
-        s.migrate(&[("0001.sql".into(), "CREATE TABLE t (x INTEGER UNIQUE)".into())]).unwrap();
+        s.migrate(&[Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x INTEGER UNIQUE)".into() }]).unwrap();
         (dir, s)
     }
 
@@ -1041,14 +1052,15 @@ mod tests {
     #[test]
     fn migrations_are_forward_only() {
         let (_d, s) = store();
-        let e = s.migrate(&[("0001.sql".into(), "CREATE TABLE t (x INTEGER)".into())]).unwrap_err();
+        let e =
+            s.migrate(&[Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x INTEGER)".into() }]).unwrap_err();
         assert!(e.to_string().contains("different contents"), "{e}");
         let e = s.migrate(&[]).unwrap_err();
         assert!(e.to_string().contains("forward only"), "{e}");
         let n = s
             .migrate(&[
-                ("0001.sql".into(), "CREATE TABLE t (x INTEGER UNIQUE)".into()),
-                ("0002.sql".into(), "CREATE TABLE u (y)".into()),
+                Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x INTEGER UNIQUE)".into() },
+                Migration { name: "0002.sql".into(), sql: "CREATE TABLE u (y)".into() },
             ])
             .unwrap();
         assert_eq!(n, 1);

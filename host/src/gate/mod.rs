@@ -438,7 +438,7 @@ impl Gate {
     }
 
     /// A pass for rendering a page: a render runs as a read, on any channel.
-    pub fn view(&self) -> Pass {
+    pub(crate) fn view(&self) -> Pass {
         Pass {
             decision: Decision::Allowed,
             request_id: new_request_id(),

@@ -317,3 +317,36 @@ fn gate_is_shared_across_threads() {
     let g: Arc<Gate> = Gate::new(WINDOW);
     is_send_sync(&g);
 }
+
+#[test]
+fn channels_and_decisions_are_written_as_their_exact_names() {
+    // The record and every adapter read these strings; a changed spelling
+    // would split one channel's rows in two.
+    let channels =
+        [(Channel::User, "user"), (Channel::Ai, "ai"), (Channel::Mcp, "mcp"), (Channel::Workflow, "workflow")];
+    for (c, name) in channels {
+        assert_eq!((c.as_str(), c.to_string()), (name, name.to_string()));
+    }
+    let decisions = [
+        (Decision::Allowed, "allowed"),
+        (Decision::Confirmed, "confirmed"),
+        (Decision::Denied, "denied"),
+        (Decision::Refused, "refused"),
+    ];
+    for (d, name) in decisions {
+        assert_eq!(d.as_str(), name);
+    }
+    assert_eq!(Gate::new(Duration::from_secs(7)).window(), Duration::from_secs(7));
+}
+
+#[tokio::test]
+async fn a_pass_carries_the_canonical_input_and_its_hash_as_checked() {
+    let gate = Gate::new(WINDOW);
+    let person = Caller::command_line();
+    let input: serde_json::Value = serde_json::from_str(r#"{"b": 1, "a": "x"}"#).unwrap();
+    let pass = gate.guard(knock(&person, &app(), Effect::Write, false, &input)).await.unwrap();
+    assert_eq!(pass.input(), r#"{"a":"x","b":1}"#);
+    assert_eq!(pass.arguments_hash(), arguments_hash(&input));
+    assert_eq!(pass.decision(), Decision::Allowed);
+    assert!(!pass.request_id().is_empty());
+}

@@ -118,6 +118,30 @@ pub fn write_step(app: &AppPaths, j: &Journal) -> anyhow::Result<()> {
     write_atomic(&app.dir.join(JOURNAL), serde_json::to_string_pretty(j)?.as_bytes())
 }
 
+impl Step {
+    /// The step's name, as the journal writes it and fault points use it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Step::Begun => "begun",
+            Step::Snapshotted => "snapshotted",
+            Step::Migrated => "migrated",
+            Step::MovedAside => "moved-aside",
+            Step::Restored => "restored",
+            Step::Switched => "switched",
+        }
+    }
+}
+
+/// Records (synced) that `j` reached `step`, then offers the fault point
+/// `<point>:<step>` (debug builds, `AUTOAPP_FAULT`): every step of every
+/// operation is written before what follows it is taken, and can be crashed at.
+pub fn reach(app: &AppPaths, j: &mut Journal, step: Step, point: &str) -> anyhow::Result<()> {
+    j.step = step;
+    write_step(app, j)?;
+    fault(&format!("{point}:{}", step.name()));
+    Ok(())
+}
+
 /// Ends an operation: one history line, then the journal goes.
 pub fn close(app: &AppPaths, j: &Journal, outcome: &str) -> anyhow::Result<()> {
     append_history(

@@ -40,8 +40,8 @@ pub struct ReleaseInputs<'a> {
     pub component: &'a [u8],
     pub manifest_text: &'a str,
     pub manifest: &'a Manifest,
-    /// `(path as in the manifest, contents)`, in manifest order.
-    pub migrations: &'a [(String, String)],
+    /// In manifest order (`name` as the manifest gives the path).
+    pub migrations: &'a [Migration],
     pub source: &'a str,
 }
 
@@ -56,7 +56,7 @@ pub fn release_id(inputs: &ReleaseInputs<'_>) -> String {
     };
     part(b"component", inputs.component);
     part(b"manifest", inputs.manifest_text.as_bytes());
-    for (name, sql) in inputs.migrations {
+    for Migration { name, sql } in inputs.migrations {
         part(b"migration-name", name.as_bytes());
         part(b"migration", sql.as_bytes());
     }
@@ -87,7 +87,7 @@ pub fn write(app: &AppPaths, inputs: &ReleaseInputs<'_>) -> anyhow::Result<(Rele
     };
     write_atomic(&tmp.join(COMPONENT_FILE), inputs.component)?;
     write_atomic(&tmp.join(MANIFEST_FILE), inputs.manifest_text.as_bytes())?;
-    for (name, sql) in inputs.migrations {
+    for Migration { name, sql } in inputs.migrations {
         write_atomic(&tmp.join(name), sql.as_bytes())?;
     }
     write_atomic(&tmp.join(RELEASE_FILE), serde_json::to_string_pretty(&info)?.as_bytes())?;
@@ -196,7 +196,11 @@ impl ResolveError {
 }
 
 /// The release whose id is `given` or starts with it.
-pub fn resolve(app: &AppPaths, given: &str) -> Result<String, ResolveError> {
+pub fn resolve(app: &AppPaths, given: &str) -> anyhow::Result<String> {
+    resolve_id(app, given).map_err(|e| crate::error::kinded(e.kind(), e.to_string()))
+}
+
+fn resolve_id(app: &AppPaths, given: &str) -> Result<String, ResolveError> {
     let a = app.id.to_string();
     let g = given.to_ascii_lowercase();
     if g.is_empty() || g.len() > 64 || !g.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -239,15 +243,22 @@ pub fn manifest(app: &AppPaths, id: &str) -> anyhow::Result<Manifest> {
     manifest::load(&app.release(id).join(MANIFEST_FILE)).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-/// The migrations of a written release, `(name, sql)` in order.
-pub fn migrations(app: &AppPaths, id: &str, manifest: &Manifest) -> anyhow::Result<Vec<(String, String)>> {
+/// A migration as a release brings it: its file name and its SQL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Migration {
+    pub name: String,
+    pub sql: String,
+}
+
+/// The migrations of a written release, in order.
+pub fn migrations(app: &AppPaths, id: &str, manifest: &Manifest) -> anyhow::Result<Vec<Migration>> {
     manifest
         .migrations
         .iter()
         .map(|name| {
             let path = app.release(id).join(name);
             let sql = fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-            Ok((name.clone(), sql))
+            Ok(Migration { name: name.clone(), sql })
         })
         .collect()
 }
@@ -288,9 +299,12 @@ mod tests {
         fake_release(&app, &two);
         assert_eq!(resolve(&app, "ab1").unwrap(), one);
         assert_eq!(resolve(&app, &two.to_uppercase()).unwrap(), two);
-        assert!(matches!(resolve(&app, "ab"), Err(ResolveError::Ambiguous { count: 2, .. })));
-        assert!(matches!(resolve(&app, "cd"), Err(ResolveError::None { .. })));
-        assert!(matches!(resolve(&app, "zz"), Err(ResolveError::NotHex { .. })));
-        assert!(matches!(resolve(&app, ""), Err(ResolveError::NotHex { .. })));
+        assert!(matches!(resolve_id(&app, "ab"), Err(ResolveError::Ambiguous { count: 2, .. })));
+        assert!(matches!(resolve_id(&app, "cd"), Err(ResolveError::None { .. })));
+        assert!(matches!(resolve_id(&app, "zz"), Err(ResolveError::NotHex { .. })));
+        assert!(matches!(resolve_id(&app, ""), Err(ResolveError::NotHex { .. })));
+        use crate::error::{ErrorKind, kind_of};
+        assert_eq!(kind_of(&resolve(&app, "cd").unwrap_err()), ErrorKind::NotFound);
+        assert_eq!(kind_of(&resolve(&app, "zz").unwrap_err()), ErrorKind::InvalidInput);
     }
 }

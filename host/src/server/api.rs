@@ -309,8 +309,7 @@ async fn explain(State(ctx): State<Ctx>, Path((app, rel)): Path<(String, String)
         Err(e) => return error(ErrorKind::InvalidInput, e),
     };
     let paths = ctx.launcher.apps.root().app(&id);
-    match release::resolve(&paths, &rel).map_err(anyhow::Error::from).and_then(|r| crate::explain::explain(&paths, &r))
-    {
+    match release::resolve(&paths, &rel).and_then(|r| crate::explain::explain(&paths, &r)) {
         Ok(e) => axum::Json(e).into_response(),
         Err(e) => error(ErrorKind::NotFound, format!("{e:#}")),
     }
