@@ -1,6 +1,8 @@
 //! The kinds of failure, kept from where an error is made to the adapter that
-//! reports it: the HTTP API turns them into statuses, MCP and the control
-//! connection into their `kind` field. A leaf.
+//! reports it: the HTTP API turns them into statuses (404, 400, 409, 403,
+//! 502, 500), MCP and the control connection into their `kind` field. The
+//! command line keeps its documented contract instead: exit 1 for any failure
+//! (with the whole cause chain), 2 for bad usage. A leaf.
 
 use serde::Serialize;
 

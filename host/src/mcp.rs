@@ -5,6 +5,11 @@
 //! person in the app's page and the tool call waits for the answer. Refusals
 //! and denials come back as tool errors whose text says what happened, never
 //! as protocol failures.
+//!
+//! The tools follow the active release: when the person activates another one
+//! (or rolls back), the tools are read anew and the client is told with
+//! `notifications/tools/list_changed`; an external route is never offered,
+//! whatever a new release declares.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,14 +28,24 @@ use crate::release;
 use crate::root::Root;
 
 /// The MCP server of one app.
+#[derive(Clone)]
 pub struct AppTools {
     root: Root,
     app: AppId,
+    current: Arc<std::sync::Mutex<ToolSet>>,
+}
+
+/// The tools of one release.
+struct ToolSet {
+    release: String,
     tools: Vec<Tool>,
     /// Tool name → route name (tool names use `_` where routes use `.`, which
     /// some clients do not accept in tool names).
     routes: BTreeMap<String, String>,
 }
+
+/// How often the active release is looked at for a change.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// A tool name every client accepts: `[A-Za-z0-9_-]`, at most 64 characters.
 fn tool_name(route: &str, taken: &BTreeMap<String, String>) -> String {
@@ -49,15 +64,40 @@ fn tool_name(route: &str, taken: &BTreeMap<String, String>) -> String {
 impl AppTools {
     /// The tools of `app`'s active release.
     pub fn new(root: Root, app: AppId) -> anyhow::Result<AppTools> {
-        let paths = root.app(&app);
-        anyhow::ensure!(paths.exists(), "there is no app `{app}`; `autoapp create {app}` makes one");
-        let active = release::active(&paths)?.ok_or_else(|| {
-            anyhow::anyhow!("{app} has no active release; activate one with `autoapp activate {app} RELEASE`")
-        })?;
-        let manifest = release::manifest(&paths, &active)?;
-        let (tools, routes) = tools_of(&manifest);
-        Ok(AppTools { root, app, tools, routes })
+        let current = tool_set(&root, &app)?;
+        Ok(AppTools { root, app, current: Arc::new(std::sync::Mutex::new(current)) })
     }
+
+    /// Reads the tools anew when the active release changed; says whether
+    /// they did. (A release that cannot be read leaves the tools as they are:
+    /// the launcher refuses what no longer exists.)
+    fn refresh(&self) -> bool {
+        let active = release::active(&self.root.app(&self.app)).ok().flatten();
+        if active.is_none() || active.as_deref() == Some(self.current.lock().expect("tools").release.as_str()) {
+            return false;
+        }
+        match tool_set(&self.root, &self.app) {
+            Ok(set) => {
+                *self.current.lock().expect("tools") = set;
+                true
+            }
+            Err(e) => {
+                tracing::warn!(app = %self.app, "cannot read the new release's tools: {e:#}");
+                false
+            }
+        }
+    }
+}
+
+fn tool_set(root: &Root, app: &AppId) -> anyhow::Result<ToolSet> {
+    let paths = root.app(app);
+    anyhow::ensure!(paths.exists(), "there is no app `{app}`; `autoapp create {app}` makes one");
+    let active = release::active(&paths)?.ok_or_else(|| {
+        anyhow::anyhow!("{app} has no active release; activate one with `autoapp activate {app} RELEASE`")
+    })?;
+    let manifest = release::manifest(&paths, &active)?;
+    let (tools, routes) = tools_of(&manifest);
+    Ok(ToolSet { release: active, tools, routes })
 }
 
 /// The tools for `manifest`: its read and write routes, never its external ones.
@@ -93,7 +133,7 @@ fn tool_error(text: impl Into<String>) -> CallToolResponse {
 
 impl ServerHandler for AppTools {
     fn get_info(&self) -> ServerConfig {
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
             .with_server_info(Implementation::new("autoapp", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
                 "The tools are the routes of the app `{}`. Reads answer at once. Every write is shown to the person in the app's page and runs only if they approve it; with no page open it is refused.",
@@ -104,9 +144,12 @@ impl ServerHandler for AppTools {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.tools.clone()))
+        if self.refresh() {
+            let _ = context.peer.notify_tool_list_changed().await;
+        }
+        Ok(ListToolsResult::with_all_items(self.current.lock().expect("tools").tools.clone()))
     }
 
     async fn call_tool(
@@ -114,12 +157,19 @@ impl ServerHandler for AppTools {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let Some(route) = self.routes.get(request.name.as_ref()) else {
+        if self.refresh() {
+            let _ = context.peer.notify_tool_list_changed().await;
+        }
+        let (route, names) = {
+            let set = self.current.lock().expect("tools");
+            (set.routes.get(request.name.as_ref()).cloned(), set.routes.keys().cloned().collect::<Vec<_>>())
+        };
+        let Some(route) = route else {
             return Ok(tool_error(format!(
                 "{} is not a tool of {}; the tools are {}",
                 request.name,
                 self.app,
-                self.routes.keys().cloned().collect::<Vec<_>>().join(", ")
+                names.join(", ")
             )));
         };
         let client =
@@ -134,7 +184,7 @@ impl ServerHandler for AppTools {
             }
         };
         let answer = conn
-            .request(&json!({ "type": "invoke", "app": self.app, "route": route, "input": input, "client": client }))
+            .request(&json!({ "type": "invoke", "app": self.app, "route": &route, "input": input, "client": client }))
             .await;
         Ok(match answer {
             Ok(a) if a["ok"] == true => {
@@ -156,10 +206,23 @@ impl ServerHandler for AppTools {
 pub async fn serve(root: Root, app: AppId) -> anyhow::Result<()> {
     let tools = AppTools::new(root, app)?;
     let running = tools
+        .clone()
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| anyhow::anyhow!("the MCP session did not start: {e}"))?;
-    running.waiting().await.map_err(|e| anyhow::anyhow!("the MCP session ended with an error: {e}"))?;
+    // Tell the client when the person activates another release.
+    let peer = running.peer().clone();
+    let watcher = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(WATCH_EVERY).await;
+            if tools.refresh() && peer.notify_tool_list_changed().await.is_err() {
+                break;
+            }
+        }
+    });
+    let ended = running.waiting().await;
+    watcher.abort();
+    ended.map_err(|e| anyhow::anyhow!("the MCP session ended with an error: {e}"))?;
     Ok(())
 }
 

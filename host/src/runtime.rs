@@ -79,17 +79,17 @@ impl WasiHttpView for CallState {
 }
 
 /// Every interface of the world, for every component: what a call was not
-/// given answers with a denial at run time, never a link error.
-/// Each of our interfaces is served by its capability's per-call state, reached
-/// through a projection of the call's state.
+/// given answers with a denial at run time, never a link error. Each of our
+/// interfaces is added by its capability, given a projection of the call's
+/// state onto that capability's per-call value.
 fn link(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
     use bindings::autoapp::app;
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
     app::types::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
-    app::store::add_to_linker::<CallState, HasSelf<caps::store::CallStore>>(linker, |s| &mut s.store)?;
-    app::log::add_to_linker::<CallState, HasSelf<caps::log::CallLog>>(linker, |s| &mut s.log)?;
-    app::spawn::add_to_linker::<CallState, HasSelf<caps::spawn::CallSpawn>>(linker, |s| &mut s.spawn)?;
+    caps::store::add_to_linker(linker, |s| &mut s.store)?;
+    caps::log::add_to_linker(linker, |s| &mut s.log)?;
+    caps::spawn::add_to_linker(linker, |s| &mut s.spawn)?;
     Ok(())
 }
 

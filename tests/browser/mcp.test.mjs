@@ -5,7 +5,11 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { makeRoot, startLauncher, control, browser, bin } from "./harness.mjs";
+import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { mkdtempSync, writeFileSync, readFileSync, mkdirSync, copyFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { makeRoot, startLauncher, control, browser, bin, autoapp, repo } from "./harness.mjs";
 
 let root, launcher, chrome, panel;
 
@@ -78,6 +82,54 @@ test("a read answers at once; a write waits for the person; Approve runs it, Den
   const bad = await agent.callTool({ name: "notes_add", arguments: { title: "" } });
   assert.equal(bad.isError, true, "input outside the schema is a tool error, not a protocol failure");
   assert.match(bad.content[0].text, /does not fit route `notes.add`/);
+  await agent.close();
+});
+
+test("when the person activates another release the tools change and the client is told; an external route never becomes a tool", async () => {
+  // An app made of the notes component, so that its manifest can change.
+  const ws = mkdtempSync(join(tmpdir(), "autoapp-ws-"));
+  const manifest = readFileSync(join(repo, "guests", "notes", "autoapp.toml"), "utf8").replace('id = "notes"', 'id = "jotter"');
+  writeFileSync(join(ws, "autoapp.toml"), manifest);
+  mkdirSync(join(ws, "migrations"));
+  copyFileSync(join(repo, "guests", "notes", "migrations", "0001_init.sql"), join(ws, "migrations", "0001_init.sql"));
+  const wasm = join(repo, "target", "guests", "wasm32-wasip2", "release", "notes.wasm");
+  autoapp(root, "create", "jotter", "--at", ws);
+  const v1 = JSON.parse(autoapp(root, "build", "jotter", "--component", wasm, "--json")).release;
+  autoapp(root, "activate", "jotter", v1);
+
+  const agent = await mcpClient("jotter");
+  assert.ok(agent.getServerCapabilities().tools.listChanged, "the server says its tools can change");
+  let told = 0;
+  agent.setNotificationHandler(ToolListChangedNotificationSchema, () => { told += 1; });
+  assert.ok(!(await agent.listTools()).tools.some((t) => t.name === "notes_pin"));
+
+  // v2: a new write route, and an external one that must not become a tool.
+  writeFileSync(join(ws, "autoapp.toml"), manifest.replace('version = "0.1.0"', 'version = "0.2.0"') + `
+[[route]]
+name = "notes.pin"
+effect = "write"
+summary = "Pin a note"
+
+[[route]]
+name = "notes.share"
+effect = "external"
+summary = "Share a note"
+
+[capabilities]
+network = ["https://example.com"]
+`);
+  const v2 = JSON.parse(autoapp(root, "build", "jotter", "--component", wasm, "--json")).release;
+  autoapp(root, "grant", "jotter", "--all-asked");
+  autoapp(root, "activate", "jotter", v2);
+  for (let i = 0; told === 0; i++) {
+    assert.ok(i < 100, "notifications/tools/list_changed arrives after the activation");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const names = (await agent.listTools()).tools.map((t) => t.name);
+  assert.ok(names.includes("notes_pin"), names.join(", "));
+  assert.ok(!names.includes("notes_share"), "an external route is never a tool");
+  const r = await agent.callTool({ name: "notes_share", arguments: {} });
+  assert.equal(r.isError, true);
   await agent.close();
 });
 

@@ -43,6 +43,16 @@ fn cut(s: &str) -> &str {
     &s[..end]
 }
 
+/// Serves `autoapp:app/log` to a call, from the `CallLog` that `get` projects out of
+/// the call's state.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut wasmtime::component::Linker<T>,
+    get: fn(&mut T) -> &mut CallLog,
+) -> anyhow::Result<()> {
+    crate::bindings::app::autoapp::app::log::add_to_linker::<T, wasmtime::component::HasSelf<CallLog>>(linker, get)?;
+    Ok(())
+}
+
 impl Host for CallLog {
     fn write(&mut self, level: Level, message: String) {
         let log = self;

@@ -159,6 +159,18 @@ impl CallSpawn {
     }
 }
 
+/// Serves `autoapp:app/spawn` to a call, from the `CallSpawn` that `get` projects out of
+/// the call's state.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut wasmtime::component::Linker<T>,
+    get: fn(&mut T) -> &mut CallSpawn,
+) -> anyhow::Result<()> {
+    crate::bindings::app::autoapp::app::spawn::add_to_linker::<T, wasmtime::component::HasSelf<CallSpawn>>(
+        linker, get,
+    )?;
+    Ok(())
+}
+
 impl Host for CallSpawn {
     async fn run(&mut self, program: String, args: Vec<String>, stdin: Vec<u8>) -> Result<Output, AppError> {
         let s = &*self;

@@ -785,6 +785,18 @@ impl CallStore {
     }
 }
 
+/// Serves `autoapp:app/store` to a call, from the `CallStore` that `get` projects out of
+/// the call's state.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut wasmtime::component::Linker<T>,
+    get: fn(&mut T) -> &mut CallStore,
+) -> anyhow::Result<()> {
+    crate::bindings::app::autoapp::app::store::add_to_linker::<T, wasmtime::component::HasSelf<CallStore>>(
+        linker, get,
+    )?;
+    Ok(())
+}
+
 impl Host for CallStore {
     async fn execute(&mut self, sql: String, params: Vec<Value>) -> Result<u64, AppError> {
         CallStore::execute(self, &sql, params).await

@@ -398,9 +398,9 @@ fn candidates(root: Root, app: String, json: bool) -> Result<(), Failure> {
     if candidates.is_empty() {
         println!("no candidates; `autoapp build {id}` makes one");
     } else {
-        println!("{:<14} {:<10} {:<22} source", "candidate", "version", "built");
+        println!("{:<14} {:<10} {:<28} source", "candidate", "version", "built");
         for r in candidates {
-            println!("{:<14} {:<10} {:<22} {}", short(&r.id), r.version, r.created_at, r.source);
+            println!("{:<14} {:<10} {:<28} {}", short(&r.id), r.version, r.created_at, r.source);
         }
     }
     Ok(())

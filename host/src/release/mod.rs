@@ -80,7 +80,9 @@ pub fn write(app: &AppPaths, inputs: &ReleaseInputs<'_>) -> anyhow::Result<(Rele
         id: id.clone(),
         app: inputs.manifest.id.to_string(),
         version: inputs.manifest.version.clone(),
-        created_at: now_rfc3339(),
+        // To the microsecond: two builds in one second stay in order, and
+        // "the newest release" (what `grant` grants for) is the last built.
+        created_at: humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string(),
         component_sha256: hex::encode(Sha256::digest(inputs.component)),
         component_bytes: inputs.component.len() as u64,
         source: inputs.source.to_string(),
