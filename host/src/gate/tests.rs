@@ -350,3 +350,46 @@ async fn a_pass_carries_the_canonical_input_and_its_hash_as_checked() {
     assert_eq!(pass.decision(), Decision::Allowed);
     assert!(!pass.request_id().is_empty());
 }
+
+#[test]
+fn pages_count_each_attachment_until_it_is_dropped() {
+    let gate = Gate::new(WINDOW);
+    let (notes, other) = (app(), AppId::parse("other").unwrap());
+    assert_eq!((gate.pages(), gate.is_attached(&notes)), (0, false));
+    let a = gate.attach(Some(notes.clone()));
+    let b = gate.attach(Some(notes.clone()));
+    assert_eq!((gate.pages(), gate.is_attached(&notes), gate.is_attached(&other)), (2, true, false));
+    drop(a);
+    assert_eq!((gate.pages(), gate.is_attached(&notes)), (1, true), "one tab of two closed");
+    drop(b);
+    assert_eq!((gate.pages(), gate.is_attached(&notes)), (0, false));
+    // The panel answers for every app.
+    let panel = gate.attach(None);
+    assert!(gate.is_attached(&other));
+    drop(panel);
+    assert!(!gate.is_attached(&other));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_question_says_when_it_was_asked_and_expires_one_window_later() {
+    let gate = Gate::new(Duration::from_secs(90));
+    let _tab = gate.attach(Some(app()));
+    let agent = Caller::control("agent");
+    let input = serde_json::json!({ "title": "x" });
+    let mut events = gate.subscribe();
+    let asking = {
+        let gate = gate.clone();
+        let agent = agent.clone();
+        let input = input.clone();
+        tokio::spawn(async move {
+            let notes = app();
+            gate.guard(knock(&agent, &notes, Effect::Write, false, &input)).await.map(|_| ())
+        })
+    };
+    let GateEvent::Asked { question } = events.recv().await.unwrap() else { panic!("a question") };
+    let asked = humantime::parse_rfc3339(&question.asked_at).unwrap();
+    let expires = humantime::parse_rfc3339(&question.expires_at).unwrap();
+    assert_eq!(expires.duration_since(asked).unwrap(), Duration::from_secs(90));
+    assert_eq!(question.seconds_left, 90);
+    asking.abort();
+}

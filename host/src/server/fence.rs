@@ -83,6 +83,76 @@ pub async fn middleware(State(site): State<Arc<Site>>, req: Request<Body>, next:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tower::ServiceExt as _;
+
+    fn site(port: u16) -> Arc<Site> {
+        let (stop, _) = tokio::sync::watch::channel(false);
+        Arc::new(Site {
+            key: super::super::SiteKey::Panel,
+            port,
+            tokens: Default::default(),
+            sessions: Default::default(),
+            stop,
+        })
+    }
+
+    /// A server behind the fence that answers "through" to whatever passes.
+    async fn through(site: &Arc<Site>, method: &str, path: &str, headers: &[(&str, &str)]) -> (StatusCode, String) {
+        let app = axum::Router::new()
+            .fallback(|| async { "through" })
+            .layer(axum::middleware::from_fn_with_state(site.clone(), middleware));
+        let mut req = Request::builder().method(method).uri(path);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = app.oneshot(req.body(Body::empty()).unwrap()).await.unwrap();
+        let status = resp.status();
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 16).await.unwrap();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn only_a_request_of_this_servers_own_session_gets_through_and_every_refusal_is_the_same() {
+        let site = site(4000);
+        let token = site.mint(std::time::Duration::from_secs(60));
+        let token = token.rsplit("token=").next().unwrap().to_string();
+        let session = site.redeem(&token).unwrap();
+        let mine = format!("autoapp_session_4000={session}");
+        let host = ("host", "127.0.0.1:4000");
+        // The launch path passes the fence without a session (it makes one).
+        assert_eq!(through(&site, "GET", "/launch", &[host]).await, (StatusCode::OK, "through".into()));
+        assert_eq!(through(&site, "GET", "/x", &[host, ("cookie", &mine)]).await.1, "through");
+        assert_eq!(through(&site, "GET", "/x", &[host, ("cookie", &format!("other=1; {mine}"))]).await.1, "through");
+        let refusals = [
+            through(&site, "GET", "/x", &[host]).await,
+            through(&site, "GET", "/x", &[host, ("cookie", "autoapp_session_4000=forged")]).await,
+            through(&site, "GET", "/x", &[host, ("cookie", &format!("autoapp_session_4001={session}"))]).await,
+            through(&site, "GET", "/x", &[host, ("cookie", "autoapp_session_4000=")]).await,
+            through(&site, "GET", "/x", &[("host", "localhost:4000"), ("cookie", &mine)]).await,
+            through(&site, "GET", "/launch", &[("host", "evil.example:4000")]).await,
+            through(&site, "POST", "/x", &[host, ("cookie", &mine), ("sec-fetch-site", "same-site")]).await,
+        ];
+        for r in refusals {
+            assert_eq!(r, (StatusCode::FORBIDDEN, REFUSED.to_string()));
+        }
+        let resp = refused();
+        assert_eq!(resp.headers()[header::CONTENT_TYPE], "text/plain; charset=utf-8");
+    }
+
+    #[test]
+    fn the_session_is_read_from_this_servers_own_cookie_only() {
+        let site = site(4000);
+        let cookies = |v: &str| {
+            let mut m = HeaderMap::new();
+            m.append(header::COOKIE, v.parse().unwrap());
+            m
+        };
+        assert_eq!(session(&cookies("autoapp_session_4000=abc"), &site), Some("abc".into()));
+        assert_eq!(session(&cookies("a=1; autoapp_session_4000=abc; b=2"), &site), Some("abc".into()));
+        assert_eq!(session(&cookies("autoapp_session_40000=abc"), &site), None);
+        assert_eq!(session(&cookies("xautoapp_session_4000=abc"), &site), None);
+        assert_eq!(session(&HeaderMap::new(), &site), None);
+    }
 
     fn h(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut m = HeaderMap::new();
