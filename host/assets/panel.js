@@ -124,9 +124,9 @@ function appCard(a) {
   }
 
   if (a.runs.length) {
-    card.append(el("h3", { text: "Recent calls" }), el("table", { class: "runs" },
-      el("thead", {}, el("tr", {}, ...["time", "channel", "caller", "route", "decision", "outcome", "reason"].map((h) => el("th", { text: h })))),
-      el("tbody", {}, ...a.runs.map((r) => el("tr", {}, ...[r.time, r.channel, r.caller, r.route, r.decision, r.outcome, r.reason].map((c) => el("td", { text: c }))))))); 
+    card.append(el("h3", { text: "Record: recent calls and actions" }), el("table", { class: "runs" },
+      el("thead", {}, el("tr", {}, ...["time", "channel", "caller", "route or action", "effect", "decision", "outcome", "reason"].map((h) => el("th", { text: h })))),
+      el("tbody", {}, ...a.runs.map((r) => el("tr", {}, ...[r.time, r.channel, r.caller, r.route, r.effect, r.decision, r.outcome, r.reason].map((c) => el("td", { text: c }))))))); 
   }
 
   const r = a.removal;

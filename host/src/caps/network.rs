@@ -413,6 +413,8 @@ mod tests {
         assert!(o("https://*.example.com").matches("https", "a.b.example.com", 443));
         assert!(!o("https://*.example.com").matches("https", "example.com", 443));
         assert!(!o("https://*.example.com").matches("https", "badexample.com", 443));
+        assert!(!o("https://*.example.com").matches("https", ".example.com", 443), "an empty label is no host");
+        assert!(o("https://*.example.com").matches("https", "a.example.com", 443));
     }
 
     #[test]
@@ -438,10 +440,38 @@ mod tests {
             "::127.0.0.1",
             "2002:7f00:1::",
             "ff02::1",
+            // The ranges the standard library does not name, at their edges.
+            "0.1.2.3",
+            "100.64.0.0",
+            "100.127.255.255",
+            "192.0.0.1",
+            "198.18.0.1",
+            "198.19.255.255",
+            "240.0.0.1",
+            "250.1.2.3",
+            "fec0::1",
+            "64:ff9b::c000:1",
         ] {
             assert!(is_special(ip.parse().unwrap()), "{ip} is special");
         }
-        for ip in ["93.184.216.34", "1.1.1.1", "2606:4700:4700::1111", "::ffff:1.1.1.1", "64:ff9b::101:101"] {
+        for ip in [
+            "93.184.216.34",
+            "1.1.1.1",
+            "2606:4700:4700::1111",
+            "::ffff:1.1.1.1",
+            "64:ff9b::101:101",
+            "100.63.255.255",
+            "100.128.0.0",
+            "192.0.1.1",
+            "192.1.0.1",
+            "198.17.255.255",
+            "198.20.0.1",
+            "223.255.255.254",
+            // An IPv4 address inside NAT64 is judged by all four bytes, and only
+            // 64:ff9b::/96 is NAT64.
+            "64:ff9b::c000:101",
+            "2606:ff9b::1",
+        ] {
             assert!(!is_special(ip.parse().unwrap()), "{ip} is public");
         }
     }

@@ -476,6 +476,9 @@ fn authorize(mode: Mode, ctx: &AuthContext<'_>) -> Result<(), String> {
                 Ok(())
             }
         }
+        // The r-tree module reads the page size when it makes a table; reading
+        // it changes nothing.
+        A::Pragma { pragma_name, pragma_value: None } if pragma_name.eq_ignore_ascii_case("page_size") => Ok(()),
         A::Pragma { .. } => Err("PRAGMA statements are not available: the host keeps the database's settings".into()),
         A::Attach { .. } | A::Detach { .. } => {
             Err("ATTACH and DETACH are not available: an app has exactly one database".into())
@@ -868,6 +871,50 @@ mod tests {
         assert!(!other.exists());
         c.finish(true).unwrap();
         assert_eq!(s.applied_migrations().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn each_refusal_of_the_authorizer_says_its_own_reason_and_what_apps_may_do_still_works() {
+        let (_d, s) = store();
+        let denied = |e: AppError| match e {
+            AppError::Denied(m) => m,
+            other => panic!("denied, not {other:?}"),
+        };
+        let mut w = s.begin(Mode::ReadWrite, soon()).unwrap();
+        for (sql, says) in [
+            ("PRAGMA user_version", "PRAGMA statements are not available"),
+            ("ATTACH DATABASE ':memory:' AS o", "ATTACH and DETACH are not available"),
+            ("SAVEPOINT s", "transaction control is not available"),
+            ("BEGIN", "transaction control is not available"),
+            // Temporary objects live in the database `temp`: refused by that rule first.
+            ("CREATE TEMP TABLE x (y)", "only the app's own database (`main`) can be used"),
+            ("CREATE TEMP VIEW v2 AS SELECT 1", "only the app's own database (`main`) can be used"),
+            ("INSERT INTO _autoapp_migrations (seq) VALUES (9)", "belongs to the host"),
+        ] {
+            let m = denied(w.execute(sql, vec![]).await.unwrap_err());
+            assert!(m.contains(says), "{sql}: {m}");
+        }
+        // What a write route may do: views, reindexing, full-text and r-tree tables.
+        for sql in [
+            "CREATE VIEW v AS SELECT x FROM t",
+            "DROP VIEW v",
+            "REINDEX",
+            "CREATE VIRTUAL TABLE f USING fts5(body)",
+            "CREATE VIRTUAL TABLE r USING rtree(id, minx, maxx)",
+        ] {
+            w.execute(sql, vec![]).await.unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+        }
+        w.finish(true).unwrap();
+        let mut r = s.begin(Mode::ReadOnly, soon()).unwrap();
+        for (sql, says) in [
+            ("INSERT INTO t (x) VALUES (5)", "this route's effect is read, so the store is read-only"),
+            ("SELECT * FROM _autoapp_migrations", "belongs to the host"),
+            ("SELECT * FROM temp.sqlite_master", "only the app's own database (`main`) can be used"),
+        ] {
+            let m = denied(r.query(sql, vec![]).await.unwrap_err());
+            assert!(m.contains(says), "{sql}: {m}");
+        }
+        r.finish(true).unwrap();
     }
 
     #[tokio::test]
