@@ -451,6 +451,7 @@ mod tests {
             "250.1.2.3",
             "fec0::1",
             "64:ff9b::c000:1",
+            "2001:db8::1",
         ] {
             assert!(is_special(ip.parse().unwrap()), "{ip} is special");
         }
@@ -471,6 +472,12 @@ mod tests {
             // 64:ff9b::/96 is NAT64.
             "64:ff9b::c000:101",
             "2606:ff9b::1",
+            // 6to4 judged by the IPv4 address it carries, all four bytes.
+            "2002:101:101::",
+            "2002:c000:101::",
+            // Only 2001:db8::/32 is documentation.
+            "2001:4860::8888",
+            "2a00:db8::1",
         ] {
             assert!(!is_special(ip.parse().unwrap()), "{ip} is public");
         }
