@@ -606,10 +606,11 @@ impl Apps {
     fn given(&self, app: &AppId, manifest: &Manifest) -> anyhow::Result<Given> {
         let grants = crate::grants::load(&self.root.app(app))?;
         let declared = &manifest.capabilities;
-        let network = caps::network::configure(declared, &grants);
-        let folders = caps::files::configure(declared, &grants);
+        let network = caps::network::configure(&declared.network, &grants.network);
+        let folders = caps::files::configure(&declared.files, &grants.files);
         let scratch = self.root.dir().join("cache").join("scratch");
-        let spawn = caps::spawn::configure(declared, &grants, &folders, &network, self.runtime.config(), scratch);
+        let config = self.runtime.config();
+        let spawn = caps::spawn::configure(&declared.spawn, &grants.spawn, &folders, &network, config, scratch);
         Ok(Given { network, folders, spawn })
     }
 }

@@ -8,7 +8,7 @@
 //! what runs later is what the person saw.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
@@ -20,13 +20,7 @@ use crate::root::{AppPaths, write_atomic};
 
 const GRANTS_FILE: &str = "grants.json";
 
-/// A granted folder, resolved.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FilesGrant {
-    /// The absolute, resolved path.
-    pub path: PathBuf,
-    pub access: Access,
-}
+pub use crate::caps::files::{FilesGrant, resolve_path};
 
 /// Everything granted to one app.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -172,21 +166,15 @@ fn add(app: &AppPaths, manifest: &Manifest, names: &[String]) -> anyhow::Result<
                         app.id
                     ))
                 })?;
-                let path = resolve_path(&f.path)?;
-                if !path.is_dir() {
-                    return Err(invalid(format!(
-                        "{} is not a folder; create it, then grant files:{} again",
-                        path.display(),
-                        f.name
-                    )));
-                }
+                // What the grant holds is the files capability's to resolve.
+                let granted = crate::caps::files::resolve(f).map_err(|e| invalid(format!("{e:#}")))?;
                 done.push(format!(
                     "files {} → {} ({})",
                     f.name,
-                    path.display(),
+                    granted.path.display(),
                     if f.access == Access::Write { "read and write" } else { "read only" }
                 ));
-                g.files.insert(f.name.clone(), FilesGrant { path, access: f.access });
+                g.files.insert(f.name.clone(), granted);
             }
             "spawn" => {
                 let s = manifest.capabilities.spawn.iter().find(|s| s.program == what).ok_or_else(|| {
@@ -197,7 +185,7 @@ fn add(app: &AppPaths, manifest: &Manifest, names: &[String]) -> anyhow::Result<
                         app.id
                     ))
                 })?;
-                let path = crate::programs::find(&s.program)?;
+                let path = crate::caps::spawn::resolve(s)?;
                 done.push(format!("spawn {} → {}", s.program, path.display()));
                 g.spawn.insert(s.program.clone(), path);
             }
@@ -252,16 +240,4 @@ fn take_back(app: &AppPaths, names: &[String]) -> anyhow::Result<Vec<String>> {
     }
     save(app, &g)?;
     Ok(done)
-}
-
-/// `~/x` → `$HOME/x`, then symlinks resolved.
-pub fn resolve_path(p: &str) -> anyhow::Result<PathBuf> {
-    let path = match p.strip_prefix("~/") {
-        Some(rest) => {
-            let home = std::env::var_os("HOME").context("HOME is not set, so ~ cannot be resolved")?;
-            Path::new(&home).join(rest)
-        }
-        None => PathBuf::from(p),
-    };
-    std::fs::canonicalize(&path).with_context(|| format!("{} does not exist", path.display()))
 }

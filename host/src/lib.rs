@@ -21,6 +21,7 @@ pub(crate) mod launcher;
 pub(crate) mod lifecycle;
 pub mod manifest;
 pub(crate) mod mcp;
+pub(crate) mod problems;
 pub(crate) mod programs;
 pub mod release;
 pub mod root;

@@ -16,6 +16,14 @@ pub mod workflow;
 
 pub use workflow::{Schedule, Workflow};
 
+// What an app asks for beyond its store is each capability's to parse and
+// check (`caps/`); a manifest holds what they found.
+pub use crate::caps::Capabilities;
+pub use crate::caps::files::{Access, FilesCap};
+pub use crate::caps::network::Origin;
+pub use crate::caps::spawn::SpawnCap;
+use crate::problems::Problems;
+
 /// The manifest's file name inside a workspace and a release.
 pub const MANIFEST_FILE: &str = "autoapp.toml";
 
@@ -110,148 +118,6 @@ pub struct Route {
     pub input: Json,
 }
 
-/// A network origin an app asks for: `scheme://host[:port]`, where the host may
-/// be `*.domain` to match any subdomain of `domain`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct Origin {
-    pub scheme: String,
-    /// Lowercase host; an IPv6 literal is kept without brackets.
-    pub host: String,
-    /// Whether `host` is a `*.` wildcard (then `host` holds the suffix).
-    pub wildcard: bool,
-    pub port: u16,
-}
-
-impl Origin {
-    /// Parses `scheme://host[:port]` and says what is wrong with it.
-    pub fn parse(s: &str) -> Result<Origin, String> {
-        let bad = |why: &str| {
-            format!(
-                "network origin `{}` {why}; write it as scheme://host[:port] (like \"https://example.com\" or \"https://*.example.com:8443\")",
-                s.escape_debug()
-            )
-        };
-        let (scheme, rest) = s.split_once("://").ok_or_else(|| bad("has no scheme"))?;
-        let scheme = scheme.to_ascii_lowercase();
-        let default_port = match scheme.as_str() {
-            "http" => 80,
-            "https" => 443,
-            _ => return Err(bad("uses a scheme other than http or https")),
-        };
-        let rest = rest.strip_suffix('/').unwrap_or(rest);
-        if rest.contains(['/', '?', '#']) {
-            return Err(bad("has a path, query or fragment (origins have none)"));
-        }
-        if rest.contains('@') {
-            return Err(bad("has a user name or password"));
-        }
-        let (host, port) = if let Some(after) = rest.strip_prefix('[') {
-            let (h, tail) = after.split_once(']').ok_or_else(|| bad("has an unclosed '['"))?;
-            if h.parse::<std::net::Ipv6Addr>().is_err() {
-                return Err(bad("has a bracketed host that is not an IPv6 address"));
-            }
-            let port = match tail {
-                "" => None,
-                t => Some(t.strip_prefix(':').ok_or_else(|| bad("has text after ']'"))?),
-            };
-            (h.to_ascii_lowercase(), port)
-        } else {
-            match rest.rsplit_once(':') {
-                Some((h, p)) => (h.to_ascii_lowercase(), Some(p)),
-                None => (rest.to_ascii_lowercase(), None),
-            }
-        };
-        let port = match port {
-            None => default_port,
-            Some(p) => p
-                .parse::<u16>()
-                .ok()
-                .filter(|p| *p != 0)
-                .ok_or_else(|| bad("has a port that is not a number from 1 to 65535"))?,
-        };
-        let (wildcard, host) = match host.strip_prefix("*.") {
-            Some(suffix) => (true, suffix.to_string()),
-            None => (false, host),
-        };
-        if host.is_empty() {
-            return Err(bad("has no host"));
-        }
-        let ipv6 = host.contains(':');
-        if !ipv6 {
-            let label_ok = |l: &str| {
-                !l.is_empty()
-                    && l.len() <= 63
-                    && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-                    && !l.starts_with('-')
-                    && !l.ends_with('-')
-            };
-            if host.len() > 253 || !host.split('.').all(label_ok) {
-                return Err(bad("has a host that is not a valid name or address"));
-            }
-        }
-        if wildcard && (ipv6 || host.parse::<std::net::Ipv4Addr>().is_ok() || !host.contains('.')) {
-            return Err(bad("puts a wildcard before an address or a top-level name"));
-        }
-        Ok(Origin { scheme, host, wildcard, port })
-    }
-}
-
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let star = if self.wildcard { "*." } else { "" };
-        let default = matches!((self.scheme.as_str(), self.port), ("http", 80) | ("https", 443));
-        if self.host.contains(':') {
-            write!(f, "{}://[{}]", self.scheme, self.host)?;
-        } else {
-            write!(f, "{}://{star}{}", self.scheme, self.host)?;
-        }
-        if !default {
-            write!(f, ":{}", self.port)?;
-        }
-        Ok(())
-    }
-}
-
-/// Whether a granted folder may be written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Access {
-    Read,
-    Write,
-}
-
-/// A folder an app asks for, seen by the guest at `/files/<name>`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct FilesCap {
-    pub name: String,
-    /// As written in the manifest: absolute, or starting with `~/`.
-    pub path: String,
-    pub access: Access,
-}
-
-/// A program an app asks to run.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct SpawnCap {
-    /// A program name looked up on `PATH` when granted, or an absolute path.
-    pub program: String,
-    /// The argument pattern, when the manifest fixes one.
-    pub args: Option<Vec<String>>,
-}
-
-/// Everything the app asks for beyond its own store.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Capabilities {
-    pub network: Vec<Origin>,
-    pub files: Vec<FilesCap>,
-    pub spawn: Vec<SpawnCap>,
-}
-
-impl Capabilities {
-    pub fn is_empty(&self) -> bool {
-        self.network.is_empty() && self.files.is_empty() && self.spawn.is_empty()
-    }
-}
-
 /// A validated manifest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -327,7 +193,7 @@ pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
     let routes = parse_routes(table.get("route"), &mut p);
     let capabilities = match table.get("capabilities") {
         None => Capabilities::default(),
-        Some(toml::Value::Table(t)) => parse_capabilities(t, &mut p),
+        Some(toml::Value::Table(t)) => crate::caps::parse(t, &mut p),
         Some(_) => {
             p.add("`capabilities` must be a table: write [capabilities]");
             Capabilities::default()
@@ -602,117 +468,6 @@ fn check_input_schema(schema: &Json) -> Result<(), String> {
         .map_err(|e| format!("input is not a valid JSON Schema ({e}); see docs/manifest.md"))
 }
 
-fn parse_capabilities(t: &toml::Table, p: &mut Problems) -> Capabilities {
-    p.unknown_keys(t, "[capabilities]", &["network", "files", "spawn"]);
-    let mut caps = Capabilities::default();
-    if let Some(v) = t.get("network") {
-        match v.as_array() {
-            Some(items) => {
-                for item in items {
-                    match item.as_str().map(Origin::parse) {
-                        Some(Ok(o)) => {
-                            if caps.network.contains(&o) {
-                                p.add(format!("[capabilities] network lists `{o}` twice"));
-                            } else {
-                                caps.network.push(o);
-                            }
-                        }
-                        Some(Err(e)) => p.add(format!("[capabilities] {e}")),
-                        None => {
-                            p.add("[capabilities] network must list origins as strings, like [\"https://example.com\"]")
-                        }
-                    }
-                }
-            }
-            None => p.add("[capabilities] network must be an array, like [\"https://example.com\"]"),
-        }
-    }
-    if let Some(v) = t.get("files") {
-        match v.as_array() {
-            Some(items) => {
-                for item in items {
-                    let Some(ft) = item.as_table() else {
-                        p.add("[capabilities] files must list tables, like { name = \"inbox\", path = \"~/inbox\", access = \"read\" }");
-                        continue;
-                    };
-                    p.unknown_keys(ft, "a [capabilities] files entry", &["name", "path", "access"]);
-                    let name = p.string(ft, "a [capabilities] files entry", "name");
-                    let path = p.string(ft, "a [capabilities] files entry", "path");
-                    let access = match ft.get("access").map(|a| a.as_str()) {
-                        None | Some(Some("read")) => Some(Access::Read),
-                        Some(Some("write")) => Some(Access::Write),
-                        _ => {
-                            p.add("[capabilities] files: access must be \"read\" or \"write\"");
-                            None
-                        }
-                    };
-                    if let Some(n) = &name {
-                        let ok = n.len() <= 40
-                            && n.starts_with(|c: char| c.is_ascii_lowercase())
-                            && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
-                        if !ok {
-                            p.add(format!("[capabilities] files: name `{}` must match [a-z][a-z0-9_-]* (it becomes /files/<name>)", n.escape_debug()));
-                        } else if caps.files.iter().any(|f| &f.name == n) {
-                            p.add(format!(
-                                "[capabilities] files: name `{n}` is used twice; give each folder its own name"
-                            ));
-                        }
-                    }
-                    if let Some(pa) = &path
-                        && !(pa.starts_with('/') || pa.starts_with("~/"))
-                    {
-                        p.add(format!(
-                            "[capabilities] files: path `{}` must be absolute or start with ~/",
-                            pa.escape_debug()
-                        ));
-                    }
-                    if let (Some(name), Some(path), Some(access)) = (name, path, access) {
-                        caps.files.push(FilesCap { name, path, access });
-                    }
-                }
-            }
-            None => p.add("[capabilities] files must be an array of tables"),
-        }
-    }
-    if let Some(v) = t.get("spawn") {
-        match v.as_array() {
-            Some(items) => {
-                for item in items {
-                    let Some(st) = item.as_table() else {
-                        p.add("[capabilities] spawn must list tables, like { program = \"git\" }");
-                        continue;
-                    };
-                    p.unknown_keys(st, "a [capabilities] spawn entry", &["program", "args"]);
-                    let program = p.string(st, "a [capabilities] spawn entry", "program");
-                    if let Some(pr) = &program {
-                        let ok = !pr.is_empty() && (pr.starts_with('/') || !pr.contains('/')) && !pr.contains('\0');
-                        if !ok {
-                            p.add(format!("[capabilities] spawn: program `{}` must be a program name (looked up on PATH when granted) or an absolute path", pr.escape_debug()));
-                        }
-                    }
-                    let args = match st.get("args") {
-                        None => None,
-                        Some(toml::Value::Array(a)) if a.iter().all(|x| x.is_str()) => {
-                            Some(a.iter().map(|x| x.as_str().unwrap_or_default().to_string()).collect())
-                        }
-                        Some(_) => {
-                            p.add(
-                                "[capabilities] spawn: args must be an array of strings, like [\"--to=html\", \"*\"]",
-                            );
-                            None
-                        }
-                    };
-                    if let Some(program) = program {
-                        caps.spawn.push(SpawnCap { program, args });
-                    }
-                }
-            }
-            None => p.add("[capabilities] spawn must be an array of tables"),
-        }
-    }
-    caps
-}
-
 fn check_migration_path(s: &str) -> Result<(), String> {
     let path = Path::new(s);
     let inside =
@@ -733,35 +488,6 @@ fn is_version(s: &str) -> bool {
     let core = s.split(['-', '+']).next().unwrap_or("");
     let parts: Vec<&str> = core.split('.').collect();
     parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
-}
-
-#[derive(Default)]
-struct Problems(Vec<String>);
-
-impl Problems {
-    fn add(&mut self, s: impl Into<String>) {
-        self.0.push(s.into());
-    }
-
-    fn string(&mut self, t: &toml::Table, where_: &str, key: &str) -> Option<String> {
-        match t.get(key) {
-            Some(toml::Value::String(s)) => Some(s.clone()),
-            Some(_) => {
-                self.add(format!("{where_}: {key} must be a string"));
-                None
-            }
-            None => {
-                self.add(format!("{where_} has no {key}: add {key} = \"...\""));
-                None
-            }
-        }
-    }
-
-    fn unknown_keys(&mut self, t: &toml::Table, where_: &str, known: &[&str]) {
-        for k in t.keys().filter(|k| !known.contains(&k.as_str())) {
-            self.add(format!("{where_} has an unknown key `{}`: the keys are {}", k.escape_debug(), known.join(", ")));
-        }
-    }
 }
 
 #[cfg(test)]

@@ -9,8 +9,13 @@ use std::path::PathBuf;
 
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
-use crate::grants::Grants;
-use crate::manifest::{Access, Capabilities};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+use crate::problems::Problems;
 
 /// A folder one call may see.
 #[derive(Debug, Clone)]
@@ -20,20 +25,122 @@ pub struct Folder {
     pub write: bool,
 }
 
+/// Whether a granted folder may be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// A folder an app asks for, seen by the guest at `/files/<name>`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct FilesCap {
+    pub name: String,
+    /// As written in the manifest: absolute, or starting with `~/`.
+    pub path: String,
+    pub access: Access,
+}
+
+/// A folder the person granted: where it is, and whether it may be written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilesGrant {
+    /// The absolute, resolved path.
+    pub path: PathBuf,
+    pub access: Access,
+}
+
+/// `[capabilities] files`: the folders a release asks for, each name once,
+/// each path absolute or under `~/`.
+pub fn parse_declared(v: &toml::Value, p: &mut Problems) -> Vec<FilesCap> {
+    let mut out: Vec<FilesCap> = Vec::new();
+
+    match v.as_array() {
+        Some(items) => {
+            for item in items {
+                let Some(ft) = item.as_table() else {
+                    p.add("[capabilities] files must list tables, like { name = \"inbox\", path = \"~/inbox\", access = \"read\" }");
+                    continue;
+                };
+                p.unknown_keys(ft, "a [capabilities] files entry", &["name", "path", "access"]);
+                let name = p.string(ft, "a [capabilities] files entry", "name");
+                let path = p.string(ft, "a [capabilities] files entry", "path");
+                let access = match ft.get("access").map(|a| a.as_str()) {
+                    None | Some(Some("read")) => Some(Access::Read),
+                    Some(Some("write")) => Some(Access::Write),
+                    _ => {
+                        p.add("[capabilities] files: access must be \"read\" or \"write\"");
+                        None
+                    }
+                };
+                if let Some(n) = &name {
+                    let ok = n.len() <= 40
+                        && n.starts_with(|c: char| c.is_ascii_lowercase())
+                        && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+                    if !ok {
+                        p.add(format!(
+                            "[capabilities] files: name `{}` must match [a-z][a-z0-9_-]* (it becomes /files/<name>)",
+                            n.escape_debug()
+                        ));
+                    } else if out.iter().any(|f| &f.name == n) {
+                        p.add(format!("[capabilities] files: name `{n}` is used twice; give each folder its own name"));
+                    }
+                }
+                if let Some(pa) = &path
+                    && !(pa.starts_with('/') || pa.starts_with("~/"))
+                {
+                    p.add(format!(
+                        "[capabilities] files: path `{}` must be absolute or start with ~/",
+                        pa.escape_debug()
+                    ));
+                }
+                if let (Some(name), Some(path), Some(access)) = (name, path, access) {
+                    out.push(FilesCap { name, path, access });
+                }
+            }
+        }
+        None => p.add("[capabilities] files must be an array of tables"),
+    }
+    out
+}
+
+/// `~/x` → `$HOME/x`, then symlinks resolved.
+pub fn resolve_path(p: &str) -> anyhow::Result<PathBuf> {
+    let path = match p.strip_prefix("~/") {
+        Some(rest) => {
+            let home = std::env::var_os("HOME").context("HOME is not set, so ~ cannot be resolved")?;
+            Path::new(&home).join(rest)
+        }
+        None => PathBuf::from(p),
+    };
+    std::fs::canonicalize(&path).with_context(|| format!("{} does not exist", path.display()))
+}
+
+/// Grants the folder `declared` asks for, where it is now (it must exist).
+pub fn resolve(declared: &FilesCap) -> anyhow::Result<FilesGrant> {
+    let path = resolve_path(&declared.path)?;
+    anyhow::ensure!(
+        path.is_dir(),
+        "{} is not a folder; create it, then grant files:{} again",
+        path.display(),
+        declared.name
+    );
+    Ok(FilesGrant { path, access: declared.access })
+}
+
 /// The folders an external call of a release may see: each folder the
 /// release declares **and** the person granted, for the path it was granted
 /// for; writable only if both say `write`.
-pub fn configure(declared: &Capabilities, grants: &Grants) -> Vec<Folder> {
+pub fn configure(declared: &[FilesCap], granted: &BTreeMap<String, FilesGrant>) -> Vec<Folder> {
     declared
-        .files
         .iter()
         .filter_map(|f| {
-            let granted = grants.files.get(&f.name)?;
-            let path = crate::grants::resolve_path(&f.path).ok()?;
-            (path == granted.path).then(|| Folder {
+            let g = granted.get(&f.name)?;
+            let path = resolve_path(&f.path).ok()?;
+            (path == g.path).then(|| Folder {
                 name: f.name.clone(),
-                host: granted.path.clone(),
-                write: f.access == Access::Write && granted.access == Access::Write,
+                host: g.path.clone(),
+                write: f.access == Access::Write && g.access == Access::Write,
             })
         })
         .collect()

@@ -1,18 +1,27 @@
 //! The capabilities a call can be given, one module each. Everything is
-//! denied by default, and each module has the same parts:
+//! denied by default, and each module has the same parts, so that one file
+//! says everything a capability means:
 //!
-//! - **what a release may use** — `configure(declared, grants, …)`: what the
-//!   release's manifest declares **and** the person granted, decided before
-//!   the call (`network`, `files`, `spawn`; `store` and `log` need no grant:
+//! - **what a release asks for** — `parse_declared`: its key of the
+//!   manifest's `[capabilities]`, parsed and checked, every problem with its
+//!   fix (`network`, `files`, `spawn`; [`parse`] calls them);
+//! - **what the person grants** — `resolve`: what a grant holds, found when
+//!   it is given (a folder's real path, a program's absolute path; an origin
+//!   is its own grant);
+//! - **what a release may use** — `configure`: what it declares **and** the
+//!   person granted, decided before the call (`store` and `log` need no grant:
 //!   the route's effect decides the store's mode);
 //! - **a per-call value** (`CallStore`, `CallLog`, `CallNetwork`,
 //!   `CallFiles`, `CallSpawn`) that carries it into the call's store, and that
 //!   the host functions consult, nothing else;
 //! - **how the call reaches it**: our WIT interfaces (`store`, `log`, `spawn`)
-//!   implement their `Host` on the per-call value, and `runtime` links each
-//!   through a projection of the call's state; WASI's own interfaces are
-//!   served by wasmtime-wasi, so `network` is its HTTP hook and `files` its
-//!   preopens, applied to that call's WASI context.
+//!   implement their `Host` on the per-call value and are added to the linker
+//!   by their own `add_to_linker`, given a projection of the call's state;
+//!   WASI's own interfaces are served by wasmtime-wasi, so `network` is its
+//!   HTTP hook and `files` its preopens, applied to that call's WASI context.
+//!
+//! `caps` knows no app, no grant file and no release: `grants` stores what
+//! was granted, `apps` hands each capability its part.
 
 pub mod confine;
 pub mod files;
@@ -20,3 +29,32 @@ pub mod log;
 pub mod network;
 pub mod spawn;
 pub mod store;
+
+use serde::{Deserialize, Serialize};
+
+use crate::problems::Problems;
+
+/// Everything the app asks for beyond its own store.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Capabilities {
+    pub network: Vec<network::Origin>,
+    pub files: Vec<files::FilesCap>,
+    pub spawn: Vec<spawn::SpawnCap>,
+}
+
+impl Capabilities {
+    pub fn is_empty(&self) -> bool {
+        self.network.is_empty() && self.files.is_empty() && self.spawn.is_empty()
+    }
+}
+
+/// `[capabilities]` of a manifest: each capability parses and checks its own
+/// key.
+pub fn parse(t: &toml::Table, p: &mut Problems) -> Capabilities {
+    p.unknown_keys(t, "[capabilities]", &["network", "files", "spawn"]);
+    Capabilities {
+        network: t.get("network").map(|v| network::parse_declared(v, p)).unwrap_or_default(),
+        files: t.get("files").map(|v| files::parse_declared(v, p)).unwrap_or_default(),
+        spawn: t.get("spawn").map(|v| spawn::parse_declared(v, p)).unwrap_or_default(),
+    }
+}

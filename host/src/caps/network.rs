@@ -30,12 +30,143 @@ use http_body::{Body, Frame};
 use http_body_util::BodyExt as _;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
-use crate::manifest::Origin;
+use serde::{Deserialize, Serialize};
+
+use crate::problems::Problems;
+
+/// A network origin an app asks for: `scheme://host[:port]`, where the host may
+/// be `*.domain` to match any subdomain of `domain`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Origin {
+    pub scheme: String,
+    /// Lowercase host; an IPv6 literal is kept without brackets.
+    pub host: String,
+    /// Whether `host` is a `*.` wildcard (then `host` holds the suffix).
+    pub wildcard: bool,
+    pub port: u16,
+}
+
+impl Origin {
+    /// Parses `scheme://host[:port]` and says what is wrong with it.
+    pub fn parse(s: &str) -> Result<Origin, String> {
+        let bad = |why: &str| {
+            format!(
+                "network origin `{}` {why}; write it as scheme://host[:port] (like \"https://example.com\" or \"https://*.example.com:8443\")",
+                s.escape_debug()
+            )
+        };
+        let (scheme, rest) = s.split_once("://").ok_or_else(|| bad("has no scheme"))?;
+        let scheme = scheme.to_ascii_lowercase();
+        let default_port = match scheme.as_str() {
+            "http" => 80,
+            "https" => 443,
+            _ => return Err(bad("uses a scheme other than http or https")),
+        };
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if rest.contains(['/', '?', '#']) {
+            return Err(bad("has a path, query or fragment (origins have none)"));
+        }
+        if rest.contains('@') {
+            return Err(bad("has a user name or password"));
+        }
+        let (host, port) = if let Some(after) = rest.strip_prefix('[') {
+            let (h, tail) = after.split_once(']').ok_or_else(|| bad("has an unclosed '['"))?;
+            if h.parse::<std::net::Ipv6Addr>().is_err() {
+                return Err(bad("has a bracketed host that is not an IPv6 address"));
+            }
+            let port = match tail {
+                "" => None,
+                t => Some(t.strip_prefix(':').ok_or_else(|| bad("has text after ']'"))?),
+            };
+            (h.to_ascii_lowercase(), port)
+        } else {
+            match rest.rsplit_once(':') {
+                Some((h, p)) => (h.to_ascii_lowercase(), Some(p)),
+                None => (rest.to_ascii_lowercase(), None),
+            }
+        };
+        let port = match port {
+            None => default_port,
+            Some(p) => p
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p != 0)
+                .ok_or_else(|| bad("has a port that is not a number from 1 to 65535"))?,
+        };
+        let (wildcard, host) = match host.strip_prefix("*.") {
+            Some(suffix) => (true, suffix.to_string()),
+            None => (false, host),
+        };
+        if host.is_empty() {
+            return Err(bad("has no host"));
+        }
+        let ipv6 = host.contains(':');
+        if !ipv6 {
+            let label_ok = |l: &str| {
+                !l.is_empty()
+                    && l.len() <= 63
+                    && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+            };
+            if host.len() > 253 || !host.split('.').all(label_ok) {
+                return Err(bad("has a host that is not a valid name or address"));
+            }
+        }
+        if wildcard && (ipv6 || host.parse::<std::net::Ipv4Addr>().is_ok() || !host.contains('.')) {
+            return Err(bad("puts a wildcard before an address or a top-level name"));
+        }
+        Ok(Origin { scheme, host, wildcard, port })
+    }
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let star = if self.wildcard { "*." } else { "" };
+        let default = matches!((self.scheme.as_str(), self.port), ("http", 80) | ("https", 443));
+        if self.host.contains(':') {
+            write!(f, "{}://[{}]", self.scheme, self.host)?;
+        } else {
+            write!(f, "{}://{star}{}", self.scheme, self.host)?;
+        }
+        if !default {
+            write!(f, ":{}", self.port)?;
+        }
+        Ok(())
+    }
+}
+
+/// `[capabilities] network`: the origins a release asks for, each once.
+pub fn parse_declared(v: &toml::Value, p: &mut Problems) -> Vec<Origin> {
+    let mut out: Vec<Origin> = Vec::new();
+
+    match v.as_array() {
+        Some(items) => {
+            for item in items {
+                match item.as_str().map(Origin::parse) {
+                    Some(Ok(o)) => {
+                        if out.contains(&o) {
+                            p.add(format!("[capabilities] network lists `{o}` twice"));
+                        } else {
+                            out.push(o);
+                        }
+                    }
+                    Some(Err(e)) => p.add(format!("[capabilities] {e}")),
+                    None => {
+                        p.add("[capabilities] network must list origins as strings, like [\"https://example.com\"]")
+                    }
+                }
+            }
+        }
+        None => p.add("[capabilities] network must be an array, like [\"https://example.com\"]"),
+    }
+    out
+}
 
 /// The origins an external call of a release may reach: each one the release
 /// declares **and** the person granted.
-pub fn configure(declared: &crate::manifest::Capabilities, grants: &crate::grants::Grants) -> Vec<Origin> {
-    declared.network.iter().filter(|o| grants.network.contains(o)).cloned().collect()
+pub fn configure(declared: &[Origin], granted: &[Origin]) -> Vec<Origin> {
+    declared.iter().filter(|o| granted.contains(o)).cloned().collect()
 }
 
 /// Limits of one call's network use.

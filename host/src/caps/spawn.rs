@@ -18,8 +18,10 @@ use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 use crate::bindings::AppError;
 use crate::bindings::app::autoapp::app::spawn::{Host, Output};
 use crate::config::Config;
-use crate::grants::Grants;
-use crate::manifest::{Capabilities, Origin};
+use serde::{Deserialize, Serialize};
+
+use crate::caps::network::Origin;
+use crate::problems::Problems;
 
 /// The only environment a spawned program gets.
 pub const CHILD_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -95,24 +97,78 @@ pub struct Plan {
     policy: super::confine::Policy,
 }
 
+/// A program an app asks to run.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SpawnCap {
+    /// A program name looked up on `PATH` when granted, or an absolute path.
+    pub program: String,
+    /// The argument pattern, when the manifest fixes one.
+    pub args: Option<Vec<String>>,
+}
+
+/// `[capabilities] spawn`: the programs a release asks to run, each a name
+/// (looked up on `PATH` when granted) or an absolute path, with an optional
+/// argument pattern.
+pub fn parse_declared(v: &toml::Value, p: &mut Problems) -> Vec<SpawnCap> {
+    let mut out: Vec<SpawnCap> = Vec::new();
+
+    match v.as_array() {
+        Some(items) => {
+            for item in items {
+                let Some(st) = item.as_table() else {
+                    p.add("[capabilities] spawn must list tables, like { program = \"git\" }");
+                    continue;
+                };
+                p.unknown_keys(st, "a [capabilities] spawn entry", &["program", "args"]);
+                let program = p.string(st, "a [capabilities] spawn entry", "program");
+                if let Some(pr) = &program {
+                    let ok = !pr.is_empty() && (pr.starts_with('/') || !pr.contains('/')) && !pr.contains('\0');
+                    if !ok {
+                        p.add(format!("[capabilities] spawn: program `{}` must be a program name (looked up on PATH when granted) or an absolute path", pr.escape_debug()));
+                    }
+                }
+                let args = match st.get("args") {
+                    None => None,
+                    Some(toml::Value::Array(a)) if a.iter().all(|x| x.is_str()) => {
+                        Some(a.iter().map(|x| x.as_str().unwrap_or_default().to_string()).collect())
+                    }
+                    Some(_) => {
+                        p.add("[capabilities] spawn: args must be an array of strings, like [\"--to=html\", \"*\"]");
+                        None
+                    }
+                };
+                if let Some(program) = program {
+                    out.push(SpawnCap { program, args });
+                }
+            }
+        }
+        None => p.add("[capabilities] spawn must be an array of tables"),
+    }
+    out
+}
+
+/// Grants the program `declared` asks for: the absolute path it has now.
+pub fn resolve(declared: &SpawnCap) -> anyhow::Result<PathBuf> {
+    crate::programs::find(&declared.program)
+}
+
 /// The programs an external call of a release may run: each one the release
 /// declares **and** the person granted (the path found when granted, the
 /// declared argument pattern); and what each run may touch: the call's
 /// folders (`files`), the granted origins' ports (`network`), the
 /// configuration's limits; nothing else (see `confine`).
 pub fn configure(
-    declared: &Capabilities,
-    grants: &Grants,
+    declared: &[SpawnCap],
+    granted: &BTreeMap<String, PathBuf>,
     folders: &[super::files::Folder],
     origins: &[Origin],
     config: &Config,
     scratch_root: PathBuf,
 ) -> Plan {
     let programs = declared
-        .spawn
         .iter()
         .filter_map(|s| {
-            let path = grants.spawn.get(&s.program)?.clone();
+            let path = granted.get(&s.program)?.clone();
             Some((s.program.clone(), Program { path, pattern: s.args.clone() }))
         })
         .collect();
@@ -345,8 +401,8 @@ fn tempdir_in(root: &std::path::Path) -> std::io::Result<ScratchDir> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grants::FilesGrant;
-    use crate::manifest::Access;
+    use crate::caps::files::{Access, FilesGrant};
+    use crate::grants::Grants;
 
     #[test]
     fn a_call_may_run_only_what_was_declared_and_granted_and_touch_only_its_folders_and_ports() {
@@ -387,11 +443,18 @@ spawn = [{{ program = "sh" }}, {{ program = "cat", args = ["*"] }}, {{ program =
         // Granted once but no longer declared: not given.
         grants.spawn.insert("rm".into(), "/bin/rm".into());
         let declared = &manifest.capabilities;
-        let origins = crate::caps::network::configure(declared, &grants);
+        let origins = crate::caps::network::configure(&declared.network, &grants.network);
         assert_eq!(origins.len(), 2, "b.example was declared, never granted");
-        let folders = crate::caps::files::configure(declared, &grants);
+        let folders = crate::caps::files::configure(&declared.files, &grants.files);
         assert_eq!(folders.iter().map(|f| (f.name.as_str(), f.write)).collect::<Vec<_>>(), [("r", false), ("w", true)]);
-        let plan = configure(declared, &grants, &folders, &origins, &Config::default(), dir.path().join("scratch"));
+        let plan = configure(
+            &declared.spawn,
+            &grants.spawn,
+            &folders,
+            &origins,
+            &Config::default(),
+            dir.path().join("scratch"),
+        );
         assert_eq!(plan.programs.keys().map(String::as_str).collect::<Vec<_>>(), ["cat", "sh"]);
         assert_eq!(plan.programs["cat"].pattern, Some(vec!["*".to_string()]));
         assert_eq!(plan.policy.read, [real(&read), real(&write)]);

@@ -37,7 +37,6 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use crate::bindings::AppError;
 use crate::bindings::app::autoapp::app::store::{Host, Rows, Value};
-use crate::release::Migration;
 
 /// The app's database file inside its data folder.
 pub const STORE_FILE: &str = "app.sqlite";
@@ -343,6 +342,13 @@ impl AppStore {
         self.put_back(Mode::ReadWrite, conn);
         result
     }
+}
+
+/// A migration as a release brings it: its file name and its SQL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Migration {
+    pub name: String,
+    pub sql: String,
 }
 
 /// A migration as the store applied it: its file name and the SHA-256 of its SQL.

@@ -6,6 +6,7 @@
 //! identical inputs give the same id and any change gives another. Nothing in
 //! a release folder changes after it is written.
 
+pub use crate::caps::store::Migration;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -243,13 +244,6 @@ pub fn set_active(app: &AppPaths, id: &str) -> anyhow::Result<()> {
 /// The manifest of a written release.
 pub fn manifest(app: &AppPaths, id: &str) -> anyhow::Result<Manifest> {
     manifest::load(&app.release(id).join(MANIFEST_FILE)).map_err(|e| anyhow::anyhow!("{e}"))
-}
-
-/// A migration as a release brings it: its file name and its SQL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Migration {
-    pub name: String,
-    pub sql: String,
 }
 
 /// The migrations of a written release, in order.
