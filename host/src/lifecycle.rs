@@ -28,6 +28,14 @@ pub struct Activated {
     pub snapshot: Option<String>,
 }
 
+impl Activated {
+    /// "1 new migration applied", "2 new migrations applied".
+    pub fn migrations_said(&self) -> String {
+        let n = self.migrations_applied;
+        format!("{n} new migration{} applied", if n == 1 { "" } else { "s" })
+    }
+}
+
 /// How to roll back.
 #[derive(Debug, Clone)]
 pub enum RollbackHow {
@@ -92,7 +100,7 @@ impl Apps {
         let arguments = serde_json::json!({ "release": release_prefix });
         recorded(&self.root().app(app), caller, "activate", arguments, done, |a| {
             let previous = a.previous.as_deref().map(short).unwrap_or("none");
-            let summary = format!("activated (previous {previous}); {} migrations applied", a.migrations_applied);
+            let summary = format!("activated (previous {previous}); {}", a.migrations_said());
             (a.release.clone(), summary)
         })
     }

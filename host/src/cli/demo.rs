@@ -52,7 +52,7 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
             let a = apps
                 .activate(&Caller::command_line(), &id, &built.info.id)
                 .with_context(|| format!("cannot activate {id}"))?;
-            println!("activated {id} {} ({} new migrations applied)", short(&a.release), a.migrations_applied);
+            println!("activated {id} {} ({})", short(&a.release), a.migrations_said());
         }
     }
 

@@ -193,8 +193,8 @@ enum Command {
     /// arguments' hash (never the arguments), the decision (allowed, confirmed,
     /// denied, refused), the reason, and the outcome (ok, error, trap, not-run).
     /// A page render is a read whose route is `page:<name>`. Lifecycle actions
-    /// (activate, rollback, grant, revoke, preview-start, preview-stop, remove,
-    /// workflow-approve, workflow-revoke) have effect `lifecycle`, the caller that
+    /// (create, activate, rollback, grant, revoke, preview-start, preview-stop,
+    /// remove, workflow-approve, workflow-revoke) have effect `lifecycle`, the caller that
     /// took them (command line, panel) and what they did or why they failed.
     Runs {
         app: String,
@@ -486,13 +486,7 @@ fn activate(root: Root, app: String, release: String, json: bool) -> Result<(), 
     if json {
         print_json(&a)
     } else {
-        println!(
-            "activated {} {} ({} new migration{} applied)",
-            a.app,
-            short(&a.release),
-            a.migrations_applied,
-            if a.migrations_applied == 1 { "" } else { "s" }
-        );
+        println!("activated {} {} ({})", a.app, short(&a.release), a.migrations_said());
         Ok(())
     }
 }

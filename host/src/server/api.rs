@@ -365,7 +365,7 @@ async fn activate(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) ->
     let app = id.clone();
     let res = blocking(&ctx, move |apps| {
         let a = apps.activate(&Caller::panel(), &app, &rel)?;
-        Ok(format!("activated {} {} ({} new migrations applied)", a.app, short(&a.release), a.migrations_applied))
+        Ok(format!("activated {} {} ({})", a.app, short(&a.release), a.migrations_said()))
     })
     .await;
     if res.status().is_success() {
