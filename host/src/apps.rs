@@ -260,10 +260,7 @@ impl Apps {
 
     fn read_active(&self, app: &AppId, paths: &AppPaths) -> Result<String, CallError> {
         if !paths.exists() {
-            return Err(CallError::new(
-                ErrorKind::NotFound,
-                format!("there is no app `{app}`; `autoapp create {app}` makes one"),
-            ));
+            return Err(CallError::new(ErrorKind::NotFound, crate::error::no_such_app(app)));
         }
         match release::active(paths) {
             Ok(Some(id)) => Ok(id),
@@ -338,19 +335,11 @@ impl Apps {
         effect: Effect,
     ) {
         let row = Row {
-            time: release::now_rfc3339(),
-            request_id: String::new(),
-            channel: crate::gate::Channel::Workflow.to_string(),
-            caller: workflow.name.clone(),
-            app: app.to_string(),
-            release: release_id.to_string(),
-            route: workflow.route.clone(),
-            effect: effect.to_string(),
             arguments_hash: crate::gate::arguments_hash(&workflow.input),
             decision: Decision::Refused.as_str().to_string(),
             reason: "skipped: the previous run of this workflow was still going".into(),
             outcome: "not-run".into(),
-            duration_ms: 0.0,
+            ..Row::of(&Caller::workflow(&workflow.name), app, release_id, &workflow.route, effect.as_str())
         };
         self.recorder.write(&self.root.app(app).data(), row);
     }
@@ -375,19 +364,11 @@ impl Apps {
             self.recorder.write(
                 &data,
                 Row {
-                    time: release::now_rfc3339(),
-                    request_id: String::new(),
-                    channel: caller.channel().to_string(),
-                    caller: caller.label().to_string(),
-                    app: app.to_string(),
-                    release: release_id.clone(),
-                    route: asked,
-                    effect: "unknown".into(),
-                    arguments_hash: String::new(),
                     decision: Decision::Refused.as_str().to_string(),
                     reason: "no such route".into(),
                     outcome: "not-run".into(),
                     duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+                    ..Row::of(caller, app, &release_id, &asked, "unknown")
                 },
             );
             return Err(CallError::new(
@@ -401,19 +382,13 @@ impl Apps {
         };
         let effect = r.effect;
         let row = |decision: Decision, reason: &str, outcome: &str, request_id: &str, hash: &str| Row {
-            time: release::now_rfc3339(),
             request_id: request_id.to_string(),
-            channel: caller.channel().to_string(),
-            caller: caller.label().to_string(),
-            app: app.to_string(),
-            release: release_id.clone(),
-            route: route.to_string(),
-            effect: effect.to_string(),
             arguments_hash: hash.to_string(),
             decision: decision.as_str().to_string(),
             reason: reason.to_string(),
             outcome: outcome.to_string(),
             duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+            ..Row::of(caller, app, &release_id, route, effect.as_str())
         };
         let value = match check_input(&loaded, route, input) {
             Ok(v) => v,
@@ -517,23 +492,16 @@ impl Apps {
                 }
             });
         let (outcome, reason) = outcome_of(&result);
+        let page_route =
+            format!("page:{}", page.escape_debug().take(crate::manifest::MAX_ROUTE_NAME + 16).collect::<String>());
         let row = Row {
-            time: release::now_rfc3339(),
             request_id: pass.request_id().to_string(),
-            channel: caller.channel().to_string(),
-            caller: caller.label().to_string(),
-            app: app.to_string(),
-            release: release_id,
-            route: format!(
-                "page:{}",
-                page.escape_debug().take(crate::manifest::MAX_ROUTE_NAME + 16).collect::<String>()
-            ),
-            effect: Effect::Read.to_string(),
             arguments_hash: hash,
             decision: pass.decision().as_str().to_string(),
             reason,
             outcome: outcome.to_string(),
             duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+            ..Row::of(caller, app, &release_id, &page_route, Effect::Read.as_str())
         };
         self.recorder.write(&data, row);
         result

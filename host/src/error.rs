@@ -38,6 +38,11 @@ pub fn kinded(kind: ErrorKind, message: impl Into<String>) -> anyhow::Error {
     Kinded { kind, message: message.into() }.into()
 }
 
+/// The one sentence for an app id that names no app.
+pub fn no_such_app(app: &impl std::fmt::Display) -> String {
+    format!("there is no app `{app}`; `autoapp create {app}` makes one")
+}
+
 /// The kind of `e`: the first [`Kinded`] in its chain; otherwise `Conflict`:
 /// the state did not allow what was asked.
 pub fn kind_of(e: &anyhow::Error) -> ErrorKind {

@@ -105,7 +105,7 @@ pub enum Asked {
 pub fn grant_newest(caller: &Caller, app: &AppPaths, which: Asked) -> anyhow::Result<Vec<String>> {
     let id = &app.id;
     if !app.exists() {
-        return Err(kinded(ErrorKind::NotFound, format!("there is no app `{id}`; `autoapp create {id}` makes one")));
+        return Err(kinded(ErrorKind::NotFound, crate::error::no_such_app(id)));
     }
     let newest = crate::release::list(app)?.pop().ok_or_else(|| {
         kinded(

@@ -76,10 +76,7 @@ impl Apps {
     fn ensure_app(&self, app: &AppId) -> anyhow::Result<AppPaths> {
         let paths = self.root().app(app);
         if !paths.exists() {
-            return Err(kinded(
-                ErrorKind::NotFound,
-                format!("there is no app `{app}`; `autoapp create {app}` makes one"),
-            ));
+            return Err(kinded(ErrorKind::NotFound, crate::error::no_such_app(app)));
         }
         if let Some(j) = journal::journal(&paths)? {
             anyhow::bail!(
@@ -467,10 +464,14 @@ impl Apps {
             (active, format!("moved to {}", to.display()))
         })?;
         self.close_store(&paths.data());
-        // Moved, the folder is gone and nothing more is written; a failed
-        // move is recorded in the folder that stayed.
-        let moved = rename(&paths.dir, &to).map(|()| to);
-        recorded(&paths, caller, "remove", serde_json::json!({}), moved, |_| (String::new(), String::new()))
+        if let Err(e) = rename(&paths.dir, &to) {
+            // The folder stayed: its record says the move failed.
+            let failed: anyhow::Result<PathBuf> = Err(e);
+            return recorded(&paths, caller, "remove", serde_json::json!({}), failed, |_| {
+                (String::new(), String::new())
+            });
+        }
+        Ok(to)
     }
 }
 

@@ -91,7 +91,7 @@ impl AppTools {
 
 fn tool_set(root: &Root, app: &AppId) -> anyhow::Result<ToolSet> {
     let paths = root.app(app);
-    anyhow::ensure!(paths.exists(), "there is no app `{app}`; `autoapp create {app}` makes one");
+    anyhow::ensure!(paths.exists(), crate::error::no_such_app(app));
     let active = release::active(&paths)?.ok_or_else(|| {
         anyhow::anyhow!("{app} has no active release; activate one with `autoapp activate {app} RELEASE`")
     })?;

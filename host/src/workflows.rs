@@ -89,7 +89,7 @@ pub fn is_approved(paths: &AppPaths, release_id: &str, workflow: &Workflow) -> b
 fn active_manifest(root: &Root, app: &AppId) -> anyhow::Result<(String, Manifest)> {
     let paths = root.app(app);
     if !paths.exists() {
-        return Err(kinded(ErrorKind::NotFound, format!("there is no app `{app}`; `autoapp create {app}` makes one")));
+        return Err(kinded(ErrorKind::NotFound, crate::error::no_such_app(app)));
     }
     let id = release::active(&paths)?.with_context(|| {
         format!("{app} has no active release, so no workflow runs; activate one with `autoapp activate {app} RELEASE`")
@@ -162,7 +162,9 @@ pub fn revoke(caller: &Caller, root: &Root, app: &AppId, name: &str) -> anyhow::
 
 fn remove_approval(root: &Root, app: &AppId, name: &str) -> anyhow::Result<String> {
     let paths = root.app(app);
-    anyhow::ensure!(paths.exists(), "there is no app `{app}`");
+    if !paths.exists() {
+        return Err(kinded(ErrorKind::NotFound, crate::error::no_such_app(app)));
+    }
     let mut list = approvals(&paths)?;
     let before = list.len();
     list.retain(|a| a.workflow != name);

@@ -54,7 +54,6 @@ pub struct FilesGrant {
 /// each path absolute or under `~/`.
 pub fn parse_declared(v: &toml::Value, p: &mut Problems) -> Vec<FilesCap> {
     let mut out: Vec<FilesCap> = Vec::new();
-
     match v.as_array() {
         Some(items) => {
             for item in items {

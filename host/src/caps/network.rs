@@ -139,7 +139,6 @@ impl std::fmt::Display for Origin {
 /// `[capabilities] network`: the origins a release asks for, each once.
 pub fn parse_declared(v: &toml::Value, p: &mut Problems) -> Vec<Origin> {
     let mut out: Vec<Origin> = Vec::new();
-
     match v.as_array() {
         Some(items) => {
             for item in items {

@@ -111,7 +111,6 @@ pub struct SpawnCap {
 /// argument pattern.
 pub fn parse_declared(v: &toml::Value, p: &mut Problems) -> Vec<SpawnCap> {
     let mut out: Vec<SpawnCap> = Vec::new();
-
     match v.as_array() {
         Some(items) => {
             for item in items {

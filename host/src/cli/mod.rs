@@ -382,7 +382,7 @@ fn candidates(root: Root, app: String, json: bool) -> Result<(), Failure> {
     let id = app_id(&app)?;
     let paths = root.app(&id);
     if !paths.exists() {
-        return fail(format!("there is no app `{id}`; `autoapp create {id}` makes one"));
+        return fail(crate::error::no_such_app(&id));
     }
     let active = release::active(&paths)?;
     let all = release::list(&paths)?;
@@ -411,7 +411,7 @@ fn explain(root: Root, app: String, which: Option<String>, json: bool) -> Result
     let id = app_id(&app)?;
     let paths = root.app(&id);
     if !paths.exists() {
-        return fail(format!("there is no app `{id}`; `autoapp create {id}` makes one"));
+        return fail(crate::error::no_such_app(&id));
     }
     let rid = match which {
         Some(p) => release::resolve(&paths, &p)?,
@@ -586,7 +586,7 @@ fn runs(root: Root, app: String, limit: usize, json: bool) -> Result<(), Failure
     let id = app_id(&app)?;
     let paths = root.app(&id);
     if !paths.exists() {
-        return fail(format!("there is no app `{id}`; `autoapp create {id}` makes one"));
+        return fail(crate::error::no_such_app(&id));
     }
     let rows = crate::gate::record::read(&paths.data(), limit)?;
     if json {

@@ -63,6 +63,29 @@ pub struct Row {
     pub duration_ms: f64,
 }
 
+impl Row {
+    /// A row of `caller` on `route` (with `effect`) of `app`'s `release`,
+    /// stamped now: allowed, ok, no reason, no hash; each call site sets what
+    /// differs (struct update syntax).
+    pub fn of(caller: &super::Caller, app: &crate::manifest::AppId, release: &str, route: &str, effect: &str) -> Row {
+        Row {
+            time: crate::release::now_rfc3339(),
+            request_id: String::new(),
+            channel: caller.channel().to_string(),
+            caller: caller.label().to_string(),
+            app: app.to_string(),
+            release: release.to_string(),
+            route: route.to_string(),
+            effect: effect.to_string(),
+            arguments_hash: String::new(),
+            decision: super::Decision::Allowed.as_str().to_string(),
+            reason: String::new(),
+            outcome: "ok".to_string(),
+            duration_ms: 0.0,
+        }
+    }
+}
+
 /// Told when a durable row is committed (or why it could not be).
 type Durable = tokio::sync::oneshot::Sender<Result<(), String>>;
 
@@ -319,19 +342,10 @@ pub fn action(
     };
     let reason: String = crate::sanitize::secrets(said).chars().take(MAX_ACTION_REASON).collect();
     let row = Row {
-        time: crate::release::now_rfc3339(),
-        request_id: String::new(),
-        channel: caller.channel().to_string(),
-        caller: caller.label().to_string(),
-        app: app.to_string(),
-        release: action.release.to_string(),
-        route: action.name.to_string(),
-        effect: LIFECYCLE.to_string(),
         arguments_hash: super::arguments_hash(&action.arguments),
-        decision: super::Decision::Allowed.as_str().to_string(),
         reason,
         outcome: outcome.to_string(),
-        duration_ms: 0.0,
+        ..Row::of(caller, app, action.release, action.name, LIFECYCLE)
     };
     let mut conn = open(data)?;
     insert(&mut conn, std::iter::once(&row))
