@@ -45,19 +45,26 @@ function Approvals(container, onCount) {
       tick();
       q._timer && clearInterval(q._timer);
       q._timer = setInterval(tick, 1000);
-      const answer = (approve) => async () => {
+      const answer = (approve, standing) => async () => {
         try {
-          await api("POST", "/api/answer", { requestId: q.requestId, releaseId: q.releaseId, argumentsHash: q.argumentsHash, approve });
+          await api("POST", "/api/answer", { requestId: q.requestId, releaseId: q.releaseId, argumentsHash: q.argumentsHash, approve, standing: !!standing });
         } catch (e) { alert(e.message); }
       };
+      // An edit shows what it changes (a unified diff, as text); anything
+      // else shows its arguments.
+      const shown = q.change != null
+        ? el("pre", { class: "change", text: q.change })
+        : el("pre", { class: "arguments", text: JSON.stringify(q.arguments, null, 2) });
       container.append(el("div", { class: "question", "data-request": q.requestId },
         el("div", { class: "what" },
           el("strong", { text: `${q.appId}: ${q.route}` }), " ",
           el("span", { class: "muted", text: `(${q.effect}) asked by ${q.caller} on channel ${q.channel}` }),
-          el("pre", { text: JSON.stringify(q.arguments, null, 2) })),
+          shown),
         left,
         el("button", { class: "primary approve", onclick: answer(true), text: "Approve" }),
-        el("button", { class: "danger deny", onclick: answer(false), text: "Deny" })));
+        el("button", { class: "danger deny", onclick: answer(false), text: "Deny" }),
+        q.standingCovers ? el("button", { class: "standing", onclick: answer(true, true), text: "Allow, and stop asking",
+          title: "Approve this, and let the engineer's edits, builds and previews run without asking from now on (turn it off in the panel or with `autoapp standing off`)" }) : null));
     }
     onCount(questions.size);
   };

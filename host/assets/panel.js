@@ -125,8 +125,8 @@ function appCard(a) {
 
   if (a.runs.length) {
     card.append(el("h3", { text: "Record: recent calls and actions" }), el("table", { class: "runs" },
-      el("thead", {}, el("tr", {}, ...["time", "channel", "caller", "route or action", "effect", "decision", "outcome", "reason"].map((h) => el("th", { text: h })))),
-      el("tbody", {}, ...a.runs.map((r) => el("tr", {}, ...[r.time, r.channel, r.caller, r.route, r.effect, r.decision, r.outcome, r.reason].map((c) => el("td", { text: c }))))))); 
+      el("thead", {}, el("tr", {}, ...["time", "channel", "caller", "route or action", "effect", "decision", "answered by", "outcome", "reason"].map((h) => el("th", { text: h })))),
+      el("tbody", {}, ...a.runs.map((r) => el("tr", {}, ...[r.time, r.channel, r.caller, r.route, r.effect, r.decision, r.answered_by, r.outcome, r.reason].map((c) => el("td", { text: c }))))))); 
   }
 
   const r = a.removal;
@@ -172,7 +172,17 @@ async function refresh() {
     if (!confirm("Quit Autoapp? Every app's page stops answering; the calls in flight finish first.")) return;
     api("POST", "/api/quit", {}).then((o) => say(o.message), (e) => say(e.message, true));
   } });
-  root.replaceChildren(el("div", { class: "row" }, el("h1", { text: "Autoapp" }), quit), note || "", status, createForm,
+  // The engineer's standing approval: one switch for the whole launcher.
+  const on = state.standing != null;
+  const standing = el("div", { class: "card engineer" }, el("h3", { text: "The engineer" }),
+    el("label", { class: "row" },
+      el("input", { type: "checkbox", class: "standing-switch", ...(on ? { checked: "" } : {}), onchange: (ev) =>
+        act(ev.target.checked ? "letting the engineer work without asking" : "asking again", "/api/standing", { on: ev.target.checked }) }),
+      el("span", { text: "Work without asking" })),
+    el("p", { class: "muted standing-said", text: on
+      ? `On since ${new Date(state.standing).toLocaleString()}: the engineer's edits, builds and previews run without a question (creating an app still asks). Each is recorded as answered by the standing approval.`
+      : "Off: every edit, build and preview of the engineer (`autoapp mcp --engineer`) asks you here first." }));
+  root.replaceChildren(el("div", { class: "row" }, el("h1", { text: "Autoapp" }), quit), note || "", status, standing, createForm,
     ...(state.apps.length ? state.apps.map(appCard) : [el("p", { text: "No apps yet: create one above (or with `autoapp create <app>`)." })]));
 }
 

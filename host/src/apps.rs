@@ -14,7 +14,7 @@ use crate::caps;
 use crate::caps::store::{AppStore, Mode};
 use crate::config::Config;
 use crate::gate::record::{Recorder, Row};
-use crate::gate::{Caller, Decision, Gate, Knock, Pass};
+use crate::gate::{AnsweredBy, Caller, Decision, Gate, Knock, Pass};
 use crate::manifest::{AppId, Effect, Manifest};
 use crate::release;
 use crate::root::AppPaths;
@@ -98,10 +98,11 @@ impl Apps {
     pub fn new(root: Root, config: &Config) -> anyhow::Result<Apps> {
         let stores: Arc<Mutex<HashMap<PathBuf, Arc<AppStore>>>> = Arc::default();
         checkpoint_in_background(Arc::downgrade(&stores))?;
+        let standing = crate::gate::standing::file(&root);
         Ok(Apps {
             root,
             runtime: Arc::new(Runtime::new(config)?),
-            gate: Gate::new(std::time::Duration::from_secs(config.approval_window_secs)),
+            gate: Gate::with_standing(std::time::Duration::from_secs(config.approval_window_secs), Some(standing)),
             recorder: Recorder::new(),
             written: Mutex::default(),
             containment: std::sync::OnceLock::new(),
@@ -382,6 +383,7 @@ impl Apps {
         };
         let effect = r.effect;
         let row = |decision: Decision, reason: &str, outcome: &str, request_id: &str, hash: &str| Row {
+            answered_by: AnsweredBy::Nobody.as_str().to_string(),
             request_id: request_id.to_string(),
             arguments_hash: hash.to_string(),
             decision: decision.as_str().to_string(),
@@ -398,12 +400,25 @@ impl Apps {
                 return Err(e);
             }
         };
-        let knock = Knock { caller, app, release: &release_id, route, effect, preview, input: &value, approved_for };
+        let knock = Knock {
+            caller,
+            app,
+            release: &release_id,
+            route,
+            effect,
+            preview,
+            input: &value,
+            approved_for,
+            tool: false,
+            change: None,
+        };
         let pass = match self.gate.guard(knock).await {
             Ok(pass) => pass,
             Err(refusal) => {
-                let refused =
-                    row(refusal.decision, &refusal.reason, "not-run", &refusal.request_id, &refusal.arguments_hash);
+                let refused = Row {
+                    answered_by: refusal.answered_by.as_str().to_string(),
+                    ..row(refusal.decision, &refusal.reason, "not-run", &refusal.request_id, &refusal.arguments_hash)
+                };
                 let _ = self.record(&data, effect, refused).await;
                 return Err(CallError::new(ErrorKind::Denied, refusal.reason));
             }
@@ -415,7 +430,10 @@ impl Apps {
         let recorded = self.record(
             &data,
             effect,
-            row(pass.decision(), &reason, outcome, pass.request_id(), pass.arguments_hash()),
+            Row {
+                answered_by: pass.answered_by().as_str().to_string(),
+                ..row(pass.decision(), &reason, outcome, pass.request_id(), pass.arguments_hash())
+            },
         );
         if let Err(e) = recorded.await
             && result.is_ok()
@@ -436,7 +454,7 @@ impl Apps {
     /// Records a decision in the record of `data`: the row of a `write` or
     /// `external` call is on disk when this returns (group commit), the row of
     /// a read is queued for the next batch.
-    async fn record(&self, data: &Path, effect: Effect, row: Row) -> anyhow::Result<()> {
+    pub(crate) async fn record(&self, data: &Path, effect: Effect, row: Row) -> anyhow::Result<()> {
         if effect == Effect::Read {
             self.recorder.write(data, row);
             Ok(())

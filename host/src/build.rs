@@ -39,6 +39,10 @@ pub enum BuildError {
     Manifest(#[from] manifest::ManifestError),
     #[error("{0}")]
     Refused(String),
+    /// Cargo failed; the field holds its messages (already passed to the
+    /// progress callback, line by line, as they came).
+    #[error("cargo could not build the workspace (its errors are above); fix them and build again")]
+    Compile(String),
     #[error(transparent)]
     Other(#[from] anyhow::Error),
 }
@@ -47,15 +51,30 @@ fn refuse<T>(msg: impl Into<String>) -> Result<T, BuildError> {
     Err(BuildError::Refused(msg.into()))
 }
 
+/// How a cargo build is confined: build scripts and proc macros are code of
+/// the workspace's dependencies (and of whoever edited it), run by the
+/// compiler. Confined, they can write only the build's target folder (and a
+/// scratch folder inside it), read only the workspace, the toolchain, cargo's
+/// downloads and the system's folders, and connect nowhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confine {
+    /// The engineer's builds: confined, or refused where the kernel cannot.
+    Required,
+    /// The person's own: confined where the kernel can, else run with a warning.
+    WhereAvailable,
+}
+
 /// Builds `app` into a candidate release. With `component`, that file is the
 /// component (built by any toolchain) and cargo is not run; the manifest and
 /// migrations still come from the workspace.
 /// Where a build's component comes from.
 #[derive(Debug, Clone, Copy)]
 pub enum Source<'a> {
-    /// `cargo build` in the workspace, into `target_dir` when given (cargo's
-    /// own choice otherwise: the workspace's `target/`, or `CARGO_TARGET_DIR`).
-    Cargo { target_dir: Option<&'a Path> },
+    /// `cargo build` in the workspace, into `target_dir` when given (the
+    /// workspace's `target/` otherwise). Dependencies are fetched first
+    /// (`cargo fetch`, which runs no crate code); the build itself runs
+    /// offline and confined ([`Confine`]).
+    Cargo { target_dir: Option<&'a Path>, confine: Confine },
     /// This file, built by any toolchain.
     Component(&'a Path),
 }
@@ -123,8 +142,9 @@ pub fn build(
                 .map_err(|e| BuildError::Refused(format!("cannot read the component {} ({e})", file.display())))?;
             (bytes, "component")
         }
-        Source::Cargo { target_dir } => {
-            let file = cargo_build(&ws, target_dir, progress)?;
+        Source::Cargo { target_dir, confine } => {
+            let landlock_off = runtime.config().landlock == crate::config::Landlock::Off;
+            let file = cargo_build(&ws, target_dir, confine, landlock_off, progress)?;
             let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
             (bytes, "cargo")
         }
@@ -265,57 +285,59 @@ pub fn import_problem(name: &str) -> Option<String> {
     }
 }
 
-/// Runs cargo in the workspace and returns the component it built.
-fn cargo_build(ws: &Path, target_dir: Option<&Path>, progress: &dyn Fn(&str)) -> Result<PathBuf, BuildError> {
+/// Runs cargo in the workspace and returns the component it built: fetches
+/// the dependencies (no crate code runs), then builds offline, confined.
+fn cargo_build(
+    ws: &Path,
+    target_dir: Option<&Path>,
+    confine: Confine,
+    landlock_off: bool,
+    progress: &dyn Fn(&str),
+) -> Result<PathBuf, BuildError> {
     ensure_target(ws, progress)?;
+    let ws = std::fs::canonicalize(ws).with_context(|| format!("cannot resolve {}", ws.display()))?;
+    // The engineer's builds write only the workspace's own target folder; the
+    // person's may go where they said (CARGO_TARGET_DIR).
+    let from_env = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty() && confine == Confine::WhereAvailable);
+    let target_dir = match (target_dir, from_env) {
+        (Some(d), _) => d.to_path_buf(),
+        (None, Some(d)) => PathBuf::from(d),
+        (None, None) => ws.join("target"),
+    };
+    std::fs::create_dir_all(&target_dir).with_context(|| format!("cannot create {}", target_dir.display()))?;
+    let target_dir = std::fs::canonicalize(&target_dir).context("cannot resolve the target folder")?;
+
+    progress("fetching dependencies (cargo fetch: downloads only, no crate code runs)");
+    let fetched = run_cargo(Command::new(cargo()).arg("fetch").current_dir(&ws), progress)?;
+    if !fetched.success {
+        return Err(BuildError::Compile(fetched.messages));
+    }
+
+    let mut command = match confinement(&ws, &target_dir, confine, landlock_off)? {
+        Some(policy) => {
+            progress(
+                "building offline, confined: build scripts and proc macros may write only the target folder and connect nowhere",
+            );
+            let mut c = Command::new(std::env::current_exe().context("cannot find the autoapp binary")?);
+            c.arg("__confined")
+                .arg(serde_json::to_string(&policy).context("the policy is JSON")?)
+                .arg("--")
+                .arg(cargo());
+            c.env("TMPDIR", target_dir.join(SCRATCH));
+            c
+        }
+        None => Command::new(cargo()),
+    };
     progress(&format!("building with cargo (cargo build --release --target {TARGET}) in {}", ws.display()));
-    let mut cargo = Command::new(cargo());
-    if let Some(dir) = target_dir {
-        cargo.env("CARGO_TARGET_DIR", dir);
+    command
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .args(["build", "--offline", "--release", "--target", TARGET, "--message-format=json-render-diagnostics"])
+        .current_dir(&ws);
+    let built = run_cargo(&mut command, progress)?;
+    if !built.success {
+        return Err(BuildError::Compile(built.messages));
     }
-    let mut child = cargo
-        .args(["build", "--release", "--target", TARGET, "--message-format=json-render-diagnostics"])
-        .current_dir(ws)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| {
-            BuildError::Refused(format!("cannot run cargo ({e}); install Rust from https://rustup.rs and try again"))
-        })?;
-    // Cargo's messages go to the person's terminal as they come, through the
-    // sanitiser: a build script that prints a token does not show it.
-    let stderr = child.stderr.take().expect("piped stderr");
-    let relay = std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("{}", crate::sanitize::secrets(&line));
-        }
-    });
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut wasm: Vec<PathBuf> = Vec::new();
-    for line in std::io::BufReader::new(stdout).lines() {
-        let line = line.context("cannot read cargo's output")?;
-        let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) else {
-            continue;
-        };
-        if msg["reason"] != "compiler-artifact" {
-            continue;
-        }
-        let is_cdylib = msg["target"]["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == "cdylib"));
-        if !is_cdylib {
-            continue;
-        }
-        for f in msg["filenames"].as_array().into_iter().flatten() {
-            if let Some(f) = f.as_str().filter(|f| f.ends_with(".wasm")) {
-                wasm.push(PathBuf::from(f));
-            }
-        }
-    }
-    let status = child.wait().context("cannot wait for cargo")?;
-    let _ = relay.join();
-    if !status.success() {
-        return refuse("cargo could not build the workspace (its errors are above); fix them and build again");
-    }
+    let mut wasm = built.wasm;
     match wasm.len() {
         1 => Ok(wasm.remove(0)),
         0 => refuse(
@@ -326,6 +348,136 @@ fn cargo_build(ws: &Path, target_dir: Option<&Path>, progress: &dyn Fn(&str)) ->
             wasm.iter().filter_map(|p| p.file_name()).map(|f| f.to_string_lossy()).collect::<Vec<_>>().join(", ")
         )),
     }
+}
+
+/// The scratch folder of a confined build, inside its target folder.
+const SCRATCH: &str = "autoapp-scratch";
+
+/// The most lines of cargo's messages a failed build keeps for its answer.
+const KEPT_MESSAGES: usize = 400;
+
+/// The policy a build runs under, or `None` for an unconfined build (the
+/// person's, where the kernel cannot confine it: said through `progress`).
+fn confinement(
+    ws: &Path,
+    target_dir: &Path,
+    confine: Confine,
+    landlock_off: bool,
+) -> Result<Option<crate::caps::confine::Policy>, BuildError> {
+    let me = std::env::current_exe().context("cannot find the autoapp binary")?;
+    let support = if landlock_off {
+        crate::caps::confine::Support {
+            enforced: false,
+            summary: "Landlock is off in the configuration (landlock = \"off\")".into(),
+        }
+    } else {
+        crate::caps::confine::probe(&me)
+    };
+    if !support.enforced {
+        return match confine {
+            Confine::Required => refuse(format!(
+                "builds the engineer asks for run confined by Landlock, and {}; so this build was not run. The person can build it with `autoapp build`",
+                support.summary
+            )),
+            Confine::WhereAvailable => {
+                tracing::warn!("this build is not confined: {}", support.summary);
+                eprintln!(
+                    "warning: this build is not confined ({}): build scripts and proc macros run with your rights",
+                    support.summary
+                );
+                Ok(None)
+            }
+        };
+    }
+    let scratch = target_dir.join(SCRATCH);
+    std::fs::create_dir_all(&scratch).with_context(|| format!("cannot create {}", scratch.display()))?;
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let from_env = |var: &str, default: &str| {
+        std::env::var_os(var).map(PathBuf::from).or_else(|| home.as_ref().map(|h| h.join(default)))
+    };
+    let mut read: Vec<PathBuf> = vec![ws.to_path_buf()];
+    read.extend(from_env("CARGO_HOME", ".cargo"));
+    read.extend(from_env("RUSTUP_HOME", ".rustup"));
+    if let Some(sysroot) = sysroot(ws) {
+        read.push(sysroot);
+    }
+    read.extend(crate::programs::find(&cargo()).ok().and_then(|c| std::fs::canonicalize(c).ok()));
+    read.retain(|p| p.exists());
+    Ok(Some(crate::caps::confine::Policy {
+        read,
+        write: vec![target_dir.to_path_buf(), PathBuf::from("/dev/null")],
+        connect_ports: Vec::new(),
+        cpu_secs: 3600,
+        address_space_bytes: u64::MAX,
+        file_size_bytes: 8 << 30,
+        processes: 4096,
+    }))
+}
+
+/// The toolchain's sysroot, as the workspace's toolchain says.
+fn sysroot(ws: &Path) -> Option<PathBuf> {
+    let out = Command::new("rustc").args(["--print", "sysroot"]).current_dir(ws).stderr(Stdio::null()).output().ok()?;
+    out.status.success().then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+/// What one run of cargo said.
+struct CargoRun {
+    success: bool,
+    /// Its messages (stderr, sanitised), the last [`KEPT_MESSAGES`] lines.
+    messages: String,
+    /// The `.wasm` files of the cdylibs it built.
+    wasm: Vec<PathBuf>,
+}
+
+/// Runs `command` (cargo, perhaps through the confinement shim), passing
+/// each line of its messages to `progress` through the sanitiser as it comes
+/// (a build script that prints a token does not show it).
+fn run_cargo(command: &mut Command, progress: &dyn Fn(&str)) -> Result<CargoRun, BuildError> {
+    let mut child =
+        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| {
+            BuildError::Refused(format!("cannot run cargo ({e}); install Rust from https://rustup.rs and try again"))
+        })?;
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel::<String>();
+    let relay = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if lines_tx.send(crate::sanitize::secrets(&line).into_owned()).is_err() {
+                break;
+            }
+        }
+    });
+    let stdout = child.stdout.take().expect("piped stdout");
+    let reader = std::thread::spawn(move || {
+        let mut wasm: Vec<PathBuf> = Vec::new();
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+            if msg["reason"] != "compiler-artifact" {
+                continue;
+            }
+            let is_cdylib = msg["target"]["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == "cdylib"));
+            if !is_cdylib {
+                continue;
+            }
+            for f in msg["filenames"].as_array().into_iter().flatten() {
+                if let Some(f) = f.as_str().filter(|f| f.ends_with(".wasm")) {
+                    wasm.push(PathBuf::from(f));
+                }
+            }
+        }
+        wasm
+    });
+    let mut kept = std::collections::VecDeque::new();
+    for line in lines_rx {
+        progress(&line);
+        if kept.len() == KEPT_MESSAGES {
+            kept.pop_front();
+        }
+        kept.push_back(line);
+    }
+    let status = child.wait().context("cannot wait for cargo")?;
+    let _ = relay.join();
+    let wasm = reader.join().unwrap_or_default();
+    Ok(CargoRun { success: status.success(), messages: Vec::from(kept).join("\n"), wasm })
 }
 
 fn cargo() -> String {

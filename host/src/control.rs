@@ -7,7 +7,9 @@
 //! delimited JSON. The first line must be `{"type":"auth","secret":…}` within
 //! 2 seconds, compared in constant time, or the socket closes. Lines are
 //! capped at 1 MiB. Requests: `invoke` (a route call on channel `mcp`; the
-//! client's name is only a label), `status`, `stop`, `panel`. The secret is
+//! client's name is only a label), `engineer` (one of the engineer's tools on
+//! channel `ai`, answered after `{"progress": …}` lines), `status`, `stop`,
+//! `panel`. The secret is
 //! never logged, never returned and never recorded.
 
 use crate::secret::Secret;
@@ -22,6 +24,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::engineer::Engineer;
 use crate::gate::Caller;
 use crate::manifest::AppId;
 use crate::root::{LAUNCHER_FILE, Root};
@@ -59,6 +62,14 @@ pub enum Request {
         #[serde(default, rename = "requestId")]
         request_id: Option<String>,
     },
+    /// One of the engineer's tools (`autoapp mcp --engineer`): channel `ai`.
+    Engineer {
+        tool: String,
+        #[serde(default = "empty_object")]
+        arguments: Value,
+        #[serde(default)]
+        client: String,
+    },
     Status,
     Stop,
     Panel,
@@ -76,10 +87,13 @@ pub fn parse_line(line: &[u8]) -> Result<Request, String> {
     let value: Value = serde_json::from_slice(line).map_err(|_| "a line must be one JSON object".to_string())?;
     let kind = value.get("type").and_then(Value::as_str).ok_or("a request needs a \"type\"")?.to_string();
     serde_json::from_value(value).map_err(|e| {
-        if matches!(kind.as_str(), "auth" | "invoke" | "status" | "stop" | "panel") {
+        if matches!(kind.as_str(), "auth" | "invoke" | "engineer" | "status" | "stop" | "panel") {
             format!("the {kind} request is malformed: {e}")
         } else {
-            format!("unknown request `{}`; the requests are invoke, status, stop and panel", kind.escape_debug())
+            format!(
+                "unknown request `{}`; the requests are invoke, engineer, status, stop and panel",
+                kind.escape_debug()
+            )
         }
     })
 }
@@ -122,6 +136,7 @@ pub async fn start(root: &Root, launcher: Arc<Launcher>) -> anyhow::Result<Contr
         LauncherFile { port, pid: std::process::id(), secret: secret.clone(), started_at: launcher.started_at.clone() };
     write_private(&file, serde_json::to_string_pretty(&contents)?.as_bytes())?;
     let secret = Arc::new(secret);
+    let engineer = Arc::new(crate::engineer::Engineer::new(launcher.apps.clone()));
     let mut stopping = launcher.stopping();
     tokio::spawn(async move {
         loop {
@@ -129,7 +144,7 @@ pub async fn start(root: &Root, launcher: Arc<Launcher>) -> anyhow::Result<Contr
                 _ = stopping.wait_for(|s| *s) => break,
                 accepted = listener.accept() => {
                     let Ok((stream, _)) = accepted else { continue };
-                    tokio::spawn(serve(stream, secret.clone(), launcher.clone()));
+                    tokio::spawn(serve(stream, secret.clone(), launcher.clone(), engineer.clone()));
                 }
             }
         }
@@ -167,7 +182,7 @@ fn refuse(message: &str) -> Value {
     json!({ "ok": false, "error": { "kind": "denied", "message": message } })
 }
 
-async fn serve(stream: TcpStream, secret: Arc<Secret>, launcher: Arc<Launcher>) {
+async fn serve(stream: TcpStream, secret: Arc<Secret>, launcher: Arc<Launcher>, engineer: Arc<Engineer>) {
     let (r, mut w) = stream.into_split();
     let mut r = BufReader::new(r);
     // Authentication first, within the deadline.
@@ -194,6 +209,14 @@ async fn serve(stream: TcpStream, secret: Arc<Secret>, launcher: Arc<Launcher>) 
         };
         let answer = match parse_line(&line) {
             Err(e) => refuse(&e),
+            Ok(Request::Engineer { tool, arguments, client }) => {
+                let label = if client.trim().is_empty() { "an engineer" } else { &client };
+                let caller = Caller::ai(label);
+                match engineer_call(&engineer, &caller, &tool, arguments, &mut w).await {
+                    Some(answer) => answer,
+                    None => return,
+                }
+            }
             Ok(req) => handle(req, &launcher).await,
         };
         if send(&mut w, &answer).await.is_err() {
@@ -202,9 +225,54 @@ async fn serve(stream: TcpStream, secret: Arc<Secret>, launcher: Arc<Launcher>) 
     }
 }
 
+/// How often a long tool says it is still working, when nothing else came.
+const STILL_WORKING: Duration = Duration::from_secs(10);
+
+/// Runs one engineer's tool, sending `{"progress": …}` lines while it works
+/// (a build's lines, a wait for the person, and a line every
+/// [`STILL_WORKING`]); the answer is the last line. `None` when the client
+/// went away (the tool is dropped with its question).
+async fn engineer_call(
+    engineer: &Engineer,
+    caller: &Caller,
+    tool: &str,
+    arguments: Value,
+    w: &mut tokio::net::tcp::OwnedWriteHalf,
+) -> Option<Value> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let started = tokio::time::Instant::now();
+    let work = engineer.call(caller, tool, arguments, &tx);
+    tokio::pin!(work);
+    let mut last = String::from("working");
+    let mut tick = tokio::time::interval_at(started + STILL_WORKING, STILL_WORKING);
+    loop {
+        tokio::select! {
+            done = &mut work => {
+                // What the tool said last is sent before its answer.
+                while let Ok(p) = rx.try_recv() {
+                    send(w, &json!({ "progress": p })).await.ok()?;
+                }
+                return Some(match done {
+                    Ok(output) => json!({ "ok": true, "output": output }),
+                    Err(e) => json!({ "ok": false, "error": { "kind": crate::error::kind_of(&e), "message": format!("{e:#}") } }),
+                });
+            }
+            Some(p) = rx.recv() => {
+                last = p.clone();
+                send(w, &json!({ "progress": p })).await.ok()?;
+            }
+            _ = tick.tick() => {
+                let secs = started.elapsed().as_secs();
+                send(w, &json!({ "progress": format!("still working ({secs} s): {last}") })).await.ok()?;
+            }
+        }
+    }
+}
+
 async fn handle(req: Request, launcher: &Arc<Launcher>) -> Value {
     match req {
         Request::Auth { .. } => refuse("this connection is authenticated already"),
+        Request::Engineer { .. } => unreachable!("served by engineer_call"),
         Request::Invoke { app, route, input, client, request_id } => {
             let Ok(app) = AppId::parse(&app) else { return refuse("that is not an app id") };
             let caller = Caller::control(if client.trim().is_empty() { "a local client" } else { &client });
@@ -275,12 +343,30 @@ impl Client {
 
     /// Sends one request and reads its answer.
     pub async fn request(&mut self, v: &Value) -> anyhow::Result<Value> {
+        self.request_with_progress(v, |_| {}).await
+    }
+
+    /// Sends one request and reads its answer, passing each
+    /// `{"progress": …}` line that comes before it to `progress`.
+    pub async fn request_with_progress(
+        &mut self,
+        v: &Value,
+        mut progress: impl FnMut(String),
+    ) -> anyhow::Result<Value> {
         let mut line = serde_json::to_vec(v)?;
         line.push(b'\n');
         self.writer.write_all(&line).await.context("the launcher went away")?;
-        match read_line(&mut self.reader).await? {
-            Some(Ok(l)) => Ok(serde_json::from_slice(&l).context("the launcher answered something that is not JSON")?),
-            _ => anyhow::bail!("the launcher closed the connection"),
+        loop {
+            let answer: Value = match read_line(&mut self.reader).await? {
+                Some(Ok(l)) => {
+                    serde_json::from_slice(&l).context("the launcher answered something that is not JSON")?
+                }
+                _ => anyhow::bail!("the launcher closed the connection"),
+            };
+            match answer.get("progress").and_then(Value::as_str) {
+                Some(p) if answer.get("ok").is_none() => progress(p.to_string()),
+                _ => return Ok(answer),
+            }
         }
     }
 }

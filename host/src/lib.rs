@@ -13,6 +13,7 @@ pub(crate) mod caps;
 pub mod cli;
 pub mod config;
 pub mod control;
+pub(crate) mod engineer;
 pub(crate) mod error;
 pub(crate) mod explain;
 pub mod gate;

@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
@@ -223,6 +224,131 @@ pub async fn serve(root: Root, app: AppId) -> anyhow::Result<()> {
     let ended = running.waiting().await;
     watcher.abort();
     ended.map_err(|e| anyhow::anyhow!("the MCP session ended with an error: {e}"))?;
+    Ok(())
+}
+
+/// The MCP server of `autoapp mcp --engineer`: the engineer's tools
+/// ([`crate::engineer::tools`]), each forwarded over the control connection,
+/// where the launcher runs it on channel `ai`. Long steps (a build, a wait
+/// for the person) come back as `notifications/progress` when the client
+/// gave a progress token.
+#[derive(Clone)]
+pub struct EngineerTools {
+    root: Root,
+}
+
+impl EngineerTools {
+    fn tools() -> Vec<Tool> {
+        crate::engineer::tools()
+            .into_iter()
+            .map(|spec| {
+                let schema = spec.input.as_object().cloned().unwrap_or_default();
+                let annotations = match spec.effect {
+                    Some(Effect::Read) => ToolAnnotations::new().read_only(true).destructive(false).open_world(false),
+                    Some(Effect::External) => {
+                        ToolAnnotations::new().read_only(false).destructive(false).open_world(true)
+                    }
+                    _ => ToolAnnotations::new().read_only(false).destructive(true).open_world(false),
+                };
+                let asks = match spec.effect {
+                    Some(Effect::Read) => " Answers at once.",
+                    None => " A write route asks the person first.",
+                    _ => " Asks the person first; the call waits for the answer.",
+                };
+                let mut tool = Tool::new(spec.name, format!("{}{asks}", spec.description), Arc::new(schema));
+                tool.annotations = Some(annotations);
+                tool
+            })
+            .collect()
+    }
+}
+
+impl ServerHandler for EngineerTools {
+    fn get_info(&self) -> ServerConfig {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("autoapp-engineer", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "You are the engineer of the person's Autoapp apps. Read an app's workspace (source_list, source_read, source_search), change it (source_edit, source_write, source_delete), build a candidate (candidate_build), explain it, and try it in a preview on a copy of the data (candidate_preview, preview_call, preview_stop). Every change, build and preview is approved by the person first, unless they turned on their standing approval. You cannot activate a release: when a candidate is ready, tell the person, who activates it in the panel.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(EngineerTools::tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let client =
+            context.peer.peer_info().map(|i| i.client_info.name.clone()).unwrap_or_else(|| "an MCP client".to_string());
+        let mut conn = match Client::connect(&self.root).await {
+            Ok(c) => c,
+            Err(e) => {
+                return Ok(tool_error(format!(
+                    "{e:#}; the person starts it with `autoapp open`, and keeps the panel open to approve changes"
+                )));
+            }
+        };
+        // Progress lines become notifications, in order, on a task of their own.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let forward = context.meta.get_progress_token().map(|token| {
+            let peer = context.peer.clone();
+            tokio::spawn(async move {
+                let mut n = 0.0;
+                while let Some(message) = rx.recv().await {
+                    n += 1.0;
+                    let note = ProgressNotificationParam::new(token.clone(), n).with_message(message);
+                    if peer.notify_progress(note).await.is_err() {
+                        break;
+                    }
+                }
+            })
+        });
+        let request = json!({
+            "type": "engineer", "tool": request.name, "client": client,
+            "arguments": Value::Object(request.arguments.unwrap_or_default()),
+        });
+        let answer = conn
+            .request_with_progress(&request, |p| {
+                let _ = tx.send(p);
+            })
+            .await;
+        drop(tx);
+        if let Some(f) = forward {
+            let _ = f.await;
+        }
+        Ok(match answer {
+            Ok(a) if a["ok"] == true => {
+                let out = a["output"].clone();
+                let text = match out.get("message").and_then(Value::as_str) {
+                    Some(m) if out.as_object().is_some_and(|o| o.len() <= 3) => m.to_string(),
+                    _ => serde_json::to_string_pretty(&out).unwrap_or_default(),
+                };
+                let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+                if out.is_object() {
+                    result.structured_content = Some(out);
+                }
+                result.into()
+            }
+            Ok(a) => tool_error(a["error"]["message"].as_str().unwrap_or("the launcher refused the call").to_string()),
+            Err(e) => tool_error(format!("the launcher could not be reached: {e:#}")),
+        })
+    }
+}
+
+/// Serves the engineer's tools on stdin/stdout until the client goes away.
+pub async fn serve_engineer(root: Root) -> anyhow::Result<()> {
+    let running = EngineerTools { root }
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| anyhow::anyhow!("the MCP session did not start: {e}"))?;
+    running.waiting().await.map_err(|e| anyhow::anyhow!("the MCP session ended with an error: {e}"))?;
     Ok(())
 }
 

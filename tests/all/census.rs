@@ -80,8 +80,8 @@ fn only_the_gate_makes_a_pass() {
         .collect();
     assert_eq!(
         made,
-        at(&[("gate/mod.rs", 4)]),
-        "allowed, confirmed, a workflow the person approved, and a page view: all in the gate"
+        at(&[("gate/mod.rs", 5)]),
+        "allowed, confirmed, a workflow the person approved, the person's standing approval, and a page view: all in the gate"
     );
 }
 

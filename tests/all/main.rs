@@ -8,6 +8,7 @@ mod containment;
 mod control;
 mod docs;
 mod enforcement;
+mod engineer;
 mod examples;
 mod foundation;
 mod gate;

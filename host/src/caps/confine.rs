@@ -134,7 +134,11 @@ fn restrict(policy: &Policy) -> Result<bool, String> {
     }
 }
 
+/// Sets `resource` to `value`, or to the hard limit already in place when
+/// that is lower (a process cannot raise it).
 fn limit(resource: rustix::process::Resource, value: u64) -> Result<(), String> {
+    let hard = rustix::process::getrlimit(resource).maximum;
+    let value = hard.map_or(value, |h| value.min(h));
     let r = rustix::process::Rlimit { current: Some(value), maximum: Some(value) };
     rustix::process::setrlimit(resource, r).map_err(|e| format!("cannot set a resource limit: {e}"))
 }

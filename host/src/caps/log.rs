@@ -12,6 +12,30 @@ use crate::bindings::app::autoapp::app::log::{Host, Level};
 /// The longest line kept; the rest is cut.
 pub const MAX_LINE: usize = 4096;
 
+/// How many of an app's newest log lines this process keeps for the
+/// engineer's `logs_read` (they also go to the host's log).
+const KEPT_PER_APP: usize = 500;
+
+/// The newest log lines of each app, sanitised, newest last.
+static RECENT: std::sync::LazyLock<Mutex<std::collections::HashMap<String, std::collections::VecDeque<String>>>> =
+    std::sync::LazyLock::new(Mutex::default);
+
+fn keep(app: &str, line: String) {
+    let mut recent = RECENT.lock().expect("recent log lines");
+    let lines = recent.entry(app.to_string()).or_default();
+    if lines.len() == KEPT_PER_APP {
+        lines.pop_front();
+    }
+    lines.push_back(line);
+}
+
+/// The newest `limit` log lines `app` wrote in this process, oldest first.
+pub fn recent(app: &str, limit: usize) -> Vec<String> {
+    let recent = RECENT.lock().expect("recent log lines");
+    let Some(lines) = recent.get(app) else { return Vec::new() };
+    lines.iter().skip(lines.len().saturating_sub(limit)).cloned().collect()
+}
+
 /// One call's log.
 pub struct CallLog {
     app: String,
@@ -63,6 +87,16 @@ impl Host for CallLog {
         log.written += 1;
         let message = crate::sanitize::secrets(cut(&message)).escape_debug().to_string();
         let (app, route) = (log.app.as_str(), log.route.as_str());
+        let name = match level {
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
+        };
+        keep(
+            app,
+            format!("{} {name} {route}: {message}", humantime::format_rfc3339_seconds(std::time::SystemTime::now())),
+        );
         match level {
             Level::Debug => tracing::debug!(target: "app", app, route, "{message}"),
             Level::Info => tracing::info!(target: "app", app, route, "{message}"),

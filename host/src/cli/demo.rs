@@ -43,8 +43,12 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
             write_atomic(&paths.workspace_pointer(), format!("{}\n", guests.join(name).display()).as_bytes())?;
             println!("registered the example {id} (workspace {})", guests.join(name).display());
         }
-        let built = build_app(&apps, &id, crate::build::Source::Cargo { target_dir })
-            .map_err(|f| anyhow::anyhow!(f_message(f)))?;
+        let built = build_app(
+            &apps,
+            &id,
+            crate::build::Source::Cargo { target_dir, confine: crate::build::Confine::WhereAvailable },
+        )
+        .map_err(|f| anyhow::anyhow!(f_message(f)))?;
         println!("built {id} {}: release {}", built.info.version, short(&built.info.id));
         if release::active(&paths)?.as_deref() == Some(built.info.id.as_str()) {
             println!("{id} {} is already active", short(&built.info.id));

@@ -57,13 +57,40 @@ enum Command {
     },
     /// Stop the running launcher (calls in flight finish first).
     Stop,
-    /// Serve an app's read and write routes as MCP tools on stdin/stdout.
+    /// Serve an app's routes as MCP tools, or the engineer's tools, on stdin/stdout.
     ///
-    /// For an AI agent (an MCP client): add `autoapp mcp <app>` as a stdio server.
-    /// Calls reach the running launcher (`autoapp open`) over its control
-    /// connection and pass the gate on channel mcp: every write is approved by you
-    /// in the app's page first. External routes are not offered.
-    Mcp { app: String },
+    /// `autoapp mcp <app>`: for an AI agent that *uses* an app. Its read and write
+    /// routes are the tools; calls reach the running launcher (`autoapp open`) over
+    /// its control connection and pass the gate on channel mcp: every write is
+    /// approved by you in the app's page first. External routes are not offered.
+    ///
+    /// `autoapp mcp --engineer`: for an AI agent that *changes* apps (docs/engineer.md).
+    /// Its tools read and edit an app's workspace, build candidates, and try them in
+    /// previews, on channel ai: every edit, build and preview asks you first (unless
+    /// you turned on `autoapp standing`). Only you activate, grant, remove or turn the
+    /// standing approval on.
+    #[command(group(clap::ArgGroup::new("who").required(true).args(["app", "engineer"])))]
+    Mcp {
+        app: Option<String>,
+        /// Serve the engineer's tools instead of one app's routes.
+        #[arg(long)]
+        engineer: bool,
+    },
+    /// Let the engineer work without asking, or ask again; `status` says which.
+    ///
+    /// `on` answers yes — never no — to the engineer's edits, builds and previews
+    /// (source_edit, source_write, source_delete, candidate_build, candidate_preview,
+    /// preview_call, preview_stop) for every app, on channel ai only; creating an
+    /// app, and everything on channels mcp and workflow, still ask. Each answer it
+    /// gives is recorded as answered by the standing approval. Kept in
+    /// <root>/standing.json and read at every question: a running launcher follows
+    /// the change at once.
+    Standing {
+        #[arg(value_parser = ["on", "off", "status"])]
+        action: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Make a new app from the starter template (or register an existing workspace).
     ///
     /// Without --at the workspace is <root>/apps/<app>/workspace. With --at, the
@@ -330,7 +357,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Serve { app } => serve(root, app),
         Command::Status { json } => status(root, json),
         Command::Stop => stop(root),
-        Command::Mcp { app } => mcp(root, app),
+        Command::Mcp { app, engineer } => mcp(root, app, engineer),
+        Command::Standing { action, json } => standing(root, action, json),
         Command::Demo => demo::run(&root).map_err(|e| Failure { code: 1, message: format!("{e:#}") }),
     }
 }
@@ -361,7 +389,7 @@ fn build(root: Root, app: String, component: Option<PathBuf>, json: bool) -> Res
     let apps = open_apps(&root)?;
     let from = match component.as_deref() {
         Some(file) => crate::build::Source::Component(file),
-        None => crate::build::Source::Cargo { target_dir: None },
+        None => crate::build::Source::Cargo { target_dir: None, confine: crate::build::Confine::WhereAvailable },
     };
     let built = build_app(&apps, &id, from)?;
     if json {
@@ -743,9 +771,42 @@ fn stop(root: Root) -> Result<(), Failure> {
 }
 
 /// `autoapp mcp`.
-fn mcp(root: Root, app: String) -> Result<(), Failure> {
-    let id = app_id(&app)?;
-    block_on(crate::mcp::serve(root, id)).map_err(|e| format!("{e:#}"))?;
+fn mcp(root: Root, app: Option<String>, engineer: bool) -> Result<(), Failure> {
+    match (app, engineer) {
+        (None, true) => block_on(crate::mcp::serve_engineer(root)).map_err(|e| format!("{e:#}"))?,
+        (Some(app), false) => block_on(crate::mcp::serve(root, app_id(&app)?)).map_err(|e| format!("{e:#}"))?,
+        _ => {
+            return Err(Failure {
+                code: 2,
+                message: "give either an app (`autoapp mcp notes`) or --engineer, not both".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `autoapp standing on|off|status`.
+fn standing(root: Root, action: String, json: bool) -> Result<(), Failure> {
+    use crate::gate::standing;
+    if action != "status" {
+        standing::set(&root, &Caller::command_line(), action == "on").map_err(|e| format!("{e:#}"))?;
+    }
+    let since = standing::since(&standing::file(&root));
+    if json {
+        return print_json(&serde_json::json!({ "standing": since.is_some(), "since": since }));
+    }
+    match since {
+        Some(ms) => {
+            let when = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+            println!(
+                "standing approval is on (since {}): the engineer's edits, builds and previews run without asking; `autoapp standing off` asks again",
+                humantime::format_rfc3339_seconds(when)
+            );
+        }
+        None => println!(
+            "standing approval is off: every edit, build and preview of the engineer asks you first; `autoapp standing on` lets it work without asking"
+        ),
+    }
     Ok(())
 }
 

@@ -17,6 +17,7 @@
 //! The gate knows no transport: adapters construct a [`Caller`] and hand it in.
 
 pub mod record;
+pub mod standing;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -209,6 +210,45 @@ pub fn canonical_json(v: &serde_json::Value) -> String {
     s
 }
 
+/// Who answered a call's question, as the record writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum AnsweredBy {
+    /// The person: a click on the card (or their advance approval of a workflow).
+    Person,
+    /// The person's standing approval ("Work without asking").
+    Standing,
+    /// Nobody: no question was asked, or nobody answered it in time.
+    Nobody,
+}
+
+impl AnsweredBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnsweredBy::Person => "person",
+            AnsweredBy::Standing => "standing approval",
+            AnsweredBy::Nobody => "nobody",
+        }
+    }
+}
+
+/// The engineer's tools the person's standing approval answers (DESIGN.md,
+/// "The engineer"): one closed list. `preview_call` is covered through the
+/// preview it calls (see [`standing_covers`]).
+pub const STANDING_TOOLS: &[&str] =
+    &["source_edit", "source_write", "source_delete", "candidate_build", "candidate_preview", "preview_stop"];
+
+/// Whether the standing approval would answer the question of `knock`:
+/// only on channel `ai`, and only for one of [`STANDING_TOOLS`] or a route of
+/// a preview. Never `apps_create`, never a route of an active release, never
+/// channels `mcp` or `workflow`.
+pub fn standing_covers(knock: &Knock<'_>) -> bool {
+    knock.caller.channel() == Channel::Ai
+        && match knock.tool {
+            true => STANDING_TOOLS.contains(&knock.route),
+            false => knock.preview,
+        }
+}
+
 /// A question waiting for the person.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -227,6 +267,12 @@ pub struct Question {
     pub expires_at: String,
     /// Seconds left when this copy was made.
     pub seconds_left: u64,
+    /// What the call would change, as a unified diff (an engineer's edit),
+    /// drawn as text.
+    pub change: Option<String>,
+    /// Whether the standing approval would answer a question like this one
+    /// (the card offers "Allow, and stop asking" only then).
+    pub standing_covers: bool,
     #[serde(skip)]
     deadline: tokio::time::Instant,
 }
@@ -235,7 +281,7 @@ pub struct Question {
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum GateEvent {
-    Asked { question: Question },
+    Asked { question: Box<Question> },
     Answered { request_id: String, app_id: String, outcome: String },
 }
 
@@ -272,12 +318,18 @@ pub struct Knock<'a> {
     /// approvals. Honored only on channel `workflow`, and only when it names
     /// the release this call runs.
     pub approved_for: Option<&'a str>,
+    /// The call is an engineer's tool (`route` is the tool's name), not a
+    /// route of the app. Set only by the engineer's adapter.
+    pub tool: bool,
+    /// What the call would change, for the person to read (a unified diff).
+    pub change: Option<&'a str>,
 }
 
 /// Leave to run guest code. Only [`Gate::guard`] and [`Gate::view`] make one.
 #[derive(Debug)]
 pub struct Pass {
     decision: Decision,
+    answered_by: AnsweredBy,
     request_id: String,
     arguments_hash: String,
     /// The canonical JSON the hash is of: what the guest is given.
@@ -287,6 +339,10 @@ pub struct Pass {
 impl Pass {
     pub fn decision(&self) -> Decision {
         self.decision
+    }
+
+    pub fn answered_by(&self) -> AnsweredBy {
+        self.answered_by
     }
 
     pub fn request_id(&self) -> &str {
@@ -307,6 +363,7 @@ impl Pass {
 #[derive(Debug, Clone)]
 pub struct Refusal {
     pub decision: Decision,
+    pub answered_by: AnsweredBy,
     pub reason: String,
     pub request_id: String,
     pub arguments_hash: String,
@@ -326,12 +383,21 @@ pub struct Gate {
     state: Mutex<State>,
     window: Duration,
     events: broadcast::Sender<GateEvent>,
+    /// `<root>/standing.json`, read at every question it could answer.
+    standing: Option<std::path::PathBuf>,
 }
 
 impl Gate {
+    /// A gate with no standing approval: every question goes to the person.
     pub fn new(window: Duration) -> Arc<Gate> {
+        Gate::with_standing(window, None)
+    }
+
+    /// A gate that reads the person's standing approval from `standing`
+    /// (`<root>/standing.json`) at every question it could answer.
+    pub fn with_standing(window: Duration, standing: Option<std::path::PathBuf>) -> Arc<Gate> {
         let (events, _) = broadcast::channel(256);
-        Arc::new(Gate { state: Mutex::default(), window, events })
+        Arc::new(Gate { state: Mutex::default(), window, events, standing })
     }
 
     /// The approval window, for messages.
@@ -344,8 +410,9 @@ impl Gate {
         let request_id = new_request_id();
         let canonical = canonical_json(knock.input);
         let arguments_hash = hash_of_canonical(&canonical);
-        let refuse = |decision: Decision, reason: String| Refusal {
+        let refuse = |decision: Decision, answered_by: AnsweredBy, reason: String| Refusal {
             decision,
+            answered_by,
             reason,
             request_id: request_id.clone(),
             arguments_hash: arguments_hash.clone(),
@@ -354,17 +421,31 @@ impl Gate {
             Rule::Allow => {
                 return Ok(Pass {
                     decision: Decision::Allowed,
+                    answered_by: AnsweredBy::Nobody,
                     request_id: request_id.clone(),
                     arguments_hash: arguments_hash.clone(),
                     input: canonical,
                 });
             }
-            Rule::Refuse(why) => return Err(refuse(Decision::Refused, why)),
+            Rule::Refuse(why) => return Err(refuse(Decision::Refused, AnsweredBy::Nobody, why)),
             Rule::Ask if knock.caller.channel() == Channel::Workflow && knock.approved_for == Some(knock.release) => {
                 // The person said yes to this workflow of this release ahead
                 // of time; the runner checked the route and the input hash.
                 return Ok(Pass {
                     decision: Decision::Confirmed,
+                    answered_by: AnsweredBy::Person,
+                    request_id: request_id.clone(),
+                    arguments_hash: arguments_hash.clone(),
+                    input: canonical,
+                });
+            }
+            Rule::Ask if standing_covers(&knock) && self.standing.as_deref().is_some_and(standing::is_on) => {
+                // The person's standing approval answers yes, here, before
+                // any card: nothing waits, and the record says who answered.
+                tracing::info!(app = %knock.app, "the standing approval approved {} for {}", knock.route, knock.app);
+                return Ok(Pass {
+                    decision: Decision::Confirmed,
+                    answered_by: AnsweredBy::Standing,
                     request_id: request_id.clone(),
                     arguments_hash: arguments_hash.clone(),
                     input: canonical,
@@ -388,6 +469,8 @@ impl Gate {
             asked_at: rfc3339(wall),
             expires_at: rfc3339(wall + self.window),
             seconds_left: self.window.as_secs(),
+            change: knock.change.map(str::to_string),
+            standing_covers: standing_covers(&knock),
             deadline,
         };
         let (tx, rx) = oneshot::channel();
@@ -398,6 +481,7 @@ impl Gate {
             if !attached {
                 return Err(refuse(
                     Decision::Refused,
+                    AnsweredBy::Nobody,
                     format!(
                         "route `{}` is a {} and the caller is not the person, who must approve it, but nobody could be asked: no page of {} or of the panel is open; open one and try again",
                         knock.route, knock.effect, knock.app
@@ -406,7 +490,7 @@ impl Gate {
             }
             st.pending.insert(request_id.clone(), Waiting { question: question.clone(), reply: tx });
         }
-        let _ = self.events.send(GateEvent::Asked { question });
+        let _ = self.events.send(GateEvent::Asked { question: Box::new(question) });
         // A call that stops waiting (its caller went away) takes its question along.
         let cleanup = PendingGuard { gate: self, request_id: &request_id };
         let reply = tokio::time::timeout_at(deadline, rx).await;
@@ -415,19 +499,24 @@ impl Gate {
         match reply {
             Ok(Ok(Reply::Yes)) => Ok(Pass {
                 decision: Decision::Confirmed,
+                answered_by: AnsweredBy::Person,
                 request_id: request_id.clone(),
                 arguments_hash: arguments_hash.clone(),
                 input: canonical,
             }),
-            Ok(Ok(Reply::No)) => Err(refuse(Decision::Denied, "the person declined this call".into())),
+            Ok(Ok(Reply::No)) => {
+                Err(refuse(Decision::Denied, AnsweredBy::Person, "the person declined this call".into()))
+            }
             Ok(Ok(Reply::Mismatch(what))) => Err(refuse(
                 Decision::Denied,
+                AnsweredBy::Person,
                 format!("the answer named another {what} than this call, which counts as a denial; ask again"),
             )),
             Ok(Err(_)) | Err(_) => {
                 self.forget(&request_id, "expired");
                 Err(refuse(
                     Decision::Denied,
+                    AnsweredBy::Nobody,
                     format!(
                         "not answered within {minutes} minute{}; nobody declined it",
                         if minutes == 1 { "" } else { "s" }
@@ -441,6 +530,7 @@ impl Gate {
     pub(crate) fn view(&self) -> Pass {
         Pass {
             decision: Decision::Allowed,
+            answered_by: AnsweredBy::Nobody,
             request_id: new_request_id(),
             arguments_hash: String::new(),
             input: String::new(),

@@ -61,6 +61,9 @@ pub struct Row {
     /// ok | error | trap | not-run
     pub outcome: String,
     pub duration_ms: f64,
+    /// Who answered the call's question: person | standing approval | nobody
+    /// (no question was asked, or nobody answered it in time).
+    pub answered_by: String,
 }
 
 impl Row {
@@ -82,6 +85,7 @@ impl Row {
             reason: String::new(),
             outcome: "ok".to_string(),
             duration_ms: 0.0,
+            answered_by: super::AnsweredBy::Nobody.as_str().to_string(),
         }
     }
 }
@@ -264,9 +268,20 @@ fn open(data: &Path) -> anyhow::Result<Connection> {
              caller TEXT NOT NULL, app TEXT NOT NULL, release TEXT NOT NULL,
              route TEXT NOT NULL, effect TEXT NOT NULL, arguments_hash TEXT NOT NULL,
              decision TEXT NOT NULL, reason TEXT NOT NULL, outcome TEXT NOT NULL,
-             duration_ms REAL NOT NULL);",
+             duration_ms REAL NOT NULL, answered_by TEXT NOT NULL DEFAULT 'nobody');",
     )?;
+    // A record written before the column existed gets it; its rows were
+    // never answered by a standing approval.
+    if !has_answered_by(&conn)? {
+        conn.execute_batch("ALTER TABLE runs ADD COLUMN answered_by TEXT NOT NULL DEFAULT 'nobody'")?;
+    }
     Ok(conn)
+}
+
+fn has_answered_by(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row("SELECT EXISTS (SELECT 1 FROM pragma_table_info('runs') WHERE name = 'answered_by')", [], |r| {
+        r.get(0)
+    })
 }
 
 fn commit(conn: &mut Option<Connection>, data: &Path, rows: &[Box<Row>]) -> anyhow::Result<()> {
@@ -281,8 +296,8 @@ fn insert<'r>(conn: &mut Connection, rows: impl Iterator<Item = &'r Row>) -> any
     {
         let mut stmt = tx.prepare_cached(
             "INSERT INTO runs (time, request_id, channel, caller, app, release, route, effect,
-                               arguments_hash, decision, reason, outcome, duration_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                               arguments_hash, decision, reason, outcome, duration_ms, answered_by)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         )?;
         for r in rows {
             stmt.execute(rusqlite::params![
@@ -298,7 +313,8 @@ fn insert<'r>(conn: &mut Connection, rows: impl Iterator<Item = &'r Row>) -> any
                 r.decision,
                 r.reason,
                 r.outcome,
-                r.duration_ms
+                r.duration_ms,
+                r.answered_by
             ])?;
         }
     }
@@ -433,11 +449,12 @@ pub fn read(data: &Path, limit: usize) -> anyhow::Result<Vec<Row>> {
     if !made {
         return Ok(Vec::new());
     }
-    let mut stmt = conn.prepare(
+    let answered_by = if has_answered_by(&conn)? { "answered_by" } else { "'nobody'" };
+    let mut stmt = conn.prepare(&format!(
         "SELECT time, request_id, channel, caller, app, release, route, effect, arguments_hash,
-                decision, reason, outcome, duration_ms
-         FROM (SELECT * FROM runs ORDER BY seq DESC LIMIT ?1) ORDER BY seq",
-    )?;
+                decision, reason, outcome, duration_ms, {answered_by}
+         FROM (SELECT * FROM runs ORDER BY seq DESC LIMIT ?1) ORDER BY seq"
+    ))?;
     let rows = stmt.query_map([limit as i64], |r| {
         Ok(Row {
             time: r.get(0)?,
@@ -453,6 +470,7 @@ pub fn read(data: &Path, limit: usize) -> anyhow::Result<Vec<Row>> {
             reason: r.get(10)?,
             outcome: r.get(11)?,
             duration_ms: r.get(12)?,
+            answered_by: r.get(13)?,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
@@ -477,7 +495,30 @@ mod tests {
             reason: String::new(),
             outcome: "ok".into(),
             duration_ms: 1.0,
+            answered_by: "person".into(),
         }
+    }
+
+    #[test]
+    fn a_record_made_before_the_answered_by_column_gains_it_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let c = Connection::open(dir.path().join(RUNS_FILE)).unwrap();
+            c.execute_batch(
+                "CREATE TABLE runs (seq INTEGER PRIMARY KEY, time TEXT NOT NULL, request_id TEXT NOT NULL,
+                 channel TEXT NOT NULL, caller TEXT NOT NULL, app TEXT NOT NULL, release TEXT NOT NULL,
+                 route TEXT NOT NULL, effect TEXT NOT NULL, arguments_hash TEXT NOT NULL,
+                 decision TEXT NOT NULL, reason TEXT NOT NULL, outcome TEXT NOT NULL, duration_ms REAL NOT NULL);
+                 INSERT INTO runs VALUES (1, 't', 'r0', 'mcp', 'c', 'a', 'x', 'r', 'write', 'h', 'confirmed', '', 'ok', 1.0);",
+            )
+            .unwrap();
+        }
+        let old = read(dir.path(), 10).unwrap();
+        assert_eq!(old[0].answered_by, "nobody", "read before the writer adds the column");
+        let mut conn = open(dir.path()).unwrap();
+        insert(&mut conn, std::iter::once(&row(1))).unwrap();
+        let rows = read(dir.path(), 10).unwrap();
+        assert_eq!(rows.iter().map(|r| r.answered_by.as_str()).collect::<Vec<_>>(), ["nobody", "person"]);
     }
 
     #[test]

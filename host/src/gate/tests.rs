@@ -16,7 +16,18 @@ fn knock<'a>(
     preview: bool,
     input: &'a serde_json::Value,
 ) -> Knock<'a> {
-    Knock { caller, app, release: "rel-1", route: "notes.add", effect, preview, input, approved_for: None }
+    Knock {
+        caller,
+        app,
+        release: "rel-1",
+        route: "notes.add",
+        effect,
+        preview,
+        input,
+        approved_for: None,
+        tool: false,
+        change: None,
+    }
 }
 
 /// Lets spawned tasks run until they wait.
@@ -392,4 +403,74 @@ async fn a_question_says_when_it_was_asked_and_expires_one_window_later() {
     assert_eq!(expires.duration_since(asked).unwrap(), Duration::from_secs(90));
     assert_eq!(question.seconds_left, 90);
     asking.abort();
+}
+
+/// The standing approval answers yes to the engineer's listed tools and to
+/// calls of a preview, on channel `ai` only, and only while its file is on;
+/// everything else asks (or is refused with nobody to ask) exactly as before.
+#[tokio::test(start_paused = true)]
+async fn the_standing_approval_answers_only_what_it_covers_and_only_while_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(standing::FILE);
+    let gate = Gate::with_standing(WINDOW, Some(file.clone()));
+    let (a, i) = (app(), serde_json::json!({"path": "src/lib.rs"}));
+    let (ai, mcp, wf) = (&Caller::ai("engineer"), &Caller::control("agent"), &Caller::workflow("nightly"));
+    let tool = |caller, route, effect| Knock { tool: true, route, ..knock(caller, &a, effect, false, &i) };
+
+    // Off: nobody attached, so a covered tool is refused at once.
+    let r = gate.guard(tool(ai, "source_edit", Effect::Write)).await.unwrap_err();
+    assert_eq!((r.decision, r.answered_by), (Decision::Refused, AnsweredBy::Nobody));
+
+    std::fs::write(&file, r#"{"version":1,"standing":true,"since":1}"#).unwrap();
+    for covered in STANDING_TOOLS {
+        let p = gate.guard(tool(ai, covered, Effect::Write)).await.expect(covered);
+        assert_eq!((p.decision(), p.answered_by()), (Decision::Confirmed, AnsweredBy::Standing), "{covered}");
+    }
+    let preview_call = gate.guard(knock(ai, &a, Effect::Write, true, &i)).await.unwrap();
+    assert_eq!(preview_call.answered_by(), AnsweredBy::Standing);
+    assert!(gate.pending().is_empty(), "nothing waited");
+
+    // Never apps_create, never a route of the active release, never mcp or workflow.
+    for (n, k) in [
+        tool(ai, "apps_create", Effect::External),
+        knock(ai, &a, Effect::Write, false, &i),
+        tool(mcp, "source_edit", Effect::Write),
+        knock(mcp, &a, Effect::Write, true, &i),
+        knock(wf, &a, Effect::Write, true, &i),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = gate.guard(k).await.unwrap_err();
+        assert_eq!((r.decision, r.answered_by), (Decision::Refused, AnsweredBy::Nobody), "case {n}");
+        assert!(r.reason.contains("nobody could be asked"), "{}", r.reason);
+    }
+
+    // Read at every question: turned off, the next question goes to the person.
+    std::fs::remove_file(&file).unwrap();
+    let r = gate.guard(tool(ai, "candidate_build", Effect::Write)).await.unwrap_err();
+    assert_eq!(r.decision, Decision::Refused);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_question_carries_its_change_and_whether_the_standing_approval_would_cover_it() {
+    let gate = Gate::new(WINDOW);
+    let _tab = gate.attach(Some(app()));
+    let g = gate.clone();
+    let call = tokio::spawn(async move {
+        let (c, a, i) = (Caller::ai("engineer"), app(), serde_json::json!({"path": "src/lib.rs"}));
+        let k = Knock {
+            tool: true,
+            route: "source_edit",
+            change: Some("-a\n+b\n"),
+            ..knock(&c, &a, Effect::Write, false, &i)
+        };
+        g.guard(k).await.map(|p| p.answered_by())
+    });
+    settle().await;
+    let q = gate.pending().pop().unwrap();
+    assert_eq!(q.change.as_deref(), Some("-a\n+b\n"));
+    assert!(q.standing_covers);
+    gate.answer(&q.request_id, &q.release_id, &q.arguments_hash, true).unwrap();
+    assert_eq!(call.await.unwrap().unwrap(), AnsweredBy::Person);
 }

@@ -51,6 +51,7 @@ pub fn router(launcher: Arc<Launcher>, site: Arc<Site>) -> Router {
             .route("/api/workflow", post(workflow))
             .route("/api/quit", post(quit))
             .route("/api/create", post(create))
+            .route("/api/standing", post(standing))
             .route("/api/choose-folder", post(choose_folder)),
         _ => common
             .route("/", get(|| async { html(page::app()) }))
@@ -182,16 +183,41 @@ struct AnswerBody {
     release_id: String,
     arguments_hash: String,
     approve: bool,
+    /// "Allow, and stop asking": approve, and turn the standing approval on.
+    #[serde(default)]
+    standing: bool,
 }
 
 async fn answer(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AnswerBody>) -> Response {
     let gate = ctx.launcher.apps.gate();
+    let question = gate.pending().into_iter().find(|q| q.request_id == b.request_id);
     // An app's tab answers only its own app's questions; the panel answers any.
-    if let Some((app, _)) = app_of(&ctx) {
-        let ours = gate.pending().iter().any(|q| q.request_id == b.request_id && q.app_id == app.as_str());
-        if !ours {
-            return error(ErrorKind::NotFound, "that question is not waiting in this app");
+    let caller = match app_of(&ctx) {
+        Some((app, _)) => {
+            if question.as_ref().is_none_or(|q| q.app_id != app.as_str()) {
+                return error(ErrorKind::NotFound, "that question is not waiting in this app");
+            }
+            Caller::page()
         }
+        None => Caller::panel(),
+    };
+    if b.standing {
+        // The card's third button: offered only for a question the standing
+        // approval would cover, and only as a yes.
+        if !b.approve || !question.as_ref().is_some_and(|q| q.standing_covers) {
+            return error(
+                ErrorKind::InvalidInput,
+                "\"Allow, and stop asking\" answers only a question the standing approval covers, and only with a yes",
+            );
+        }
+        let apps = ctx.launcher.apps.clone();
+        let set = tokio::task::spawn_blocking(move || crate::gate::standing::set(apps.root(), &caller, true)).await;
+        match set {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return refusal(e),
+            Err(e) => return error(ErrorKind::Internal, e.to_string()),
+        }
+        ctx.launcher.announce(LauncherEvent::Changed { app: String::new() });
     }
     match gate.answer(&b.request_id, &b.release_id, &b.arguments_hash, b.approve) {
         Ok(()) => axum::Json(json!({ "message": if b.approve { "approved" } else { "declined" } })).into_response(),
@@ -296,6 +322,7 @@ async fn state(State(ctx): State<Ctx>) -> Response {
     match result {
         Ok(Ok(mut v)) => {
             v["opener"] = json!(ctx.launcher.opener.available());
+            v["standing"] = json!(crate::gate::standing::since(&crate::gate::standing::file(ctx.launcher.apps.root())));
             axum::Json(v).into_response()
         }
         Ok(Err(e)) => refusal(e),
@@ -401,6 +428,27 @@ struct CreateBody {
     /// Where its workspace goes: a whole path (or `~/…`); none for the root.
     #[serde(default)]
     location: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct StandingBody {
+    on: bool,
+}
+
+/// The panel's switch "Work without asking" (the person, channel `user`).
+async fn standing(State(ctx): State<Ctx>, axum::Json(b): axum::Json<StandingBody>) -> Response {
+    let res = blocking(&ctx, move |apps| {
+        crate::gate::standing::set(apps.root(), &Caller::panel(), b.on)?;
+        Ok(if b.on {
+            "the engineer works without asking: its edits, builds and previews are approved by your standing approval"
+        } else {
+            "the engineer asks again: every edit, build and preview waits for you"
+        }
+        .to_string())
+    })
+    .await;
+    ctx.launcher.announce(LauncherEvent::Changed { app: String::new() });
+    res
 }
 
 /// The panel's Create (the person, channel `user`): the starter template in

@@ -1,0 +1,162 @@
+//! One test per containment rule: each hostile path is refused with the kind
+//! and words that name the rule, and nothing outside the workspace changes.
+
+use super::*;
+use crate::error::kind_of;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    ws: PathBuf,
+    outside: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::create_dir_all(ws.join(".git")).unwrap();
+    std::fs::create_dir_all(ws.join("target/release")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(ws.join("autoapp.toml"), "[app]\n").unwrap();
+    std::fs::write(ws.join("src/lib.rs"), "fn a() {}\nfn b() {}\n").unwrap();
+    std::fs::write(ws.join(".git/config"), "[core]\n").unwrap();
+    std::fs::write(ws.join("target/release/x.wasm"), "wasm").unwrap();
+    std::fs::write(outside.join("secret.txt"), "the person's secret\n").unwrap();
+    std::os::unix::fs::symlink(&outside, ws.join("src/out")).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.txt"), ws.join("leak.txt")).unwrap();
+    std::os::unix::fs::symlink(ws.join(".git"), ws.join("src/git")).unwrap();
+    std::os::unix::fs::symlink(outside.join("new.txt"), ws.join("dangling.txt")).unwrap();
+    Fixture { _dir: dir, ws, outside }
+}
+
+fn refused(r: anyhow::Result<impl std::fmt::Debug>, kind: ErrorKind, words: &str) {
+    let e = r.expect_err("refused");
+    assert_eq!(kind_of(&e), kind, "{e:#}");
+    assert!(format!("{e:#}").contains(words), "`{e:#}` should say `{words}`");
+}
+
+#[test]
+fn dot_dot_is_refused_by_name() {
+    let f = fixture();
+    let w = Workspace::open(&f.ws).unwrap();
+    refused(w.read("../outside/secret.txt", 0), ErrorKind::InvalidInput, "climbs out with `..`");
+    refused(w.write("src/../../outside/x", "x"), ErrorKind::InvalidInput, "`..`");
+    refused(w.list(".."), ErrorKind::InvalidInput, "`..`");
+    assert!(!f.outside.join("x").exists());
+}
+
+#[test]
+fn absolute_paths_are_refused() {
+    let f = fixture();
+    let w = Workspace::open(&f.ws).unwrap();
+    let abs = f.outside.join("secret.txt");
+    refused(w.read(abs.to_str().unwrap(), 0), ErrorKind::InvalidInput, "not relative to the workspace");
+    refused(w.write("/tmp/autoapp-engineer-test", "x"), ErrorKind::InvalidInput, "not relative");
+    refused(w.read("~/.ssh/id_rsa", 0), ErrorKind::InvalidInput, "not relative");
+}
+
+#[test]
+fn a_nul_byte_is_refused() {
+    let f = fixture();
+    let w = Workspace::open(&f.ws).unwrap();
+    refused(w.read("src/lib.rs\0.txt", 0), ErrorKind::InvalidInput, "NUL byte");
+    refused(w.write("a\0b", "x"), ErrorKind::InvalidInput, "NUL byte");
+}
+
+#[test]
+fn a_symlink_that_leads_out_is_refused_for_reading_and_writing() {
+    let f = fixture();
+    let w = Workspace::open(&f.ws).unwrap();
+    refused(w.read("leak.txt", 0), ErrorKind::Denied, "leads outside the workspace");
+    refused(w.read("src/out/secret.txt", 0), ErrorKind::Denied, "leads outside the workspace");
+    refused(w.write("src/out/planted.txt", "x"), ErrorKind::Denied, "leads outside the workspace");
+    refused(w.write("leak.txt", "overwritten"), ErrorKind::Denied, "leads outside the workspace");
+    refused(w.edit("leak.txt", "secret", "x"), ErrorKind::Denied, "leads outside");
+    refused(w.delete("leak.txt"), ErrorKind::Denied, "leads outside");
+    refused(w.write("dangling.txt", "x"), ErrorKind::Denied, "symlink that leads nowhere");
+    refused(w.list("src/out"), ErrorKind::Denied, "leads outside");
+    assert!(!f.outside.join("planted.txt").exists() && !f.outside.join("new.txt").exists());
+    assert_eq!(std::fs::read_to_string(f.outside.join("secret.txt")).unwrap(), "the person's secret\n");
+    // Listing and searching never follow it.
+    let (entries, _) = w.list("").unwrap();
+    assert!(entries.iter().any(|e| e.path == "src/out" && e.kind == "symlink"));
+    assert!(!entries.iter().any(|e| e.path.contains("secret")));
+    let (found, _) = w.search("secret", "").unwrap();
+    assert!(found.is_empty(), "{found:?}");
+}
+
+#[test]
+fn git_and_target_are_never_read_or_written() {
+    let f = fixture();
+    let w = Workspace::open(&f.ws).unwrap();
+    refused(w.read(".git/config", 0), ErrorKind::Denied, ".git/");
+    refused(w.write(".git/hooks/pre-commit", "#!/bin/sh\n"), ErrorKind::Denied, ".git/");
+    refused(w.read("target/release/x.wasm", 0), ErrorKind::Denied, "target/");
+    refused(w.write("target/release/x.wasm", "x"), ErrorKind::Denied, "target/");
+    refused(w.delete("src/../target/release/x.wasm"), ErrorKind::InvalidInput, "`..`");
+    refused(w.read("src/git/config", 0), ErrorKind::Denied, "into .git/ or target/");
+    refused(w.write("src/git/hooks/post-checkout", "x"), ErrorKind::Denied, "into .git/ or target/");
+    let (entries, _) = w.list("").unwrap();
+    assert!(!entries.iter().any(|e| e.path.starts_with(".git") || e.path.starts_with("target")), "{entries:?}");
+    assert!(!f.ws.join(".git/hooks").exists());
+}
+
+#[test]
+fn the_caps_hold() {
+    let f = fixture();
+    let w = Workspace::open(&f.ws).unwrap();
+    let big = "x".repeat(MAX_WRITE + 1);
+    refused(w.write("big.txt", &big), ErrorKind::InvalidInput, "at most 1024 KiB");
+    refused(w.edit("src/lib.rs", "fn a() {}", &big), ErrorKind::InvalidInput, "at most 1024 KiB");
+    refused(w.search(&"a".repeat(MAX_PATTERN + 1), ""), ErrorKind::InvalidInput, "at most 1024 bytes");
+    // A page of a long file is at most READ_PAGE bytes, and says where the next starts.
+    std::fs::write(f.ws.join("long.txt"), "é".repeat(READ_PAGE)).unwrap();
+    let p = w.read("long.txt", 0).unwrap();
+    assert!(p.text.len() <= READ_PAGE && p.next_offset == Some(p.text.len() as u64));
+    let rest = w.read("long.txt", p.next_offset.unwrap()).unwrap();
+    assert_eq!(p.text.len() + rest.text.len(), 2 * READ_PAGE);
+    assert_eq!(rest.next_offset, None);
+    // A search stops at MAX_MATCHES and says there were more.
+    std::fs::write(f.ws.join("many.txt"), "hit\n".repeat(MAX_MATCHES + 5)).unwrap();
+    let (found, more) = w.search("^hit$", "").unwrap();
+    assert_eq!((found.len(), more), (MAX_MATCHES, true));
+}
+
+#[test]
+fn an_edit_replaces_one_unique_span_and_shows_its_diff() {
+    let f = fixture();
+    let w = Workspace::open(&f.ws).unwrap();
+    refused(w.edit("src/lib.rs", "fn c() {}", "x"), ErrorKind::InvalidInput, "not in `src/lib.rs`");
+    std::fs::write(f.ws.join("twice.rs"), "x\nx\n").unwrap();
+    refused(w.edit("twice.rs", "x", "y"), ErrorKind::InvalidInput, "occurs 2 times");
+    refused(w.edit("nope.rs", "x", "y"), ErrorKind::NotFound, "does not exist");
+    let c = w.edit("src/lib.rs", "fn b() {}", "fn b() { 1; }").unwrap();
+    let d = c.diff();
+    assert!(d.contains("--- a/src/lib.rs") && d.contains("+++ b/src/lib.rs"), "{d}");
+    assert!(d.contains("-fn b() {}\n+fn b() { 1; }\n"), "{d}");
+    assert_eq!(std::fs::read_to_string(f.ws.join("src/lib.rs")).unwrap(), "fn a() {}\nfn b() {}\n", "not yet made");
+    c.apply().unwrap();
+    assert_eq!(std::fs::read_to_string(f.ws.join("src/lib.rs")).unwrap(), "fn a() {}\nfn b() { 1; }\n");
+    // A change whose file moved on while the question waited is not made.
+    let stale = w.edit("src/lib.rs", "fn a() {}", "fn a2() {}").unwrap();
+    std::fs::write(f.ws.join("src/lib.rs"), "edited by the person\n").unwrap();
+    refused(stale.apply(), ErrorKind::Conflict, "changed while the question waited");
+    assert_eq!(std::fs::read_to_string(f.ws.join("src/lib.rs")).unwrap(), "edited by the person\n");
+}
+
+#[test]
+fn a_write_makes_folders_inside_and_a_delete_removes_one_file() {
+    let f = fixture();
+    let w = Workspace::open(&f.ws).unwrap();
+    let c = w.write("src/routes/new.rs", "pub fn x() {}\n").unwrap();
+    assert!(c.diff().contains("--- /dev/null"));
+    c.apply().unwrap();
+    assert_eq!(std::fs::read_to_string(f.ws.join("src/routes/new.rs")).unwrap(), "pub fn x() {}\n");
+    refused(w.delete("src"), ErrorKind::InvalidInput, "is a folder");
+    refused(w.delete("autoapp.toml"), ErrorKind::InvalidInput, "edit it instead");
+    let d = w.delete("src/routes/new.rs").unwrap();
+    assert!(d.diff().contains("+++ /dev/null"));
+    d.apply().unwrap();
+    assert!(!f.ws.join("src/routes/new.rs").exists());
+}
