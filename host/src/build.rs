@@ -395,7 +395,11 @@ fn confinement(
     let from_env = |var: &str, default: &str| {
         std::env::var_os(var).map(PathBuf::from).or_else(|| home.as_ref().map(|h| h.join(default)))
     };
-    let mut read: Vec<PathBuf> = vec![ws.to_path_buf()];
+    // The engineer's builds read only what a build needs; the person's may
+    // read anywhere (a workspace of theirs may use a path outside it, such
+    // as a shared WIT folder): for both, writes and the network are shut.
+    let mut read: Vec<PathBuf> =
+        if confine == Confine::Required { vec![ws.to_path_buf()] } else { vec![PathBuf::from("/")] };
     read.extend(from_env("CARGO_HOME", ".cargo"));
     read.extend(from_env("RUSTUP_HOME", ".rustup"));
     if let Some(sysroot) = sysroot(ws) {
