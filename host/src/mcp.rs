@@ -128,6 +128,24 @@ pub fn tools_of(manifest: &Manifest) -> (Vec<Tool>, BTreeMap<String, String>) {
     (tools, routes)
 }
 
+/// The launcher's answer as a tool result: its output (as `text` says it,
+/// and as structured content when it is an object), or a tool error whose
+/// text is the launcher's sentence.
+fn tool_answer(answer: anyhow::Result<Value>, text: impl Fn(&Value) -> String) -> CallToolResponse {
+    match answer {
+        Ok(a) if a["ok"] == true => {
+            let out = a["output"].clone();
+            let mut result = CallToolResult::success(vec![ContentBlock::text(text(&out))]);
+            if out.is_object() {
+                result.structured_content = Some(out);
+            }
+            result.into()
+        }
+        Ok(a) => tool_error(a["error"]["message"].as_str().unwrap_or("the launcher refused the call").to_string()),
+        Err(e) => tool_error(format!("the launcher could not be reached: {e:#}")),
+    }
+}
+
 fn tool_error(text: impl Into<String>) -> CallToolResponse {
     CallToolResult::error(vec![ContentBlock::text(text.into())]).into()
 }
@@ -187,19 +205,7 @@ impl ServerHandler for AppTools {
         let answer = conn
             .request(&json!({ "type": "invoke", "app": self.app, "route": &route, "input": input, "client": client }))
             .await;
-        Ok(match answer {
-            Ok(a) if a["ok"] == true => {
-                let out = a["output"].clone();
-                let text = serde_json::to_string_pretty(&out).unwrap_or_default();
-                let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-                if out.is_object() {
-                    result.structured_content = Some(out);
-                }
-                result.into()
-            }
-            Ok(a) => tool_error(a["error"]["message"].as_str().unwrap_or("the launcher refused the call").to_string()),
-            Err(e) => tool_error(format!("the launcher could not be reached: {e:#}")),
-        })
+        Ok(tool_answer(answer, |out| serde_json::to_string_pretty(out).unwrap_or_default()))
     }
 }
 
@@ -323,22 +329,10 @@ impl ServerHandler for EngineerTools {
         if let Some(f) = forward {
             let _ = f.await;
         }
-        Ok(match answer {
-            Ok(a) if a["ok"] == true => {
-                let out = a["output"].clone();
-                let text = match out.get("message").and_then(Value::as_str) {
-                    Some(m) if out.as_object().is_some_and(|o| o.len() <= 3) => m.to_string(),
-                    _ => serde_json::to_string_pretty(&out).unwrap_or_default(),
-                };
-                let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-                if out.is_object() {
-                    result.structured_content = Some(out);
-                }
-                result.into()
-            }
-            Ok(a) => tool_error(a["error"]["message"].as_str().unwrap_or("the launcher refused the call").to_string()),
-            Err(e) => tool_error(format!("the launcher could not be reached: {e:#}")),
-        })
+        Ok(tool_answer(answer, |out| match out.get("message").and_then(Value::as_str) {
+            Some(m) if out.as_object().is_some_and(|o| o.len() <= 3) => m.to_string(),
+            _ => serde_json::to_string_pretty(out).unwrap_or_default(),
+        }))
     }
 }
 
