@@ -37,6 +37,8 @@ pub struct Config {
     pub spawn_file_size_mib: u64,
     pub spawn_processes: u64,
     pub workflow_min_every_secs: u64,
+    pub build_deadline_secs: u64,
+    pub build_read: Vec<String>,
 }
 
 /// Whether spawned programs are confined with Landlock (`landlock`).
@@ -130,6 +132,7 @@ impl Config {
             ("http_connect_timeout_ms", self.http_connect_timeout_ms),
             ("launch_token_secs", self.launch_token_secs),
             ("workflow_min_every_secs", self.workflow_min_every_secs),
+            ("build_deadline_secs", self.build_deadline_secs),
         ];
         for (k, v) in positive {
             if v == 0 {
@@ -141,6 +144,14 @@ impl Config {
         }
         if self.epoch_tick_ms > self.call_deadline_ms {
             return Err("epoch_tick_ms must not be longer than call_deadline_ms".into());
+        }
+        for dir in &self.build_read {
+            if !(dir.starts_with('/') || dir.starts_with("~/")) || dir.contains('\0') {
+                return Err(format!(
+                    "build_read lists `{}`: each folder is an absolute path or starts with ~/",
+                    dir.escape_debug()
+                ));
+            }
         }
         Ok(())
     }
@@ -159,6 +170,14 @@ impl Config {
 
     pub fn stack_max_bytes(&self) -> usize {
         (self.stack_max_kib as usize) << 10
+    }
+}
+
+/// `~/x` as a folder of the home directory; any other path as it is.
+pub fn expand_home(path: &str) -> std::path::PathBuf {
+    match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => std::path::Path::new(&home).join(rest),
+        _ => std::path::PathBuf::from(path),
     }
 }
 
@@ -185,6 +204,10 @@ mod tests {
         let e = Config::overlay("landlock = \"maybe\"").unwrap_err();
         assert!(e.contains("`auto`") && e.contains("`off`"), "{e}");
         assert_eq!(Config::overlay("opener = \"none\"").unwrap().opener, OpenerChoice::None);
+        assert_eq!(Config::overlay("build_read = [\"~/wit\", \"/srv/wit\"]").unwrap().build_read.len(), 2);
+        let e = Config::overlay("build_read = [\"wit\"]").unwrap_err();
+        assert!(e.contains("absolute path"), "{e}");
+        assert!(Config::overlay("build_deadline_secs = 0").is_err());
         assert_eq!(
             Config::overlay("opener = \"/usr/bin/firefox\"").unwrap().opener,
             OpenerChoice::Program("/usr/bin/firefox".into())

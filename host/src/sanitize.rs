@@ -5,12 +5,20 @@
 //! or the panel.
 //!
 //! What it removes, each replaced by `[redacted]`: bearer tokens and
-//! `Authorization` values; API keys of well-known shapes (`sk-…`, `ghp_…` and
-//! the other GitHub prefixes, `github_pat_…`, Slack's `xox?-…`, AWS access key
-//! ids and `aws_secret_access_key = …`); the password of a URL
-//! (`scheme://user:password@`); PEM private-key blocks; and long runs of hex
+//! `Authorization` values; the value of a secret-looking assignment
+//! (`token = "…"`, `password=…`, `api_key: …`: a key ending in token,
+//! password, secret, api key, access key or private key); API keys of
+//! well-known shapes (`sk-…`, crates.io's `cio…`, `ghp_…` and the other GitHub
+//! prefixes, `github_pat_…`, GitLab's `glpat-…`, Slack's `xox?-…`, AWS access
+//! key ids and `aws_secret_access_key = …`); JSON Web Tokens; the password of
+//! a URL (`scheme://user:password@`); PEM private-key blocks (across lines,
+//! with [`Lines`] for text that comes a line at a time); and long runs of hex
 //! (40+) or base64 (40+, with upper and lower case and digits). Text the host
 //! writes itself (release ids, arguments hashes) never passes through it.
+//!
+//! It is the second line, not the first: a secret spelled out with spaces
+//! between its letters passes it. What must not leak is kept from the
+//! program in the first place (a build's environment and reads, `build`).
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -37,6 +45,16 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         // `Authorization: Basic abc`, `authorization=xyz`, in headers, JSON or logs.
         rule(r#"(?i)(\b(?:proxy-)?authorization"?\s*[:=]\s*"?)(?:[a-z]+\s+)?[^\s",;]+"#, true),
         rule(r"(?i)(\bbearer\s+)[a-z0-9\-._~+/]+=*", true),
+        // `token = "…"`, `password=…`, `api_key: …`: the key is kept.
+        rule(
+            r#"(?i)(\b[a-z0-9_.\-]*(?:token|password|passwd|secret|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key)"?\s*[:=]\s*"?)[^\s",;]{4,}"#,
+            true,
+        ),
+        // A JSON Web Token: base64url JSON header and payload, signature.
+        rule(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", false),
+        // crates.io: `cio` and 32 letters and digits.
+        rule(r"\bcio[A-Za-z0-9]{32}\b", false),
+        rule(r"\bglpat-[A-Za-z0-9_\-]{20,}", false),
         rule(r#"(?i)(\baws_secret_access_key"?\s*[:=]\s*"?)[^\s",;]+"#, true),
         rule(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", false),
         rule(r"\bsk-[A-Za-z0-9_\-]{16,}", false),
@@ -52,6 +70,37 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
 /// A run of base64 long enough to be a key (checked for mixed case and digits
 /// separately: the regex crate has no look-ahead).
 static BASE64: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[A-Za-z0-9+/_\-]{40,}={0,2}").expect("valid"));
+
+/// Text that comes a line at a time (a build's output): [`secrets`] on each
+/// line, and every line of a PEM private-key block, from its `BEGIN` line to
+/// its `END` line, replaced by one mark.
+#[derive(Debug, Default)]
+pub struct Lines {
+    in_key: bool,
+}
+
+static PEM_BEGIN: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----").expect("valid"));
+static PEM_END: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"-----END [A-Z0-9 ]*PRIVATE KEY-----").expect("valid"));
+
+impl Lines {
+    /// The next line, sanitised; `None` for a line inside a key block.
+    pub fn line(&mut self, line: &str) -> Option<String> {
+        if self.in_key {
+            if PEM_END.is_match(line) {
+                self.in_key = false;
+            }
+            return None;
+        }
+        if let Some(m) = PEM_BEGIN.find(line)
+            && !PEM_END.is_match(&line[m.end()..])
+        {
+            self.in_key = true;
+            return Some(format!("{}{REDACTED}", secrets(&line[..m.start()])));
+        }
+        Some(secrets(line).into_owned())
+    }
+}
 
 /// `text` with everything that looks like a secret replaced by [`REDACTED`].
 pub fn secrets(text: &str) -> Cow<'_, str> {
@@ -129,6 +178,61 @@ mod tests {
         assert_eq!(clean(&format!("token {hex}")), "token [redacted]");
         let b64 = "QWxhZGRpbjpvcGVuIHNlc2FtZQ0123456789abcdefXYZ";
         assert_eq!(clean(&format!("secret={b64}")), "secret=[redacted]");
+    }
+
+    #[test]
+    fn secret_looking_assignments_keep_their_key() {
+        assert_eq!(clean(r#"token = "abc123def""#), r#"token = "[redacted]""#);
+        assert_eq!(clean("password=hunter22"), "password=[redacted]");
+        assert_eq!(clean("api_key: k-1234567"), "api_key: [redacted]");
+        assert_eq!(clean("GITHUB_TOKEN=xyzw9876"), "GITHUB_TOKEN=[redacted]");
+        assert_eq!(clean(r#"{"client_secret":"s3cr3t"}"#), r#"{"client_secret":"[redacted]"}"#);
+        // Near misses: a key that only contains the word, a short value.
+        assert_eq!(clean("max_tokens = 1000000"), "max_tokens = 1000000");
+        assert_eq!(clean("token_url = https://example.com"), "token_url = https://example.com");
+        assert_eq!(clean("password: abc"), "password: abc");
+        assert_eq!(clean("the token expired"), "the token expired");
+    }
+
+    #[test]
+    fn crates_io_gitlab_and_jwt_tokens() {
+        let cio = format!("cio{}", "aB3".repeat(10) + "xy");
+        assert_eq!(cio.len(), 35);
+        assert_eq!(clean(&format!("using {cio} now")), "using [redacted] now");
+        let short = &cio[..34];
+        assert_eq!(clean(&format!("using {short} now")), format!("using {short} now"), "34 characters are not a token");
+        assert_eq!(clean("glpat-abcdefghij0123456789"), "[redacted]");
+        assert_eq!(clean("glpat-short"), "glpat-short");
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
+        assert_eq!(clean(&format!("jwt {jwt}")), "jwt [redacted]");
+        assert_eq!(clean("eyJhbGciOiJIUzI1NiJ9 alone"), "eyJhbGciOiJIUzI1NiJ9 alone", "a header alone");
+    }
+
+    #[test]
+    fn a_key_block_that_comes_line_by_line_is_removed_whole() {
+        let mut l = Lines::default();
+        let out: Vec<Option<String>> = [
+            "warning: read it",
+            "x -----BEGIN OPENSSH PRIVATE KEY-----",
+            "b3BlbnNzaC1rZXktdjEAAAAABG5vbmU",
+            "AAAA",
+            "-----END OPENSSH PRIVATE KEY-----",
+            "after",
+        ]
+        .iter()
+        .map(|line| l.line(line))
+        .collect();
+        assert_eq!(
+            out,
+            [Some("warning: read it".into()), Some("x [redacted]".into()), None, None, None, Some("after".into())]
+        );
+        let mut one = Lines::default();
+        assert_eq!(
+            one.line("-----BEGIN RSA PRIVATE KEY-----abc-----END RSA PRIVATE KEY----- ok").as_deref(),
+            Some("[redacted] ok"),
+            "a block on one line ends on that line"
+        );
+        assert_eq!(one.line("next").as_deref(), Some("next"));
     }
 
     #[test]

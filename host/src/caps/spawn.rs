@@ -45,10 +45,7 @@ impl Containment {
     /// said so (`spawn_unconfined = true`); else programs do not run.
     pub fn decide(config: &crate::config::Config) -> Containment {
         let support = if config.landlock == crate::config::Landlock::Off {
-            super::confine::Support {
-                enforced: false,
-                summary: "Landlock is off in the configuration (landlock = \"off\")".into(),
-            }
+            super::confine::Support::turned_off()
         } else {
             match std::env::current_exe() {
                 Ok(me) => super::confine::probe(&me),
@@ -68,7 +65,9 @@ impl Containment {
     /// One line for `status` and `explain`.
     pub fn describe(&self) -> String {
         match self {
-            Containment::Landlock => "confined with Landlock (files, TCP ports, resource limits)".to_string(),
+            Containment::Landlock => {
+                "confined with Landlock and seccomp (files, TCP ports, no other socket, resource limits)".to_string()
+            }
             Containment::Unconfined => "unconfined (spawn_unconfined = true): they run with your rights".to_string(),
             Containment::Unavailable(why) => format!("refused: {why}"),
         }
@@ -175,14 +174,19 @@ pub fn configure(
     let mut connect_ports: Vec<u16> = origins.iter().map(|o| o.port).collect();
     connect_ports.sort_unstable();
     connect_ports.dedup();
+    // TCP to the granted origins' ports only where there are some; no other
+    // socket ever (no UDP, no UNIX socket, no netlink).
+    let sockets = if connect_ports.is_empty() { super::confine::Sockets::None } else { super::confine::Sockets::Tcp };
     let policy = super::confine::Policy {
         read: folders_of(false),
         write: folders_of(true),
         connect_ports,
+        sockets,
         cpu_secs: config.spawn_cpu_secs,
         address_space_bytes: config.spawn_memory_mib << 20,
         file_size_bytes: config.spawn_file_size_mib << 20,
         processes: config.spawn_processes,
+        ..super::confine::Policy::default()
     };
     Plan { programs, output_max: (config.spawn_output_max_kib as usize) << 10, scratch_root, policy }
 }
@@ -249,16 +253,17 @@ impl Host for CallSpawn {
                 serde_json::to_string(pattern).unwrap_or_default()
             )));
         }
-        let confine = match &s.containment {
-            Containment::Landlock => Some(s.plan.policy.clone()),
-            Containment::Unconfined => None,
+        let unconfined = match &s.containment {
+            Containment::Landlock => false,
+            Containment::Unconfined => true,
             Containment::Unavailable(why) => {
                 return Err(AppError::Denied(format!(
                     "programs cannot run here: {why}; a person who accepts running them unconfined can set spawn_unconfined = true in config.toml"
                 )));
             }
         };
-        run_confined(&granted.path, &args, stdin, s.deadline, s.plan.output_max, &s.plan.scratch_root, confine).await
+        let policy = super::confine::Policy { unconfined, ..s.plan.policy.clone() };
+        run_confined(&granted.path, &args, stdin, s.deadline, s.plan.output_max, &s.plan.scratch_root, policy).await
     }
 }
 
@@ -269,42 +274,43 @@ async fn run_confined(
     deadline: Instant,
     output_max: usize,
     scratch_root: &PathBuf,
-    confine: Option<super::confine::Policy>,
+    mut policy: super::confine::Policy,
 ) -> Result<Output, AppError> {
     let internal = |what: &str, e: std::io::Error| AppError::Internal(format!("{what}: {e}"));
     std::fs::create_dir_all(scratch_root).map_err(|e| internal("cannot make a scratch folder", e))?;
     let scratch = tempdir_in(scratch_root).map_err(|e| internal("cannot make a scratch folder", e))?;
-    let mut command = match confine {
-        Some(mut policy) => {
-            // Our own binary confines itself, then becomes the program.
-            policy.read.push(path.clone());
-            policy.write.push(scratch.0.clone());
-            let me = std::env::current_exe().map_err(|e| internal("cannot find the autoapp binary", e))?;
-            let mut c = tokio::process::Command::new(me);
-            c.arg("__confined").arg(serde_json::to_string(&policy).unwrap_or_default()).arg("--").arg(path);
-            c
-        }
-        None => tokio::process::Command::new(path),
-    };
-    let mut child = command
+    // Our own binary supervises, confines itself, then becomes the program;
+    // the environment is the policy's and nothing else.
+    policy.read.push(path.clone());
+    policy.write.push(scratch.0.clone());
+    let home = scratch.0.to_string_lossy().into_owned();
+    policy.env = vec![
+        ("PATH".into(), CHILD_PATH.into()),
+        ("LANG".into(), CHILD_LANG.into()),
+        ("HOME".into(), home.clone()),
+        ("TMPDIR".into(), home),
+    ];
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    // The supervisor's own deadline, a second behind the call's.
+    policy.wall_secs = Some(remaining.as_secs() + 1);
+    let me = std::env::current_exe().map_err(|e| internal("cannot find the autoapp binary", e))?;
+    let policy_json = serde_json::to_string(&policy).map_err(|e| AppError::Internal(e.to_string()))?;
+    let mut child = tokio::process::Command::new(me)
+        .arg("__confined")
+        .arg(policy_json)
+        .arg("--")
+        .arg(path)
         .args(args)
         .env_clear()
-        .env("PATH", CHILD_PATH)
-        .env("LANG", CHILD_LANG)
-        .env("HOME", &scratch.0)
-        .env("TMPDIR", &scratch.0)
         .current_dir(&scratch.0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
         .spawn()
         .map_err(|e| internal("the program could not start", e))?;
-    // The program leads its own process group; the whole group dies with the
-    // call, however the call ends (this guard runs on every path, a dropped
-    // future included).
-    let _group = GroupKiller(child.id().and_then(|id| rustix::process::Pid::from_raw(id as i32)));
+    // However the call ends (a dropped future included), the supervisor is
+    // told to stop, and it ends everything the program started.
+    let mut stop = Supervisor(child.id().and_then(|id| rustix::process::Pid::from_raw(id as i32)));
     let mut child_stdin = child.stdin.take().expect("piped stdin");
     let stdout = child.stdout.take().expect("piped stdout");
     let stderr = child.stderr.take().expect("piped stderr");
@@ -317,15 +323,14 @@ async fn run_confined(
             tokio::join!(feed, capped(stdout, output_max), capped(stderr, output_max), child.wait());
         (out, err, status)
     };
-    let remaining = deadline.saturating_duration_since(Instant::now());
     let result = tokio::time::timeout(remaining, work).await;
     if result.is_err() {
-        // Past the deadline: one signal to the whole group, then reap the
-        // leader so the group can empty (a zombie leader would keep it alive).
-        _group.signal();
+        // Past the deadline: the supervisor ends the program and everything
+        // it started, then exits.
+        stop.signal();
         let _ = child.wait().await;
     }
-    drop(_group);
+    stop.0 = None; // reaped: its pid is no longer ours to signal
     match result {
         Ok((_, stderr, Ok(status)))
             if status.code() == Some(super::confine::CANNOT_CONFINE) && stderr.starts_with(b"autoapp: ") =>
@@ -336,32 +341,26 @@ async fn run_confined(
         Ok((stdout, stderr, Ok(status))) => Ok(Output { status: status.code().unwrap_or(-1), stdout, stderr }),
         Ok((_, _, Err(e))) => Err(internal("cannot wait for the program", e)),
         Err(_) => Err(AppError::Denied(
-            "the program ran past the call's deadline and was killed with its process group".into(),
+            "the program ran past the call's deadline and was ended with every process it started".into(),
         )),
     }
 }
 
-/// Kills a process group, again and again until none of it is left (a
-/// process forking while the first signal lands is caught by the next).
-struct GroupKiller(Option<rustix::process::Pid>);
+/// The supervisor of a running program, told to stop when dropped unless it
+/// was reaped (see `confine`).
+struct Supervisor(Option<rustix::process::Pid>);
 
-impl GroupKiller {
+impl Supervisor {
     fn signal(&self) {
-        if let Some(pgid) = self.0 {
-            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        if let Some(pid) = self.0 {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
         }
     }
 }
 
-impl Drop for GroupKiller {
+impl Drop for Supervisor {
     fn drop(&mut self) {
-        let Some(pgid) = self.0 else { return };
-        for _ in 0..200 {
-            if rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL).is_err() {
-                return; // ESRCH: the group is empty
-            }
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
+        self.signal();
     }
 }
 
@@ -459,6 +458,9 @@ spawn = [{{ program = "sh" }}, {{ program = "cat", args = ["*"] }}, {{ program =
         assert_eq!(plan.policy.read, [real(&read), real(&write)]);
         assert_eq!(plan.policy.write, [real(&write)]);
         assert_eq!(plan.policy.connect_ports, [443, 8080]);
+        assert_eq!(plan.policy.sockets, crate::caps::confine::Sockets::Tcp, "TCP, for the granted ports only");
+        let offline = configure(&declared.spawn, &grants.spawn, &folders, &[], &Config::default(), dir.path().into());
+        assert_eq!(offline.policy.sockets, crate::caps::confine::Sockets::None, "no origin: no socket at all");
         let config = Config::default();
         assert_eq!(plan.policy.processes, config.spawn_processes);
         assert_eq!(plan.output_max, (config.spawn_output_max_kib as usize) << 10);

@@ -33,6 +33,9 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
     // (unless the person set CARGO_TARGET_DIR: then cargo's choice stands).
     let shared = root.dir().join("cache").join("guest-target");
     let target_dir = std::env::var_os("CARGO_TARGET_DIR").is_none().then_some(shared.as_path());
+    // The examples share the checkout's WIT folder (`../../wit`): the demo's
+    // builds may read it, and nothing else outside their workspaces.
+    let also_read = vec![guests.join("..").join("wit")];
     println!("Autoapp demo — root {}", root.dir().display());
     let apps = open_apps(root).map_err(|f| anyhow::anyhow!(f_message(f)))?;
     for name in DEMO_APPS {
@@ -46,7 +49,12 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
         let built = build_app(
             &apps,
             &id,
-            crate::build::Source::Cargo { target_dir, confine: crate::build::Confine::WhereAvailable },
+            crate::build::Source::Cargo {
+                target_dir,
+                by: crate::build::By::Person,
+                also_read: &also_read,
+                stop: &crate::build::Stop::default(),
+            },
         )
         .map_err(|f| anyhow::anyhow!(f_message(f)))?;
         println!("built {id} {}: release {}", built.info.version, short(&built.info.id));

@@ -285,6 +285,7 @@ pub fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
         Some("__confined") => return ExitCode::from(crate::caps::confine::confined_main(&args[2..]) as u8),
+        Some("__confined-exec") => return ExitCode::from(crate::caps::confine::exec_main(&args[2..]) as u8),
         Some("__landlock-probe") => return ExitCode::from(crate::caps::confine::probe_main() as u8),
         _ => {}
     }
@@ -387,9 +388,13 @@ fn wit(out: PathBuf) -> Result<(), Failure> {
 fn build(root: Root, app: String, component: Option<PathBuf>, json: bool) -> Result<(), Failure> {
     let id = app_id(&app)?;
     let apps = open_apps(&root)?;
+    // Ctrl+C reaches the build's supervisor, which stops the whole build.
+    let stop = crate::build::Stop::default();
     let from = match component.as_deref() {
         Some(file) => crate::build::Source::Component(file),
-        None => crate::build::Source::Cargo { target_dir: None, confine: crate::build::Confine::WhereAvailable },
+        None => {
+            crate::build::Source::Cargo { target_dir: None, by: crate::build::By::Person, also_read: &[], stop: &stop }
+        }
     };
     let built = build_app(&apps, &id, from)?;
     if json {

@@ -9,7 +9,7 @@
 //! - `write` tools ask the person first (or are answered by the person's
 //!   standing approval, [`crate::gate::standing`]): `source_edit`,
 //!   `source_write`, `source_delete` (the question carries the change as a
-//!   unified diff), `candidate_build` (confined, [`crate::build::Confine`]),
+//!   unified diff), `candidate_build` (confined, [`crate::build::By::Engineer`]),
 //!   `candidate_preview`, `preview_stop`. `preview_call` is the route's own
 //!   effect, in a preview (external refused there, as for everybody).
 //! - `apps_create` is `external` and asks; a location is refused by name.
@@ -190,7 +190,7 @@ pub fn tools() -> Vec<Spec> {
         Spec {
             name: "apps_create",
             effect: Some(External),
-            description: "Create a new app from the starter template, in the default place, and fetch its dependencies. The person approves it first. Where it lives is the person's choice, never a tool's: no location is accepted.",
+            description: "Create a new app from the starter template, in the default place. The person approves it first. Where it lives is the person's choice, never a tool's: no location is accepted.",
             input: schema(
                 &["app"],
                 json!({ "app": { "type": "string", "description": "the new app's id: lowercase letters, digits and -" } }),
@@ -480,12 +480,21 @@ impl Engineer {
         let _one_at_a_time = lock.lock().await;
         let pass = self.ask(caller, spec, app, "workspace", args, None, progress).await?;
         let _ = progress.send(format!("building {app}"));
+        // If this call is dropped (its caller went away, the launcher stops),
+        // the build is stopped with everything it started.
+        let stop = crate::build::Stop::default();
+        let _stop_when_dropped = stop.on_drop();
         let (apps, id, tx) = (self.apps.clone(), app.clone(), progress.clone());
         let result = blocking(move || {
             let report = |line: &str| {
                 let _ = tx.send(line.to_string());
             };
-            let from = crate::build::Source::Cargo { target_dir: None, confine: crate::build::Confine::Required };
+            let from = crate::build::Source::Cargo {
+                target_dir: None,
+                by: crate::build::By::Engineer,
+                also_read: &[],
+                stop: &stop,
+            };
             crate::build::build(apps.root(), apps.runtime(), &id, from, &report).map_err(|e| match e {
                 crate::build::BuildError::Compile(messages) => kinded(
                     ErrorKind::InvalidInput,
@@ -630,30 +639,11 @@ impl Engineer {
         // Nobody attached to the new app's tab: the panel answers.
         let pass = self.ask(caller, spec, app, "", args, None, progress).await?;
         let (apps, id, c) = (self.apps.clone(), app.clone(), caller.clone());
-        let created = blocking(move || crate::template::create(&c, apps.root(), &id, None)).await?;
-        let _ = progress.send(format!("fetching {app}'s dependencies (cargo fetch)"));
-        let ws = created.workspace.clone();
-        let fetched = blocking(move || {
-            let out = std::process::Command::new("cargo")
-                .arg("fetch")
-                .current_dir(&ws)
-                .stdin(std::process::Stdio::null())
-                .output()?;
-            if out.status.success() {
-                return Ok(());
-            }
-            let said = crate::sanitize::secrets(&String::from_utf8_lossy(&out.stderr)).into_owned();
-            anyhow::bail!("{}", said.lines().last().unwrap_or("cargo fetch failed"))
-        })
-        .await;
-        let result: anyhow::Result<()> = Ok(());
-        self.ran(caller, spec, app, "", Some(&pass), args, &result).await;
-        let fetch_said = match fetched {
-            Ok(()) => "its dependencies are fetched".to_string(),
-            Err(e) => format!("its dependencies could not be fetched yet ({e:#}); candidate_build fetches them again"),
-        };
+        let created = blocking(move || crate::template::create(&c, apps.root(), &id, None)).await;
+        self.ran(caller, spec, app, "", Some(&pass), args, &created).await;
+        created?;
         Ok(json!({
-            "message": format!("created {app} from the starter template; {fetch_said}. Read it with source_list, change it, then candidate_build"),
+            "message": format!("created {app} from the starter template. Read it with source_list, change it, then candidate_build (which fetches its dependencies)"),
             "app": app,
         }))
     }

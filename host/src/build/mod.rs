@@ -1,10 +1,23 @@
 //! From a workspace to a candidate release: cargo for `wasm32-wasip2`, checks of
 //! the component against the manifest and our WIT, precompilation, and the
 //! immutable release. No guest code runs here.
+//!
+//! A workspace the engineer may have changed is untrusted input to every
+//! program a build starts, so every build (the engineer's and the person's)
+//! follows one path: the toolchain is chosen by the host ([`toolchain`]), the
+//! engineer's builds refuse configuration that names a program or a place
+//! ([`check`]), and both of cargo's steps — the fetch and the offline build —
+//! run confined ([`policy`], [`cargo`]), end at a deadline or when their caller
+//! goes away ([`Stop`]), and the component is read only from the target folder.
 
-use std::io::BufRead as _;
+mod cargo;
+pub mod check;
+pub mod policy;
+pub mod toolchain;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context as _;
 
@@ -51,34 +64,71 @@ fn refuse<T>(msg: impl Into<String>) -> Result<T, BuildError> {
     Err(BuildError::Refused(msg.into()))
 }
 
-/// How a cargo build is confined: build scripts and proc macros are code of
-/// the workspace's dependencies (and of whoever edited it), run by the
-/// compiler. Confined, they can write only the build's target folder (and a
-/// scratch folder inside it), read only the workspace, the toolchain, cargo's
-/// downloads and the system's folders, and connect nowhere.
+/// Who asked for a build: what it may read and what it refuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Confine {
-    /// The engineer's builds: confined, or refused where the kernel cannot.
-    Required,
-    /// The person's own: confined where the kernel can, else run with a warning.
-    WhereAvailable,
+pub enum By {
+    /// The engineer (an AI agent): configuration that names a program or a
+    /// place is refused, the build reads only the workspace, the toolchain and
+    /// cargo's downloads, and it is refused where the kernel cannot confine it.
+    Engineer,
+    /// The person: their configuration runs as they wrote it, confined; their
+    /// builds may also read the folders of `build_read`, and run unconfined,
+    /// with a warning, where the kernel has no Landlock.
+    Person,
 }
 
-/// Builds `app` into a candidate release. With `component`, that file is the
-/// component (built by any toolchain) and cargo is not run; the manifest and
-/// migrations still come from the workspace.
+/// Tells a running build to stop: set by the engineer when its caller went
+/// away, and when the launcher stops. Cloned values are one flag.
+#[derive(Debug, Clone, Default)]
+pub struct Stop(Arc<AtomicBool>);
+
+impl Stop {
+    pub fn set(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// A guard that sets this flag when dropped (a caller's future that was
+    /// dropped because its caller went away).
+    pub fn on_drop(&self) -> StopOnDrop {
+        StopOnDrop(self.clone())
+    }
+}
+
+/// Sets its [`Stop`] when dropped.
+#[derive(Debug)]
+pub struct StopOnDrop(Stop);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.set();
+    }
+}
+
 /// Where a build's component comes from.
 #[derive(Debug, Clone, Copy)]
 pub enum Source<'a> {
     /// `cargo build` in the workspace, into `target_dir` when given (the
-    /// workspace's `target/` otherwise). Dependencies are fetched first
-    /// (`cargo fetch`, which runs no crate code); the build itself runs
-    /// offline and confined ([`Confine`]).
-    Cargo { target_dir: Option<&'a Path>, confine: Confine },
+    /// workspace's `target/` otherwise; always, for the engineer). The
+    /// dependencies are fetched first (`cargo fetch`, which runs no crate
+    /// code), then the build runs offline; both confined.
+    Cargo {
+        target_dir: Option<&'a Path>,
+        by: By,
+        /// Folders the build may read beyond `build_read` (the demo's WIT).
+        also_read: &'a [PathBuf],
+        stop: &'a Stop,
+    },
     /// This file, built by any toolchain.
     Component(&'a Path),
 }
 
+/// Builds `app` into a candidate release. With [`Source::Component`], that
+/// file is the component (built by any toolchain) and cargo is not run; the
+/// manifest and migrations still come from the workspace.
 pub fn build(
     root: &Root,
     runtime: &Runtime,
@@ -142,10 +192,8 @@ pub fn build(
                 .map_err(|e| BuildError::Refused(format!("cannot read the component {} ({e})", file.display())))?;
             (bytes, "component")
         }
-        Source::Cargo { target_dir, confine } => {
-            let landlock_off = runtime.config().landlock == crate::config::Landlock::Off;
-            let file = cargo_build(&ws, target_dir, confine, landlock_off, progress)?;
-            let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+        Source::Cargo { target_dir, by, also_read, stop } => {
+            let bytes = cargo_build(&ws, target_dir, by, also_read, stop, runtime.config(), progress)?;
             (bytes, "cargo")
         }
     };
@@ -285,241 +333,171 @@ pub fn import_problem(name: &str) -> Option<String> {
     }
 }
 
-/// Runs cargo in the workspace and returns the component it built: fetches
-/// the dependencies (no crate code runs), then builds offline, confined.
+/// Runs cargo in the workspace `ws` and returns the component it built:
+/// fetches the dependencies (no crate code runs), then builds offline, both
+/// steps confined by [`policy::Plan`].
 fn cargo_build(
     ws: &Path,
     target_dir: Option<&Path>,
-    confine: Confine,
-    landlock_off: bool,
+    by: By,
+    also_read: &[PathBuf],
+    stop: &Stop,
+    config: &crate::config::Config,
     progress: &dyn Fn(&str),
-) -> Result<PathBuf, BuildError> {
-    ensure_target(ws, progress)?;
+) -> Result<Vec<u8>, BuildError> {
     let ws = std::fs::canonicalize(ws).with_context(|| format!("cannot resolve {}", ws.display()))?;
+    // Nothing runs before the engineer's build is checked.
+    let choice = toolchain::choice(&ws)?;
+    if by == By::Engineer {
+        check::engineer(&ws, &choice)?;
+    }
+    let unconfined = confinement(by, config)?;
+    let toolchain = toolchain::resolve(&choice)?;
+    toolchain.ensure_target(progress)?;
     // The engineer's builds write only the workspace's own target folder; the
     // person's may go where they said (CARGO_TARGET_DIR).
-    let from_env = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty() && confine == Confine::WhereAvailable);
-    let target_dir = match (target_dir, from_env) {
+    let from_env = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty() && by == By::Person);
+    let target_dir = match (target_dir.filter(|_| by == By::Person), from_env) {
         (Some(d), _) => d.to_path_buf(),
         (None, Some(d)) => PathBuf::from(d),
         (None, None) => ws.join("target"),
     };
     std::fs::create_dir_all(&target_dir).with_context(|| format!("cannot create {}", target_dir.display()))?;
     let target_dir = std::fs::canonicalize(&target_dir).context("cannot resolve the target folder")?;
+    let plan = plan(&ws, target_dir.clone(), &toolchain, by, also_read, config, unconfined)?;
+    let lockfile = plan.lockfile();
+    if !lockfile.exists() {
+        // The fetch may write this one file of the workspace, so it exists first.
+        std::fs::write(&lockfile, "").with_context(|| format!("cannot create {}", lockfile.display()))?;
+    }
+    let mut args: Vec<String> = Vec::new();
+    for c in &plan.network.config_args {
+        args.extend(["--config".to_string(), c.clone()]);
+    }
 
-    progress("fetching dependencies (cargo fetch: downloads only, no crate code runs)");
-    let fetched = run_cargo(Command::new(cargo()).arg("fetch").current_dir(&ws), progress)?;
+    progress("fetching dependencies (cargo fetch, confined: downloads only, no crate code runs)");
+    plan.fresh_scratch().context("cannot make the build's scratch folder")?;
+    let fetch_args: Vec<String> = std::iter::once("fetch".to_string()).chain(args.iter().cloned()).collect();
+    let fetched = cargo::run(&plan.fetch(), &toolchain.cargo, &fetch_args, &ws, "fetch", stop, progress)?;
     if !fetched.success {
         return Err(BuildError::Compile(fetched.messages));
     }
 
-    let mut command = match confinement(&ws, &target_dir, confine, landlock_off)? {
-        Some(policy) => {
-            progress(
-                "building offline, confined: build scripts and proc macros may write only the target folder and connect nowhere",
-            );
-            let mut c = Command::new(std::env::current_exe().context("cannot find the autoapp binary")?);
-            c.arg("__confined")
-                .arg(serde_json::to_string(&policy).context("the policy is JSON")?)
-                .arg("--")
-                .arg(cargo());
-            c.env("TMPDIR", target_dir.join(SCRATCH));
-            c
-        }
-        None => Command::new(cargo()),
-    };
+    progress(if unconfined {
+        "building offline (not confined: build scripts and proc macros run with your rights)"
+    } else {
+        "building offline, confined: build scripts and proc macros may write only the target folder and reach nothing"
+    });
     progress(&format!("building with cargo (cargo build --release --target {TARGET}) in {}", ws.display()));
-    command
-        .env("CARGO_TARGET_DIR", &target_dir)
-        .args(["build", "--offline", "--release", "--target", TARGET, "--message-format=json-render-diagnostics"])
-        .current_dir(&ws);
-    let built = run_cargo(&mut command, progress)?;
+    plan.fresh_scratch().context("cannot make the build's scratch folder")?;
+    let build_args: Vec<String> =
+        ["build", "--offline", "--release", "--target", TARGET, "--message-format=json-render-diagnostics"]
+            .iter()
+            .map(|a| a.to_string())
+            .chain(args.iter().cloned())
+            .collect();
+    let built = cargo::run(&plan.build(), &toolchain.cargo, &build_args, &ws, "build", stop, progress)?;
     if !built.success {
         return Err(BuildError::Compile(built.messages));
     }
     let mut wasm = built.wasm;
-    match wasm.len() {
-        1 => Ok(wasm.remove(0)),
-        0 => refuse(
-            "cargo built no component: the package needs [lib] crate-type = [\"cdylib\"] in Cargo.toml (see docs/authoring.md)",
-        ),
-        n => refuse(format!(
-            "cargo built {n} components ({}); an app's workspace builds exactly one cdylib",
-            wasm.iter().filter_map(|p| p.file_name()).map(|f| f.to_string_lossy()).collect::<Vec<_>>().join(", ")
+    let file = match wasm.len() {
+        1 => wasm.remove(0),
+        0 => {
+            return refuse(
+                "cargo built no component: the package needs [lib] crate-type = [\"cdylib\"] in Cargo.toml (see docs/authoring.md)",
+            );
+        }
+        n => {
+            return refuse(format!(
+                "cargo built {n} components ({}); an app's workspace builds exactly one cdylib",
+                wasm.iter().filter_map(|p| p.file_name()).map(|f| f.to_string_lossy()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+    };
+    cargo::read_component(&target_dir, &file)
+}
+
+/// Whether the build runs without Landlock: never for the engineer (refused
+/// where the kernel cannot confine it); for the person, where it cannot,
+/// with a warning.
+fn confinement(by: By, config: &crate::config::Config) -> Result<bool, BuildError> {
+    let support = if config.landlock == crate::config::Landlock::Off {
+        crate::caps::confine::Support::turned_off()
+    } else {
+        crate::caps::confine::probe(&std::env::current_exe().context("cannot find the autoapp binary")?)
+    };
+    if support.enforced {
+        return Ok(false);
+    }
+    match by {
+        By::Engineer => refuse(format!(
+            "builds the engineer asks for run confined by Landlock and seccomp, and {}; so this build was not run. The person can build it with `autoapp build`",
+            support.summary
         )),
+        By::Person => {
+            tracing::warn!("this build is not confined: {}", support.summary);
+            eprintln!(
+                "warning: this build is not confined ({}): build scripts and proc macros run with your rights",
+                support.summary
+            );
+            Ok(true)
+        }
     }
 }
 
-/// The scratch folder of a confined build, inside its target folder.
-const SCRATCH: &str = "autoapp-scratch";
-
-/// The most lines of cargo's messages a failed build keeps for its answer.
-const KEPT_MESSAGES: usize = 400;
-
-/// The policy a build runs under, or `None` for an unconfined build (the
-/// person's, where the kernel cannot confine it: said through `progress`).
-fn confinement(
+/// The confinement of both steps of a build of the real workspace `ws`.
+fn plan(
     ws: &Path,
-    target_dir: &Path,
-    confine: Confine,
-    landlock_off: bool,
-) -> Result<Option<crate::caps::confine::Policy>, BuildError> {
-    let me = std::env::current_exe().context("cannot find the autoapp binary")?;
-    let support = if landlock_off {
-        crate::caps::confine::Support {
-            enforced: false,
-            summary: "Landlock is off in the configuration (landlock = \"off\")".into(),
-        }
-    } else {
-        crate::caps::confine::probe(&me)
-    };
-    if !support.enforced {
-        return match confine {
-            Confine::Required => refuse(format!(
-                "builds the engineer asks for run confined by Landlock, and {}; so this build was not run. The person can build it with `autoapp build`",
-                support.summary
-            )),
-            Confine::WhereAvailable => {
-                tracing::warn!("this build is not confined: {}", support.summary);
-                eprintln!(
-                    "warning: this build is not confined ({}): build scripts and proc macros run with your rights",
-                    support.summary
-                );
-                Ok(None)
-            }
-        };
-    }
-    let scratch = target_dir.join(SCRATCH);
-    std::fs::create_dir_all(&scratch).with_context(|| format!("cannot create {}", scratch.display()))?;
+    target_dir: PathBuf,
+    toolchain: &toolchain::Toolchain,
+    by: By,
+    also_read: &[PathBuf],
+    config: &crate::config::Config,
+    unconfined: bool,
+) -> Result<policy::Plan, BuildError> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let from_env = |var: &str, default: &str| {
-        std::env::var_os(var).map(PathBuf::from).or_else(|| home.as_ref().map(|h| h.join(default)))
+        std::env::var_os(var)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(default)))
     };
-    // The engineer's builds read only what a build needs; the person's may
-    // read anywhere (a workspace of theirs may use a path outside it, such
-    // as a shared WIT folder): for both, writes and the network are shut.
-    let mut read: Vec<PathBuf> =
-        if confine == Confine::Required { vec![ws.to_path_buf()] } else { vec![PathBuf::from("/")] };
-    read.extend(from_env("CARGO_HOME", ".cargo"));
-    read.extend(from_env("RUSTUP_HOME", ".rustup"));
-    if let Some(sysroot) = sysroot(ws) {
-        read.push(sysroot);
-    }
-    read.extend(crate::programs::find(&cargo()).ok().and_then(|c| std::fs::canonicalize(c).ok()));
-    read.retain(|p| p.exists());
-    Ok(Some(crate::caps::confine::Policy {
-        read,
-        write: vec![target_dir.to_path_buf(), PathBuf::from("/dev/null")],
-        connect_ports: Vec::new(),
-        cpu_secs: 3600,
-        address_space_bytes: u64::MAX,
-        file_size_bytes: 8 << 30,
-        processes: 4096,
-    }))
-}
-
-/// The toolchain's sysroot, as the workspace's toolchain says.
-fn sysroot(ws: &Path) -> Option<PathBuf> {
-    let out = Command::new("rustc").args(["--print", "sysroot"]).current_dir(ws).stderr(Stdio::null()).output().ok()?;
-    out.status.success().then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
-}
-
-/// What one run of cargo said.
-struct CargoRun {
-    success: bool,
-    /// Its messages (stderr, sanitised), the last [`KEPT_MESSAGES`] lines.
-    messages: String,
-    /// The `.wasm` files of the cdylibs it built.
-    wasm: Vec<PathBuf>,
-}
-
-/// Runs `command` (cargo, perhaps through the confinement shim), passing
-/// each line of its messages to `progress` through the sanitiser as it comes
-/// (a build script that prints a token does not show it).
-fn run_cargo(command: &mut Command, progress: &dyn Fn(&str)) -> Result<CargoRun, BuildError> {
-    let mut child =
-        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| {
-            BuildError::Refused(format!("cannot run cargo ({e}); install Rust from https://rustup.rs and try again"))
-        })?;
-    let stderr = child.stderr.take().expect("piped stderr");
-    let (lines_tx, lines_rx) = std::sync::mpsc::channel::<String>();
-    let relay = std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            if lines_tx.send(crate::sanitize::secrets(&line).into_owned()).is_err() {
-                break;
+    let cargo_home = from_env("CARGO_HOME", ".cargo").ok_or_else(|| {
+        BuildError::Refused("neither CARGO_HOME nor HOME is set, so cargo's downloads have no place; set one".into())
+    })?;
+    std::fs::create_dir_all(&cargo_home).with_context(|| format!("cannot create {}", cargo_home.display()))?;
+    let cargo_home = std::fs::canonicalize(&cargo_home).context("cannot resolve cargo's home")?;
+    let rustup_home = from_env("RUSTUP_HOME", ".rustup").and_then(|p| std::fs::canonicalize(p).ok());
+    // The person's own cargo configuration: its network keys, passed; the
+    // file itself is never read by the build.
+    let home_config = ["config.toml", "config"].iter().find_map(|f| std::fs::read_to_string(cargo_home.join(f)).ok());
+    let vars: Vec<(String, String)> = std::env::vars().collect();
+    let network = policy::Network::of(&vars, home_config.as_deref());
+    let mut read: Vec<PathBuf> = Vec::new();
+    if by == By::Person {
+        for dir in config.build_read.iter().map(|d| crate::config::expand_home(d)).chain(also_read.iter().cloned()) {
+            match std::fs::canonicalize(&dir) {
+                Ok(real) => read.push(real),
+                Err(e) => tracing::warn!("build_read: {} cannot be read ({e}); left out", dir.display()),
             }
         }
-    });
-    let stdout = child.stdout.take().expect("piped stdout");
-    let reader = std::thread::spawn(move || {
-        let mut wasm: Vec<PathBuf> = Vec::new();
-        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
-            let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
-            if msg["reason"] != "compiler-artifact" {
-                continue;
-            }
-            let is_cdylib = msg["target"]["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == "cdylib"));
-            if !is_cdylib {
-                continue;
-            }
-            for f in msg["filenames"].as_array().into_iter().flatten() {
-                if let Some(f) = f.as_str().filter(|f| f.ends_with(".wasm")) {
-                    wasm.push(PathBuf::from(f));
-                }
-            }
-        }
-        wasm
-    });
-    let mut kept = std::collections::VecDeque::new();
-    for line in lines_rx {
-        progress(&line);
-        if kept.len() == KEPT_MESSAGES {
-            kept.pop_front();
-        }
-        kept.push_back(line);
     }
-    let status = child.wait().context("cannot wait for cargo")?;
-    let _ = relay.join();
-    let wasm = reader.join().unwrap_or_default();
-    Ok(CargoRun { success: status.success(), messages: Vec::from(kept).join("\n"), wasm })
-}
-
-fn cargo() -> String {
-    std::env::var("CARGO").ok().filter(|c| !c.is_empty()).unwrap_or_else(|| "cargo".to_string())
-}
-
-/// Installs the wasm32-wasip2 target with rustup when the workspace's
-/// toolchain lacks it.
-fn ensure_target(ws: &Path, progress: &dyn Fn(&str)) -> Result<(), BuildError> {
-    let libdir = Command::new("rustc")
-        .args(["--print", "target-libdir", "--target", TARGET])
-        .current_dir(ws)
-        .stderr(Stdio::null())
-        .output();
-    let installed = match &libdir {
-        Ok(out) if out.status.success() => Path::new(String::from_utf8_lossy(&out.stdout).trim()).is_dir(),
-        _ => false,
-    };
-    if installed {
-        return Ok(());
-    }
-    progress(&format!("the Rust target {TARGET} is missing; installing it with `rustup target add {TARGET}`"));
-    let status = Command::new("rustup")
-        .args(["target", "add", TARGET])
-        .current_dir(ws)
-        .stdin(Stdio::null())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit())
-        .status();
-    match status {
-        Ok(s) if s.success() => Ok(()),
-        Ok(_) => refuse(format!(
-            "rustup could not install the target {TARGET}; run `rustup target add {TARGET}` in the workspace and build again"
-        )),
-        Err(_) => refuse(format!(
-            "the Rust target {TARGET} is not installed and rustup is not available; install it for your toolchain and build again"
-        )),
-    }
+    Ok(policy::Plan {
+        ws_read: policy::readable(ws),
+        ws: ws.to_path_buf(),
+        target_dir,
+        sysroot: toolchain.sysroot.clone(),
+        toolchain_name: toolchain.name.clone(),
+        cargo_home,
+        rustup_home,
+        configs: check::cargo_configs(ws),
+        also_read: read,
+        network,
+        deadline_secs: config.build_deadline_secs,
+        unconfined,
+        lang: std::env::var("LANG").ok().filter(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_graphic())),
+    })
 }
 
 #[cfg(test)]

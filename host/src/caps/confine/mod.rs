@@ -1,0 +1,374 @@
+//! Kernel containment of every process the host starts on a workspace's or an
+//! app's behalf: a build's steps (`build`) and granted programs (`spawn`).
+//! One shim, one policy type.
+//!
+//! The host never execs such a program directly. It runs its own binary as
+//! `autoapp __confined <policy> -- <program> <args>`, the **supervisor**
+//! ([`supervise`]): it becomes the subreaper of everything below it, starts
+//! `autoapp __confined-exec <policy> -- <program> <args>`, which confines
+//! itself and then `exec`s the program, and it ends every process the program
+//! started — including those that left its process group or session
+//! (`setsid`, a double fork) — when the program ends, at the policy's wall
+//! clock deadline, when it is told to stop (`SIGTERM`, `SIGINT`, `SIGHUP`) and
+//! when the host that started it dies. No `unsafe` `pre_exec` hook is needed,
+//! and the policy is plain data that tests can read.
+//!
+//! What the second stage applies before `exec`, in this order: a session of
+//! its own (no controlling terminal); resource limits; Landlock — read (and
+//! execute) the policy's system folders and `read`, list `list`, write
+//! `write`, connect over TCP only to `connect_ports`, bind nothing, abstract
+//! UNIX sockets and signals scoped to the sandbox where the kernel offers it
+//! (ABI 6); the system-call filter of [`seccomp`] (which sockets, and the
+//! calls that would step around the rest); and an environment made of
+//! `env` alone. Landlock's filesystem and network rules (ABI ≥ 4) and the
+//! filter are required: where the kernel has neither, nothing runs, unless the
+//! policy is `unconfined` (the person's explicit choice), which skips
+//! Landlock and applies the filter where it can.
+
+pub mod seccomp;
+mod supervise;
+
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr, RulesetCreatedAttr,
+    RulesetStatus, Scope, path_beneath_rules,
+};
+use serde::{Deserialize, Serialize};
+
+pub use seccomp::Sockets;
+
+/// The read-only system folders a granted program may need to start.
+const PROGRAM_SYSTEM: &[&str] = &[
+    "/usr",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/bin",
+    "/sbin",
+    "/etc",
+    "/opt",
+    "/proc",
+    "/dev/null",
+    "/dev/zero",
+    "/dev/urandom",
+    "/dev/random",
+    "/dev/tty",
+];
+
+/// What a build's steps read of the system: programs and libraries, and of
+/// `/etc` only what a compiler, a linker and a name lookup read — never the
+/// rest of it (as root, `/etc` holds the machine's keys).
+const BUILD_SYSTEM: &[&str] = &[
+    "/usr",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/bin",
+    "/sbin",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/ssl/certs",
+    "/etc/ssl/openssl.cnf",
+    "/etc/ca-certificates",
+    "/etc/pki/tls/certs",
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/localtime",
+    "/proc",
+    "/dev/null",
+    "/dev/zero",
+    "/dev/urandom",
+    "/dev/random",
+];
+
+/// Which system folders a policy reads beside its own `read`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum System {
+    /// A granted program: the system's folders, `/etc` whole.
+    #[default]
+    Program,
+    /// A build's step: [`BUILD_SYSTEM`].
+    Build,
+}
+
+impl System {
+    /// The folders and files it names.
+    pub fn paths(self) -> &'static [&'static str] {
+        match self {
+            System::Program => PROGRAM_SYSTEM,
+            System::Build => BUILD_SYSTEM,
+        }
+    }
+}
+
+/// What one confined process (and everything it starts) may do.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Policy {
+    /// The system folders read beside `read`.
+    pub system: System,
+    /// Folders (everything beneath) and files it may read and execute.
+    pub read: Vec<PathBuf>,
+    /// Folders whose entries it may list, beneath, without reading a file
+    /// there that `read` does not name.
+    pub list: Vec<PathBuf>,
+    /// Folders and files it may write (and read).
+    pub write: Vec<PathBuf>,
+    /// TCP ports it may connect to; it binds none.
+    pub connect_ports: Vec<u16>,
+    /// Which sockets it may open at all.
+    pub sockets: Sockets,
+    /// The person chose to run it without Landlock (`spawn_unconfined`, or a
+    /// build of theirs where the kernel has no Landlock); the filter still
+    /// applies where the kernel has it.
+    pub unconfined: bool,
+    /// Its whole environment.
+    pub env: Vec<(String, String)>,
+    /// Ended with everything it started after this many seconds.
+    pub wall_secs: Option<u64>,
+    pub cpu_secs: u64,
+    pub address_space_bytes: u64,
+    pub file_size_bytes: u64,
+    pub processes: u64,
+}
+
+/// The exit status of the shim when it cannot confine the program (a line on
+/// stderr starting with `autoapp: ` says why).
+pub const CANNOT_CONFINE: i32 = 125;
+
+/// The exit status of the shim when the program ran past `wall_secs` and was
+/// ended with everything it started (a line on stderr says so).
+pub const PAST_DEADLINE: i32 = 124;
+
+/// The exit status of the shim when it was told to stop and ended the
+/// program with everything it started.
+pub const STOPPED: i32 = 143;
+
+/// What the running kernel can enforce, decided once.
+#[derive(Debug, Clone, Serialize)]
+pub struct Support {
+    /// Landlock's filesystem and TCP rules and the system-call filter are
+    /// enforced (required to confine anything).
+    pub enforced: bool,
+    /// A sentence for `explain` and `status`.
+    pub summary: String,
+}
+
+impl Support {
+    /// Support as it is when the configuration turns Landlock off.
+    pub fn turned_off() -> Support {
+        Support { enforced: false, summary: "Landlock is off in the configuration (landlock = \"off\")".into() }
+    }
+}
+
+/// Probes the kernel by confining a throwaway child (`autoapp __landlock-probe`).
+pub fn probe(self_exe: &Path) -> Support {
+    let mut command = std::process::Command::new(self_exe);
+    command.arg("__landlock-probe").env_clear();
+    // Debug builds only: a test can play a kernel without the filter.
+    if cfg!(debug_assertions)
+        && let Some(fault) = std::env::var_os("AUTOAPP_FAULT")
+    {
+        command.env("AUTOAPP_FAULT", fault);
+    }
+    match command.output() {
+        Ok(o) if o.status.success() => {
+            let text = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            Support { enforced: true, summary: text }
+        }
+        Ok(o) => Support { enforced: false, summary: String::from_utf8_lossy(&o.stdout).trim().to_string() },
+        Err(e) => Support { enforced: false, summary: format!("the Landlock probe could not run ({e})") },
+    }
+}
+
+/// `autoapp __landlock-probe`: confines itself and reports what held.
+pub fn probe_main() -> i32 {
+    let policy = Policy {
+        cpu_secs: 1,
+        address_space_bytes: 1 << 30,
+        file_size_bytes: 1 << 20,
+        processes: 16,
+        ..Policy::default()
+    };
+    let scoped = match restrict(&policy) {
+        Ok(scoped) => scoped,
+        Err(why) => {
+            println!("this kernel cannot confine programs with Landlock ({why})");
+            return 1;
+        }
+    };
+    let no_filter = cfg!(debug_assertions) && std::env::var("AUTOAPP_FAULT").is_ok_and(|f| f == "no-seccomp");
+    let filtered = if no_filter { Err("a test plays a kernel without it".to_string()) } else { filter_holds() };
+    if let Err(why) = filtered {
+        println!("this kernel cannot filter system calls with seccomp ({why}), so sockets cannot be restricted");
+        return 1;
+    }
+    println!(
+        "Landlock and seccomp confine programs: files, TCP and every other socket{}",
+        if scoped {
+            ", abstract sockets and signals"
+        } else {
+            " (this kernel cannot scope abstract sockets and signals)"
+        }
+    );
+    0
+}
+
+/// Applies the strictest filter and checks that a UDP socket is refused.
+fn filter_holds() -> Result<(), String> {
+    seccomp::apply(Sockets::None)?;
+    match std::net::UdpSocket::bind(("127.0.0.1", 0)) {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Ok(()),
+        Err(e) => Err(format!("a socket was refused with an unexpected error: {e}")),
+        Ok(_) => Err("a UDP socket was still allowed".into()),
+    }
+}
+
+/// Applies `policy`'s Landlock rules to the calling process (`no_new_privs`
+/// with them). Returns whether the scopes (ABI 6) were enforced too.
+fn restrict(policy: &Policy) -> Result<bool, String> {
+    let abi = ABI::V4;
+    let err = |e: landlock::RulesetError| e.to_string();
+    let ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(err)?
+        .handle_access(AccessNet::from_all(abi))
+        .map_err(err)?
+        .set_compatibility(CompatLevel::BestEffort)
+        .scope(Scope::from_all(ABI::V6))
+        .map_err(err)?;
+    let mut created = ruleset.create().map_err(err)?;
+    let read: Vec<&Path> =
+        policy.system.paths().iter().map(Path::new).chain(policy.read.iter().map(PathBuf::as_path)).collect();
+    created = created.add_rules(path_beneath_rules(read, AccessFs::from_read(abi))).map_err(err)?;
+    created = created.add_rules(path_beneath_rules(&policy.list, AccessFs::ReadDir)).map_err(err)?;
+    created = created.add_rules(path_beneath_rules(&policy.write, AccessFs::from_all(abi))).map_err(err)?;
+    for port in &policy.connect_ports {
+        created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp)).map_err(err)?;
+    }
+    let status = created.restrict_self().map_err(err)?;
+    match status.ruleset {
+        RulesetStatus::FullyEnforced => Ok(true),
+        RulesetStatus::PartiallyEnforced => Ok(false),
+        RulesetStatus::NotEnforced => Err("Landlock is not enabled in this kernel".into()),
+    }
+}
+
+/// Sets `resource` to `value`, or to the hard limit already in place when
+/// that is lower (a process cannot raise it).
+fn limit(resource: rustix::process::Resource, value: u64) -> Result<(), String> {
+    let hard = rustix::process::getrlimit(resource).maximum;
+    let value = hard.map_or(value, |h| value.min(h));
+    let r = rustix::process::Rlimit { current: Some(value), maximum: Some(value) };
+    rustix::process::setrlimit(resource, r).map_err(|e| format!("cannot set a resource limit: {e}"))
+}
+
+/// The policy, the program and its arguments of `<policy-json> -- <program> <args>`.
+fn parse_args(args: &[String]) -> Result<(Policy, &str, &[String]), String> {
+    let (Some(policy), Some(sep), Some(program)) = (args.first(), args.get(1), args.get(2)) else {
+        return Err("__confined needs a policy, `--` and a program".into());
+    };
+    if sep != "--" {
+        return Err("__confined needs `--` before the program".into());
+    }
+    let policy: Policy =
+        serde_json::from_str(policy).map_err(|e| format!("the confinement policy is malformed ({e})"))?;
+    Ok((policy, program, &args[3..]))
+}
+
+/// `autoapp __confined <policy-json> -- <program> <args>`: the supervisor
+/// ([`supervise`]). Returns the program's exit status, or one of
+/// [`CANNOT_CONFINE`], [`PAST_DEADLINE`], [`STOPPED`].
+pub fn confined_main(args: &[String]) -> i32 {
+    let (policy, _, _) = match parse_args(args) {
+        Ok(parsed) => parsed,
+        Err(why) => {
+            eprintln!("autoapp: {why}");
+            return CANNOT_CONFINE;
+        }
+    };
+    supervise::run(policy.wall_secs, args)
+}
+
+/// `autoapp __confined-exec <policy-json> -- <program> <args>`: confines
+/// itself, then becomes the program. Returns only when it could not.
+pub fn exec_main(args: &[String]) -> i32 {
+    use std::os::unix::process::CommandExt as _;
+    let (policy, program, rest) = match parse_args(args) {
+        Ok(parsed) => parsed,
+        Err(why) => {
+            eprintln!("autoapp: {why}");
+            return CANNOT_CONFINE;
+        }
+    };
+    // A session of its own: no controlling terminal to read or signal.
+    let _ = rustix::process::setsid();
+    let limits = [
+        (rustix::process::Resource::Cpu, policy.cpu_secs),
+        (rustix::process::Resource::As, policy.address_space_bytes),
+        (rustix::process::Resource::Fsize, policy.file_size_bytes),
+        (rustix::process::Resource::Nproc, policy.processes),
+        (rustix::process::Resource::Core, 0),
+    ];
+    for (resource, value) in limits {
+        if let Err(e) = limit(resource, value) {
+            eprintln!("autoapp: {e}");
+            return CANNOT_CONFINE;
+        }
+    }
+    if !policy.unconfined {
+        if let Err(why) = restrict(&policy) {
+            eprintln!("autoapp: the program was not run: it could not be confined ({why})");
+            return CANNOT_CONFINE;
+        }
+        if let Err(why) = seccomp::apply(policy.sockets) {
+            eprintln!("autoapp: the program was not run: it could not be confined ({why})");
+            return CANNOT_CONFINE;
+        }
+    } else {
+        // The person's choice skips Landlock; the filter holds where it can.
+        let _ = seccomp::apply(policy.sockets);
+    }
+    let e = std::process::Command::new(program).args(rest).env_clear().envs(policy.env.iter().cloned()).exec();
+    eprintln!("autoapp: the program could not start ({e})");
+    127
+}
+
+/// Whether `argv` fits the grant's argument `pattern`: the same number of
+/// arguments, each equal to the pattern's, where `*` is one free argument
+/// that may not start with `-`.
+pub fn argv_fits(pattern: &[String], argv: &[String]) -> bool {
+    pattern.len() == argv.len()
+        && pattern.iter().zip(argv).all(|(p, a)| if p == "*" { !a.starts_with('-') } else { p == a })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn an_argv_fits_its_pattern_or_not() {
+        let p = s(&["--from=markdown", "--to=html", "*"]);
+        assert!(argv_fits(&p, &s(&["--from=markdown", "--to=html", "notes.md"])));
+        assert!(
+            !argv_fits(&p, &s(&["--from=markdown", "--to=html", "--lua-filter=x.lua"])),
+            "a free argument may not be an option"
+        );
+        assert!(!argv_fits(&p, &s(&["--from=markdown", "--to=html"])));
+        assert!(!argv_fits(&p, &s(&["--from=markdown", "--to=html", "a", "b"])));
+        assert!(!argv_fits(&p, &s(&["--from=html", "--to=html", "a"])));
+    }
+}

@@ -1,0 +1,226 @@
+//! The system-call filter beside Landlock: which sockets a confined process
+//! may open, and the few calls that would let it step around Landlock or the
+//! filter itself.
+//!
+//! Landlock (ABI 4) decides TCP ports and paths; it says nothing of UDP, of
+//! UNIX sockets named by a path, of netlink or of raw sockets. This filter
+//! does: `socket(2)` is allowed only for the families and types a
+//! [`Sockets`] value names, and everything else answers `EACCES` (an error a
+//! program reports, never a crash). Refused outright, whatever the policy:
+//! `io_uring` (it can open sockets without `socket(2)`), `bpf`, `ptrace`
+//! and reading or writing another process's memory, `perf_event_open`, the
+//! kernel keyring, `userfaultfd`, loading kernel modules or kernels, changing
+//! mounts, swap, reboot, `setns`, and opening files by handle.
+//!
+//! The filter is an allow-by-default list of refusals compiled by
+//! `seccompiler` (rust-vmm). A call made through another architecture's
+//! convention (i386's `int 0x80`) fails its architecture check and ends the
+//! process; x86-64's x32 numbers are refused beside the native ones.
+
+use std::collections::BTreeMap;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+};
+use serde::{Deserialize, Serialize};
+
+/// Which sockets a confined process may open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sockets {
+    /// None at all (a connected pair of UNIX sockets, which reaches nothing
+    /// outside the process tree, excepted): a build.
+    #[default]
+    None,
+    /// TCP over IPv4 and IPv6; Landlock decides the ports: a granted program.
+    Tcp,
+    /// TCP and UDP over IPv4 and IPv6: a build's fetch, whose name lookups
+    /// need UDP. No crate code runs in it.
+    TcpUdp,
+}
+
+/// The error a refused call answers.
+const REFUSED: u32 = libc::EACCES as u32;
+
+/// x86-64's x32 convention sets this bit of the system-call number.
+#[cfg(target_arch = "x86_64")]
+const X32: i64 = 0x4000_0000;
+
+/// The calls refused whatever the policy.
+const NEVER: &[i64] = &[
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_bpf,
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_perf_event_open,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_userfaultfd,
+    libc::SYS_kexec_load,
+    libc::SYS_kexec_file_load,
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_open_tree,
+    libc::SYS_move_mount,
+    libc::SYS_fsopen,
+    libc::SYS_fsconfig,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_reboot,
+    libc::SYS_setns,
+    libc::SYS_name_to_handle_at,
+    libc::SYS_open_by_handle_at,
+];
+
+fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> SeccompCondition {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).expect("a valid condition")
+}
+
+fn rule(conditions: Vec<SeccompCondition>) -> SeccompRule {
+    SeccompRule::new(conditions).expect("a rule has conditions")
+}
+
+/// When `socket(domain, type, protocol)` is refused under `sockets`: each
+/// rule is one way to be refused (rules are alternatives, a rule's
+/// conditions all hold). An empty list refuses every call.
+fn socket_refusals(sockets: Sockets) -> Vec<SeccompRule> {
+    let (types, protocols): (&[u64], &[u64]) = match sockets {
+        Sockets::None => return Vec::new(),
+        Sockets::Tcp => (&[libc::SOCK_STREAM as u64], &[0, libc::IPPROTO_TCP as u64]),
+        Sockets::TcpUdp => (
+            &[libc::SOCK_STREAM as u64, libc::SOCK_DGRAM as u64],
+            &[0, libc::IPPROTO_TCP as u64, libc::IPPROTO_UDP as u64],
+        ),
+    };
+    // Any family but IPv4 and IPv6 (UNIX, netlink, packet, …).
+    let mut rules = vec![rule(vec![
+        cond(0, SeccompCmpOp::Ne, libc::AF_INET as u64),
+        cond(0, SeccompCmpOp::Ne, libc::AF_INET6 as u64),
+    ])];
+    // Any type but those allowed (raw, sequenced packets, …); the type's low
+    // four bits, the rest being SOCK_NONBLOCK and SOCK_CLOEXEC.
+    for t in (0..16u64).filter(|t| !types.contains(t)) {
+        rules.push(rule(vec![cond(1, SeccompCmpOp::MaskedEq(0xf), t)]));
+    }
+    // Any protocol but the default, TCP and (where allowed) UDP: SCTP,
+    // MPTCP, ICMP "ping" sockets, UDP-Lite.
+    rules.push(rule(protocols.iter().map(|p| cond(2, SeccompCmpOp::Ne, *p)).collect()));
+    rules
+}
+
+/// The refusals of a policy, by system-call number.
+fn refusals(sockets: Sockets) -> BTreeMap<i64, Vec<SeccompRule>> {
+    let mut map: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    map.insert(libc::SYS_socket, socket_refusals(sockets));
+    // A connected pair is allowed only as UNIX sockets.
+    map.insert(libc::SYS_socketpair, vec![rule(vec![cond(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)])]);
+    for nr in NEVER {
+        map.insert(*nr, Vec::new());
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let native: Vec<(i64, Vec<SeccompRule>)> = map.iter().map(|(nr, r)| (*nr, r.clone())).collect();
+        for (nr, rules) in native {
+            map.insert(nr | X32, rules);
+        }
+    }
+    map
+}
+
+/// The compiled filter of `sockets`.
+pub fn program(sockets: Sockets) -> Result<BpfProgram, String> {
+    let arch = std::env::consts::ARCH.try_into().map_err(|e| format!("{e:?}"))?;
+    let filter = SeccompFilter::new(refusals(sockets), SeccompAction::Allow, SeccompAction::Errno(REFUSED), arch)
+        .map_err(|e| e.to_string())?;
+    filter.try_into().map_err(|e: seccompiler::BackendError| e.to_string())
+}
+
+/// Applies the filter of `sockets` to the calling thread (and what it
+/// `exec`s), for good.
+pub fn apply(sockets: Sockets) -> Result<(), String> {
+    let program = program(sockets)?;
+    seccompiler::apply_filter(&program).map_err(|e| format!("the kernel refused the system-call filter: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_policy_compiles_and_refuses_more_sockets_the_less_it_allows() {
+        for s in [Sockets::None, Sockets::Tcp, Sockets::TcpUdp] {
+            assert!(program(s).is_ok(), "{s:?}");
+        }
+        assert!(socket_refusals(Sockets::None).is_empty(), "no rule: every socket() is refused");
+        // Types refused: 15 of 16 for TCP, 14 for TCP and UDP, plus the
+        // family rule and the protocol rule.
+        assert_eq!(socket_refusals(Sockets::Tcp).len(), 1 + 15 + 1);
+        assert_eq!(socket_refusals(Sockets::TcpUdp).len(), 1 + 14 + 1);
+    }
+
+    /// Which sockets a thread under `sockets` may open: (family, type,
+    /// protocol) → opened.
+    fn opened(sockets: Sockets) -> Vec<bool> {
+        use rustix::net::{AddressFamily as F, Protocol, SocketType as T, ipproto};
+        std::thread::spawn(move || {
+            apply(sockets).unwrap();
+            let tries: [(F, T, Option<Protocol>); 9] = [
+                (F::INET, T::STREAM, None),
+                (F::INET6, T::STREAM, Some(ipproto::TCP)),
+                (F::INET, T::DGRAM, None),
+                (F::INET, T::STREAM, Some(ipproto::SCTP)),
+                (F::INET, T::DGRAM, Some(ipproto::ICMP)),
+                (F::INET, T::RAW, Some(ipproto::ICMP)),
+                (F::UNIX, T::STREAM, None),
+                (F::UNIX, T::DGRAM, None),
+                (F::NETLINK, T::RAW, None),
+            ];
+            let mut out: Vec<bool> = tries
+                .iter()
+                .map(|(f, t, p)| match rustix::net::socket(*f, *t, *p) {
+                    Ok(_) => true,
+                    Err(e) => {
+                        assert_eq!(
+                            e,
+                            rustix::io::Errno::ACCESS,
+                            "{f:?} {t:?} {p:?}: refused by the filter, not the kernel"
+                        );
+                        false
+                    }
+                })
+                .collect();
+            out.push(std::os::unix::net::UnixStream::pair().is_ok());
+            out
+        })
+        .join()
+        .unwrap()
+    }
+
+    #[test]
+    fn a_filtered_thread_opens_only_the_sockets_its_policy_names() {
+        //                         tcp4  tcp6  udp    sctp   icmp   raw    unix   unixdg netlink pair
+        assert_eq!(opened(Sockets::None), [false, false, false, false, false, false, false, false, false, true]);
+        assert_eq!(opened(Sockets::Tcp), [true, true, false, false, false, false, false, false, false, true]);
+        assert_eq!(opened(Sockets::TcpUdp), [true, true, true, false, false, false, false, false, false, true]);
+    }
+
+    #[test]
+    fn every_refusal_has_its_x32_twin() {
+        let map = refusals(Sockets::None);
+        for nr in [libc::SYS_socket, libc::SYS_io_uring_setup, libc::SYS_bpf] {
+            assert!(map.contains_key(&nr));
+            #[cfg(target_arch = "x86_64")]
+            assert!(map.contains_key(&(nr | X32)), "{nr}");
+        }
+    }
+}
