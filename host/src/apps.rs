@@ -14,7 +14,7 @@ use crate::caps;
 use crate::caps::store::{AppStore, Mode};
 use crate::config::Config;
 use crate::gate::record::{Recorder, Row};
-use crate::gate::{AnsweredBy, Caller, Decision, Gate, Knock, Pass};
+use crate::gate::{Caller, Decision, Gate, Knock, Pass};
 use crate::manifest::{AppId, Effect, Manifest};
 use crate::release;
 use crate::root::AppPaths;
@@ -383,7 +383,6 @@ impl Apps {
         };
         let effect = r.effect;
         let row = |decision: Decision, reason: &str, outcome: &str, request_id: &str, hash: &str| Row {
-            answered_by: AnsweredBy::Nobody.as_str().to_string(),
             request_id: request_id.to_string(),
             arguments_hash: hash.to_string(),
             decision: decision.as_str().to_string(),

@@ -198,21 +198,39 @@ async fn serve(stream: TcpStream, secret: Arc<Secret>, launcher: Arc<Launcher>, 
         return;
     }
     let _ = send(&mut w, &json!({ "ok": true })).await;
+    // Lines are read on a task of their own, so that a tool working for a
+    // long time still notices its caller going away (the end of the stream).
+    let (tx, lines) = tokio::sync::mpsc::channel::<Result<Vec<u8>, ()>>(QUEUED_LINES);
+    // Set the moment the stream ends: a change the caller asked for is then
+    // not made, its build is stopped (see `Engineer::call`).
+    let gone = crate::build::Stop::default();
+    let gone_when_read = gone.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = read_line(&mut r).await {
+            let too_long = line.is_err();
+            if tx.send(line).await.is_err() || too_long {
+                break;
+            }
+        }
+        gone_when_read.set();
+    });
+    let mut caller_lines =
+        Lines { lines, queued: std::collections::VecDeque::new(), stopping: launcher.stopping(), gone };
     loop {
-        let line = match read_line(&mut r).await {
-            Ok(Some(Ok(l))) => l,
-            Ok(Some(Err(()))) => {
+        let line = match caller_lines.next().await {
+            Some(Ok(l)) => l,
+            Some(Err(())) => {
                 let _ = send(&mut w, &refuse("that line is longer than 1 MiB; the connection is closed")).await;
                 return;
             }
-            Ok(None) | Err(_) => return,
+            None => return,
         };
         let answer = match parse_line(&line) {
             Err(e) => refuse(&e),
             Ok(Request::Engineer { tool, arguments, client }) => {
                 let label = if client.trim().is_empty() { "an engineer" } else { &client };
                 let caller = Caller::ai(label);
-                match engineer_call(&engineer, &caller, &tool, arguments, &mut w).await {
+                match engineer_call(&engineer, &caller, &tool, arguments, &mut w, &mut caller_lines).await {
                     Some(answer) => answer,
                     None => return,
                 }
@@ -225,23 +243,73 @@ async fn serve(stream: TcpStream, secret: Arc<Secret>, launcher: Arc<Launcher>, 
     }
 }
 
+/// How many lines a caller may send ahead of the answer it waits for.
+const QUEUED_LINES: usize = 16;
+
+/// A caller's lines, and whether it is still there.
+struct Lines {
+    lines: tokio::sync::mpsc::Receiver<Result<Vec<u8>, ()>>,
+    /// Lines that came while a tool worked.
+    queued: std::collections::VecDeque<Result<Vec<u8>, ()>>,
+    stopping: tokio::sync::watch::Receiver<bool>,
+    /// Set when the caller's stream ended.
+    gone: crate::build::Stop,
+}
+
+impl Lines {
+    /// The next line; `None` when the caller went away or the launcher stops.
+    async fn next(&mut self) -> Option<Result<Vec<u8>, ()>> {
+        if let Some(l) = self.queued.pop_front() {
+            return Some(l);
+        }
+        tokio::select! {
+            line = self.lines.recv() => line,
+            _ = self.stopping.wait_for(|s| *s) => None,
+        }
+    }
+
+    /// Resolves when the caller goes away or the launcher stops; lines that
+    /// come meanwhile are kept for later.
+    async fn went_away(&mut self) {
+        loop {
+            if self.queued.len() >= QUEUED_LINES {
+                // A caller that sends without reading is still there, or its
+                // stream ends: either way the launcher stopping ends it.
+                let _ = self.stopping.wait_for(|s| *s).await;
+                return;
+            }
+            tokio::select! {
+                line = self.lines.recv() => match line {
+                    Some(l) => self.queued.push_back(l),
+                    None => return,
+                },
+                _ = self.stopping.wait_for(|s| *s) => return,
+            }
+        }
+    }
+}
+
 /// How often a long tool says it is still working, when nothing else came.
 const STILL_WORKING: Duration = Duration::from_secs(10);
 
 /// Runs one engineer's tool, sending `{"progress": …}` lines while it works
 /// (a build's lines, a wait for the person, and a line every
-/// [`STILL_WORKING`]); the answer is the last line. `None` when the client
-/// went away (the tool is dropped with its question).
+/// [`STILL_WORKING`]); the answer is the last line. `None` when the caller
+/// went away or the launcher stops: the tool is dropped with its question,
+/// its build is stopped with everything it started, and a change it had not
+/// made yet is never made.
 async fn engineer_call(
     engineer: &Engineer,
     caller: &Caller,
     tool: &str,
     arguments: Value,
     w: &mut tokio::net::tcp::OwnedWriteHalf,
+    lines: &mut Lines,
 ) -> Option<Value> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let started = tokio::time::Instant::now();
-    let work = engineer.call(caller, tool, arguments, &tx);
+    let gone = lines.gone.clone();
+    let work = engineer.call(caller, tool, arguments, &tx, &gone);
     tokio::pin!(work);
     let mut last = String::from("working");
     let mut tick = tokio::time::interval_at(started + STILL_WORKING, STILL_WORKING);
@@ -265,6 +333,7 @@ async fn engineer_call(
                 let secs = started.elapsed().as_secs();
                 send(w, &json!({ "progress": format!("still working ({secs} s): {last}") })).await.ok()?;
             }
+            () = lines.went_away() => return None,
         }
     }
 }

@@ -116,3 +116,42 @@ fn the_hosts_environment_never_reaches_the_program() {
     let out = got["stdout"].as_str().unwrap();
     assert!(!out.contains("CARGO") && !out.contains("AUTOAPP") && !out.contains("RUST_"), "{out}");
 }
+
+#[test]
+fn a_program_granted_tcp_to_one_port_opens_no_unix_socket_and_sends_no_udp() {
+    use std::os::unix::net::UnixListener;
+    let server = TestServer::start();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent.sock");
+    let unix = UnixListener::bind(&path).unwrap();
+    unix.set_nonblocking(true).unwrap();
+    let root = TestRoot::new();
+    root.install_hostile_with(&format!(
+        "network = [\"http://127.0.0.1:{}\"]\nspawn = [{{ program = \"bash\" }}, {{ program = \"/usr/bin/perl\" }}]",
+        server.port
+    ));
+    // The granted port is reachable: the program runs, with its network.
+    let got = run(&root, "bash", &["-c", &format!("exec 3<>/dev/tcp/127.0.0.1/{} && echo connected", server.port)]);
+    assert!(got["stdout"].as_str().unwrap().contains("connected"), "{got}");
+    // UDP, to any port: refused by the filter.
+    let port = udp.local_addr().unwrap().port();
+    let got = run(&root, "bash", &["-c", &format!("echo leak > /dev/udp/127.0.0.1/{port} && echo sent")]);
+    assert!(!got["stdout"].as_str().unwrap().contains("sent"), "{got}");
+    assert!(got["stderr"].as_str().unwrap().contains("Permission denied"), "{got}");
+    // A UNIX socket named by a path, and an abstract one.
+    let perl = |peer: &str| {
+        let script = format!(
+            "use IO::Socket::UNIX; my $s = IO::Socket::UNIX->new(Peer => \"{peer}\"); if ($s) {{ print $s \"leak\"; print \"connected\\n\" }} else {{ print \"refused: $!\\n\" }}"
+        );
+        run(&root, "/usr/bin/perl", &["-e", &script])
+    };
+    let got = perl(path.to_str().unwrap());
+    assert!(got["stdout"].as_str().unwrap().contains("refused: Permission denied"), "{got}");
+    let got = perl("\\0autoapp-abstract-test");
+    assert!(!got["stdout"].as_str().unwrap().contains("connected"), "{got}");
+    let mut buf = [0u8; 16];
+    assert!(udp.recv_from(&mut buf).is_err(), "no datagram arrived");
+    assert!(unix.accept().is_err(), "no UNIX connection arrived");
+}

@@ -26,8 +26,14 @@ impl Drop for Launcher {
 
 impl Launcher {
     fn start(root: TestRoot) -> Launcher {
+        Launcher::start_with(root, &[])
+    }
+
+    /// The launcher with `env` added to its environment.
+    fn start_with(root: TestRoot, env: &[(&str, &str)]) -> Launcher {
         let mut child = Command::new(env!("CARGO_BIN_EXE_autoapp"))
             .args(["--root", root.path().to_str().unwrap(), "open"])
+            .envs(env.iter().copied())
             .env("AUTOAPP_LOG", "warn")
             .env_remove("AUTOAPP_ROOT")
             .stdout(Stdio::piped())
@@ -206,6 +212,17 @@ fn without_landlock_an_engineers_build_is_refused_and_the_persons_warns() {
     t.ok(&["standing", "on"]);
     let l = Launcher::start(t);
     l.refused("candidate_build", json!({ "app": "plain" }), "invalid-input", "run confined by Landlock");
+}
+
+#[test]
+fn where_the_kernel_cannot_filter_sockets_an_engineers_build_is_refused() {
+    let (t, _) = template_root("nofilter", "");
+    t.ok(&["standing", "on"]);
+    // Debug builds only: the probe plays a kernel without seccomp.
+    let l = Launcher::start_with(t, &[("AUTOAPP_FAULT", "no-seccomp")]);
+    let said =
+        l.refused("candidate_build", json!({ "app": "nofilter" }), "invalid-input", "cannot filter system calls");
+    assert!(said.contains("The person can build it with `autoapp build`"), "{said}");
 }
 
 #[test]

@@ -344,6 +344,11 @@ fn every_lifecycle_action_is_recorded_with_its_channel_and_a_rollback_keeps_the_
     assert_eq!(&order[..4], ["create", "activate", "notes.add", "preview-start"], "{order:?}");
     let text = n.root.ok(&["runs", "notes"]);
     assert!(text.contains("lifecycle") && text.contains("rollback"), "{text}");
+    // The person's own actions and calls read as theirs, in the text too.
+    assert!(all.iter().all(|r| r["answered_by"] == "person"), "every row here is the person's: {all:#?}");
+    assert!(text.lines().next().unwrap().contains("answered by"), "{text}");
+    let activate = text.lines().find(|l| l.contains(" activate ")).unwrap();
+    assert!(activate.contains(" person "), "{activate}");
     // A refusal's reason says why, and no argument reaches the record.
     let grant = all.iter().find(|r| r["route"] == "grant").unwrap();
     assert!(grant["reason"].as_str().unwrap().contains("does not ask for network"), "{grant}");
@@ -362,7 +367,8 @@ fn actions_from_the_panel_are_recorded_as_the_panels_answer_with_their_kinds_sta
     let n = Notes::new();
     let v1 = n.build();
     // No browser: the launcher prints the addresses it would open.
-    std::fs::write(n.root.path().join("config.toml"), "opener = \"none\"\n").unwrap();
+    std::fs::write(n.root.path().join("config.toml"), format!("{}opener = \"none\"\n", crate::support::base_config()))
+        .unwrap();
     let launcher = crate::support::Served::start(&n.root, &["open"]);
     let mut panel = launcher.tab("the Autoapp panel");
     let body = serde_json::json!({ "app": "notes", "release": v1 }).to_string();

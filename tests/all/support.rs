@@ -27,15 +27,22 @@ pub struct TestRoot {
     dir: tempfile::TempDir,
 }
 
+/// The configuration every test root starts with: the example guests read
+/// the checkout's WIT folder (`../../wit`), which a person's build may read
+/// only when the configuration names it.
+pub fn base_config() -> String {
+    format!("build_read = [{:?}]\n", repo().join("wit").display().to_string())
+}
+
 impl TestRoot {
     pub fn new() -> TestRoot {
-        TestRoot { dir: tempfile::Builder::new().prefix("autoapp-test-").tempdir().expect("a temp folder") }
+        TestRoot::with_config("")
     }
 
-    /// A root whose config.toml holds `config`.
+    /// A root whose config.toml holds `config` (after [`base_config`]).
     pub fn with_config(config: &str) -> TestRoot {
-        let r = TestRoot::new();
-        std::fs::write(r.path().join("config.toml"), config).expect("write config");
+        let r = TestRoot { dir: tempfile::Builder::new().prefix("autoapp-test-").tempdir().expect("a temp folder") };
+        std::fs::write(r.path().join("config.toml"), format!("{}{config}", base_config())).expect("write config");
         r
     }
 

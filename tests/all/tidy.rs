@@ -177,6 +177,11 @@ const CONFINED: &[(&str, &[&str])] = &[
     ("axum", &["server"]),
     ("hyper", &["server", "caps::network"]),
     ("rmcp", &["mcp"]),
+    // The kernel's confinement has one home: the shim every process the host
+    // starts goes through.
+    ("landlock", &["caps::confine"]),
+    ("seccompiler", &["caps::confine"]),
+    ("signal_hook", &["caps::confine"]),
 ];
 
 #[test]

@@ -19,8 +19,9 @@ fn a_fork_bomb_and_its_grandchildren_end_at_the_deadline() {
     root.install_hostile_with("spawn = [{ program = \"sh\" }]");
     let marker = format!("autoapp-bomb-{}", std::process::id());
     // A grandchild that would outlive the call, then a fork bomb (bounded only
-    // by the deadline: tests run as root, where RLIMIT_NPROC does not bind).
-    let script = format!("sh -c 'sleep 300' {marker}-grandchild & b() {{ b | b & }}; b");
+    // by the deadline: tests run as root, where RLIMIT_NPROC does not bind),
+    // and the program itself waiting on: the deadline ends it all.
+    let script = format!("sh -c 'sleep 300' {marker}-grandchild & b() {{ b | b & }}; b; sleep 30");
     let e = root.refused(&[
         "call",
         "hostile",
@@ -28,8 +29,9 @@ fn a_fork_bomb_and_its_grandchildren_end_at_the_deadline() {
         &serde_json::json!({ "program": "sh", "args": ["-c", script, marker] }).to_string(),
     ]);
     assert!(e.contains("deadline"), "{e}");
-    // SIGKILL went to the whole group when the call ended; give the kernel a
-    // moment to tear a few thousand processes down, then none may be left.
+    // The supervisor killed the program's group and every other descendant
+    // when the call ended; give the kernel a moment to tear a few thousand
+    // processes down, then none may be left.
     let gone = |_: ()| std::process::Command::new("pgrep").args(["-f", &marker]).output().unwrap().stdout.is_empty();
     let started = std::time::Instant::now();
     while !gone(()) && started.elapsed() < std::time::Duration::from_secs(10) {

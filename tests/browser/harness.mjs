@@ -25,7 +25,9 @@ export function autoapp(root, ...args) {
 /// A root with notes, hostile and news active, tabs printed rather than opened.
 export function makeRoot(config = "") {
   const root = mkdtempSync(join(tmpdir(), "autoapp-browser-"));
-  writeFileSync(join(root, "config.toml"), `opener = "none"\n${config}`);
+  // The example guests read the checkout's WIT folder, which a person's
+  // build reads only when the configuration names it.
+  writeFileSync(join(root, "config.toml"), `opener = "none"\nbuild_read = [${JSON.stringify(join(repo, "wit"))}]\n${config}`);
   for (const app of ["notes", "hostile", "news"]) {
     autoapp(root, "create", app, "--at", join(repo, "guests", app));
     const built = JSON.parse(autoapp(root, "build", app, "--json"));

@@ -90,22 +90,6 @@ impl Stop {
     pub fn is_set(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
-
-    /// A guard that sets this flag when dropped (a caller's future that was
-    /// dropped because its caller went away).
-    pub fn on_drop(&self) -> StopOnDrop {
-        StopOnDrop(self.clone())
-    }
-}
-
-/// Sets its [`Stop`] when dropped.
-#[derive(Debug)]
-pub struct StopOnDrop(Stop);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        self.0.set();
-    }
 }
 
 /// Where a build's component comes from.
@@ -193,7 +177,8 @@ pub fn build(
             (bytes, "component")
         }
         Source::Cargo { target_dir, by, also_read, stop } => {
-            let bytes = cargo_build(&ws, target_dir, by, also_read, stop, runtime.config(), progress)?;
+            let scratch = Scratch::new(root)?;
+            let bytes = cargo_build(&ws, target_dir, by, also_read, stop, runtime.config(), &scratch.0, progress)?;
             (bytes, "cargo")
         }
     };
@@ -336,6 +321,7 @@ pub fn import_problem(name: &str) -> Option<String> {
 /// Runs cargo in the workspace `ws` and returns the component it built:
 /// fetches the dependencies (no crate code runs), then builds offline, both
 /// steps confined by [`policy::Plan`].
+#[allow(clippy::too_many_arguments)]
 fn cargo_build(
     ws: &Path,
     target_dir: Option<&Path>,
@@ -343,6 +329,7 @@ fn cargo_build(
     also_read: &[PathBuf],
     stop: &Stop,
     config: &crate::config::Config,
+    scratch: &Path,
     progress: &dyn Fn(&str),
 ) -> Result<Vec<u8>, BuildError> {
     let ws = std::fs::canonicalize(ws).with_context(|| format!("cannot resolve {}", ws.display()))?;
@@ -364,7 +351,7 @@ fn cargo_build(
     };
     std::fs::create_dir_all(&target_dir).with_context(|| format!("cannot create {}", target_dir.display()))?;
     let target_dir = std::fs::canonicalize(&target_dir).context("cannot resolve the target folder")?;
-    let plan = plan(&ws, target_dir.clone(), &toolchain, by, also_read, config, unconfined)?;
+    let plan = plan(&ws, target_dir.clone(), scratch, &toolchain, by, also_read, config, unconfined)?;
     let lockfile = plan.lockfile();
     if !lockfile.exists() {
         // The fetch may write this one file of the workspace, so it exists first.
@@ -446,10 +433,42 @@ fn confinement(by: By, config: &crate::config::Config) -> Result<bool, BuildErro
     }
 }
 
+/// A build's own scratch folder, `<root>/cache/builds/<pid>-<n>`, removed
+/// when the build ends (and, when a build's process died, by the next one).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(root: &Root) -> Result<Scratch, BuildError> {
+        use std::sync::atomic::AtomicU64;
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let builds = root.dir().join("cache").join("builds");
+        std::fs::create_dir_all(&builds).with_context(|| format!("cannot create {}", builds.display()))?;
+        // Left by a build whose process is gone.
+        for entry in std::fs::read_dir(&builds).into_iter().flatten().filter_map(Result::ok) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let pid = name.split('-').next().and_then(|p| p.parse::<u32>().ok());
+            if pid.is_some_and(|p| p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists()) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+        let dir = builds.join(format!("{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+        let dir = std::fs::canonicalize(&builds).map(|b| b.join(dir.file_name().expect("a name"))).unwrap_or(dir);
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// The confinement of both steps of a build of the real workspace `ws`.
+#[allow(clippy::too_many_arguments)]
 fn plan(
     ws: &Path,
     target_dir: PathBuf,
+    scratch: &Path,
     toolchain: &toolchain::Toolchain,
     by: By,
     also_read: &[PathBuf],
@@ -487,6 +506,7 @@ fn plan(
         ws_read: policy::readable(ws),
         ws: ws.to_path_buf(),
         target_dir,
+        scratch: scratch.to_path_buf(),
         sysroot: toolchain.sysroot.clone(),
         toolchain_name: toolchain.name.clone(),
         cargo_home,

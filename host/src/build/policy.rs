@@ -10,10 +10,13 @@
 //! Both see the system's programs and libraries and only the parts of `/etc`
 //! a compiler and a name lookup read (`confine::System::Build`), and an
 //! environment built here from a short list — never the launcher's own. Each
-//! step gets a scratch folder made anew (its `HOME`, `TMPDIR` and a cargo home
-//! of its own whose `registry/` and `git/` lead to the person's), so cargo's
-//! own configuration and credentials in the person's cargo home are never
-//! read, and nothing a step leaves there reaches the next one.
+//! build has a scratch folder of its own outside the target folder, made anew
+//! for each step (its `HOME` and `TMPDIR`), so nothing a step leaves there
+//! reaches the next one and one build cannot reach another's. Their
+//! `CARGO_HOME` is [`BUILD_HOME`] inside the person's cargo home: links to its
+//! `registry/`, `git/` and the lock files that keep two cargos from writing
+//! them at once, and nothing else — cargo's own configuration and credentials
+//! are never read, and no step may write there.
 
 use std::path::{Path, PathBuf};
 
@@ -22,8 +25,12 @@ use crate::caps::confine::{Policy, Sockets, System};
 /// The most entries of a workspace walked to find its `.git` folders.
 pub const MAX_WALK: usize = 200_000;
 
-/// The scratch folder of a build, inside its target folder.
-pub const SCRATCH: &str = "autoapp-scratch";
+/// The folder of the builds' own cargo home, inside the person's.
+pub const BUILD_HOME: &str = "autoapp-builds";
+
+/// The lock files of cargo's home, shared with every cargo of the person's,
+/// so that two never write the downloads at once.
+const CARGO_LOCKS: &[&str] = &[".package-cache", ".package-cache-mutate"];
 
 /// The port of name lookups over TCP (UDP is the fetch's anyway).
 const DNS_PORT: u16 = 53;
@@ -190,6 +197,8 @@ pub struct Plan {
     pub ws_read: Vec<PathBuf>,
     /// The target folder (real path).
     pub target_dir: PathBuf,
+    /// This build's own scratch folder (outside the target folder).
+    pub scratch: PathBuf,
     /// The toolchain's sysroot, and its name for rustup.
     pub sysroot: PathBuf,
     pub toolchain_name: Option<String>,
@@ -216,14 +225,17 @@ const FILE_SIZE_BYTES: u64 = 8 << 30;
 const PROCESSES: u64 = 4096;
 
 impl Plan {
-    /// The step's scratch folder, made anew before each step ([`Plan::fresh_scratch`]).
+    /// The build's scratch folder, made anew before each step ([`Plan::fresh_scratch`]).
     pub fn scratch(&self) -> PathBuf {
-        self.target_dir.join(SCRATCH)
+        self.scratch.clone()
     }
 
-    /// The step's cargo home: `registry/` and `git/` lead to the person's.
-    pub fn step_cargo_home(&self) -> PathBuf {
-        self.scratch().join("cargo-home")
+    /// The builds' cargo home: a folder inside the person's cargo home that
+    /// holds only links to its `registry/`, `git/` and lock files. Its path is
+    /// the same for every build (cargo rebuilds a dependency whose source
+    /// path changed), and no step may write it.
+    pub fn build_cargo_home(&self) -> PathBuf {
+        self.cargo_home.join(BUILD_HOME)
     }
 
     /// cargo's downloads in the person's cargo home.
@@ -231,13 +243,20 @@ impl Plan {
         [self.cargo_home.join("registry"), self.cargo_home.join("git")]
     }
 
+    /// cargo's lock files in the person's cargo home.
+    pub fn locks(&self) -> Vec<PathBuf> {
+        CARGO_LOCKS.iter().map(|l| self.cargo_home.join(l)).collect()
+    }
+
     /// The workspace's lock file, which only the fetch writes.
     pub fn lockfile(&self) -> PathBuf {
         self.ws.join("Cargo.lock")
     }
 
-    /// Empties the scratch folder and makes the step's home, temporary
-    /// folder and cargo home in it.
+    /// Empties the build's scratch folder and makes the step's home and
+    /// temporary folder in it; makes the builds' cargo home hold exactly its
+    /// links (and nothing a step or anyone else left there, like a
+    /// `config.toml`).
     pub fn fresh_scratch(&self) -> std::io::Result<()> {
         let scratch = self.scratch();
         match std::fs::remove_dir_all(&scratch) {
@@ -245,13 +264,41 @@ impl Plan {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        for dir in ["home", "tmp", "cargo-home"] {
+        for dir in ["home", "tmp"] {
             std::fs::create_dir_all(scratch.join(dir))?;
         }
+        let home = self.build_cargo_home();
+        std::fs::create_dir_all(&home)?;
         for real in self.downloads() {
             std::fs::create_dir_all(&real)?;
-            let name = real.file_name().expect("registry and git have names");
-            std::os::unix::fs::symlink(&real, self.step_cargo_home().join(name))?;
+        }
+        for real in self.locks() {
+            std::fs::OpenOptions::new().create(true).append(true).open(&real)?;
+        }
+        let links: Vec<PathBuf> = self.downloads().into_iter().chain(self.locks()).collect();
+        for entry in std::fs::read_dir(&home)? {
+            let entry = entry?;
+            let keep = links.iter().any(|l| l.file_name() == Some(entry.file_name().as_os_str()))
+                && std::fs::read_link(entry.path()).ok().as_deref()
+                    == links
+                        .iter()
+                        .find(|l| l.file_name() == Some(entry.file_name().as_os_str()))
+                        .map(PathBuf::as_path);
+            if !keep {
+                let p = entry.path();
+                if p.is_dir() && !p.is_symlink() { std::fs::remove_dir_all(&p)? } else { std::fs::remove_file(&p)? }
+            }
+        }
+        for real in links {
+            let link = home.join(real.file_name().expect("registry, git and the lock files have names"));
+            match std::os::unix::fs::symlink(&real, &link) {
+                Ok(()) => {}
+                // Made by a build beside this one.
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::AlreadyExists
+                        && std::fs::read_link(&link).ok() == Some(real.clone()) => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(())
     }
@@ -263,11 +310,12 @@ impl Plan {
             ("PATH".to_string(), format!("{}:/usr/local/bin:/usr/bin:/bin", s(&self.sysroot.join("bin")))),
             ("HOME".to_string(), s(&self.scratch().join("home"))),
             ("TMPDIR".to_string(), s(&self.scratch().join("tmp"))),
-            ("CARGO_HOME".to_string(), s(&self.step_cargo_home())),
+            ("CARGO_HOME".to_string(), s(&self.build_cargo_home())),
             ("CARGO_TARGET_DIR".to_string(), s(&self.target_dir)),
             ("LANG".to_string(), self.lang.clone().unwrap_or_else(|| "C.UTF-8".into())),
-            // A step's cargo home is new each time: its own cache cleaning
-            // would judge the person's downloads by a record it never kept.
+            // The builds' cargo home keeps no record of what was used (no step
+            // may write it): its cache cleaning would judge the person's
+            // downloads by a record it never kept.
             ("CARGO_CACHE_AUTO_CLEAN_FREQUENCY".to_string(), "never".into()),
         ];
         if let Some(r) = &self.rustup_home {
@@ -311,6 +359,7 @@ impl Plan {
         let mut read = self.reads();
         read.extend(self.network.read.iter().cloned());
         let mut write: Vec<PathBuf> = self.downloads().into();
+        write.extend(self.locks());
         write.push(self.scratch());
         write.push(self.lockfile());
         write.push(PathBuf::from("/dev/null"));
@@ -318,17 +367,14 @@ impl Plan {
     }
 
     /// The build: offline; build scripts and proc macros run here and write
-    /// only the target folder, reach nothing.
+    /// only the target folder (and the build's scratch folder), reach nothing.
     pub fn build(&self) -> Policy {
         let mut read = self.reads();
         read.extend(self.downloads());
-        Policy {
-            read,
-            write: vec![self.target_dir.clone(), PathBuf::from("/dev/null")],
-            connect_ports: Vec::new(),
-            sockets: Sockets::None,
-            ..self.base(false)
-        }
+        let mut write = vec![self.target_dir.clone(), self.scratch()];
+        write.extend(self.locks());
+        write.push(PathBuf::from("/dev/null"));
+        Policy { read, write, connect_ports: Vec::new(), sockets: Sockets::None, ..self.base(false) }
     }
 }
 

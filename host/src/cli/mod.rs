@@ -630,18 +630,19 @@ fn runs(root: Root, app: String, limit: usize, json: bool) -> Result<(), Failure
         return Ok(());
     }
     println!(
-        "{:<20} {:<8} {:<14} {:<16} {:<9} {:<10} {:<8} {:>8}  {:<12} reason",
-        "time", "channel", "caller", "route", "effect", "decision", "outcome", "ms", "arguments"
+        "{:<20} {:<8} {:<14} {:<16} {:<9} {:<10} {:<17} {:<8} {:>8}  {:<12} reason",
+        "time", "channel", "caller", "route", "effect", "decision", "answered by", "outcome", "ms", "arguments"
     );
     for r in rows {
         println!(
-            "{:<20} {:<8} {:<14} {:<16} {:<9} {:<10} {:<8} {:>8.1}  {:<12} {}",
+            "{:<20} {:<8} {:<14} {:<16} {:<9} {:<10} {:<17} {:<8} {:>8.1}  {:<12} {}",
             r.time,
             r.channel,
             r.caller.chars().take(14).collect::<String>(),
             r.route,
             r.effect,
             r.decision,
+            r.answered_by,
             r.outcome,
             r.duration_ms,
             r.arguments_hash.get(..12).unwrap_or("-"),

@@ -222,13 +222,16 @@ impl Engineer {
     }
 
     /// Runs `tool` with `arguments` for `caller` (the adapter's: channel
-    /// `ai`). Errors carry their kind ([`crate::error::kind_of`]).
+    /// `ai`). `gone` is set by the adapter the moment its caller goes away:
+    /// an approved change is then not made, a build is stopped. Errors carry
+    /// their kind ([`crate::error::kind_of`]).
     pub async fn call(
         &self,
         caller: &Caller,
         tool: &str,
         arguments: Value,
         progress: &Progress,
+        gone: &crate::build::Stop,
     ) -> anyhow::Result<Answer> {
         let specs = tools();
         let Some(spec) = specs.iter().find(|s| s.name == tool) else {
@@ -257,9 +260,9 @@ impl Engineer {
         match tool {
             "source_list" | "source_read" | "source_search" => self.source_read_tool(caller, spec, &app, &args).await,
             "source_edit" | "source_write" | "source_delete" => {
-                self.source_change(caller, spec, &app, &args, progress).await
+                self.source_change(caller, spec, &app, &args, progress, gone).await
             }
-            "candidate_build" => self.candidate_build(caller, spec, &app, &args, progress).await,
+            "candidate_build" => self.candidate_build(caller, spec, &app, &args, progress, gone).await,
             "candidate_explain" => self.candidate_explain(caller, &app, &args).await,
             "candidate_preview" => self.candidate_preview(caller, spec, &app, &args, progress).await,
             "preview_stop" => self.preview_stop(caller, spec, &app, &args, progress).await,
@@ -346,22 +349,37 @@ impl Engineer {
         result: &anyhow::Result<T>,
     ) {
         let effect = spec.effect.unwrap_or(Effect::Write);
-        let (outcome, reason) = match result {
-            Ok(_) => ("ok", String::new()),
-            Err(e) => ("error", crate::sanitize::secrets(&format!("{e:#}")).chars().take(300).collect()),
-        };
-        let row = Row {
-            request_id: pass.map(|p| p.request_id().to_string()).unwrap_or_default(),
-            arguments_hash: pass
-                .map(|p| p.arguments_hash().to_string())
-                .unwrap_or_else(|| crate::gate::arguments_hash(args)),
-            decision: pass.map(|p| p.decision()).unwrap_or(Decision::Allowed).as_str().to_string(),
-            answered_by: pass.map(|p| p.answered_by()).unwrap_or(crate::gate::AnsweredBy::Nobody).as_str().to_string(),
-            reason,
-            outcome: outcome.into(),
-            ..Row::of(caller, app, release, spec.name, effect.as_str())
-        };
+        let row = outcome_row(caller, spec, app, release, pass, args, result);
         self.record(app, effect, row).await;
+    }
+
+    /// A guard for an approved tool's work: if the call is dropped before
+    /// [`Unfinished::done`] (its caller went away, the launcher stops), it sets
+    /// the returned [`crate::build::Stop`] (`gone`, the caller's) and records
+    /// that the work was stopped.
+    #[allow(clippy::too_many_arguments)]
+    fn unfinished(
+        &self,
+        caller: &Caller,
+        spec: &Spec,
+        app: &AppId,
+        release: &str,
+        pass: &crate::gate::Pass,
+        args: &Value,
+        gone: &crate::build::Stop,
+    ) -> (Unfinished, crate::build::Stop) {
+        let stopped: anyhow::Result<()> =
+            Err(anyhow::anyhow!("stopped: its caller went away before it finished; nothing of it was kept"));
+        let row = outcome_row(caller, spec, app, release, Some(pass), args, &stopped);
+        let stop = gone.clone();
+        let guard = Unfinished {
+            apps: self.apps.clone(),
+            app: app.clone(),
+            effect: spec.effect.unwrap_or(Effect::Write),
+            row: Some(row),
+            stop: stop.clone(),
+        };
+        (guard, stop)
     }
 
     fn workspace(&self, app: &AppId) -> anyhow::Result<source::Workspace> {
@@ -437,6 +455,7 @@ impl Engineer {
         app: &AppId,
         args: &Value,
         progress: &Progress,
+        gone: &crate::build::Stop,
     ) -> anyhow::Result<Answer> {
         let lock = self.lock_of(app);
         let _one_at_a_time = lock.lock().await;
@@ -459,10 +478,27 @@ impl Engineer {
                 return Err(e);
             }
         };
-        let diff = change.diff();
+        // A change too long to show whole is refused before anyone is asked.
+        let diff = match change.shown() {
+            Ok(d) => d,
+            Err(e) => {
+                let failed: anyhow::Result<()> = Err(anyhow::anyhow!("{e:#}"));
+                self.ran(caller, spec, app, "workspace", None, args, &failed).await;
+                return Err(e);
+            }
+        };
         let pass = self.ask(caller, spec, app, "workspace", args, Some(&diff), progress).await?;
+        // A change whose caller went away while it waited is not made.
+        let (unfinished, gone) = self.unfinished(caller, spec, app, "workspace", &pass, args, gone);
         let c = change.clone();
-        let result = blocking(move || c.apply().map(|()| c.summary())).await;
+        let result = blocking(move || {
+            if gone.is_set() {
+                anyhow::bail!("its caller went away; nothing was written");
+            }
+            c.apply().map(|()| c.summary())
+        })
+        .await;
+        unfinished.done();
         self.ran(caller, spec, app, "workspace", Some(&pass), args, &result).await;
         let summary = result?;
         Ok(json!({ "message": summary, "diff": diff, "answeredBy": pass.answered_by().as_str() }))
@@ -475,15 +511,15 @@ impl Engineer {
         app: &AppId,
         args: &Value,
         progress: &Progress,
+        gone: &crate::build::Stop,
     ) -> anyhow::Result<Answer> {
         let lock = self.lock_of(app);
         let _one_at_a_time = lock.lock().await;
         let pass = self.ask(caller, spec, app, "workspace", args, None, progress).await?;
         let _ = progress.send(format!("building {app}"));
         // If this call is dropped (its caller went away, the launcher stops),
-        // the build is stopped with everything it started.
-        let stop = crate::build::Stop::default();
-        let _stop_when_dropped = stop.on_drop();
+        // the build is stopped with everything it started, and recorded so.
+        let (unfinished, stop) = self.unfinished(caller, spec, app, "workspace", &pass, args, gone);
         let (apps, id, tx) = (self.apps.clone(), app.clone(), progress.clone());
         let result = blocking(move || {
             let report = |line: &str| {
@@ -508,6 +544,7 @@ impl Engineer {
             })
         })
         .await;
+        unfinished.done();
         self.ran(caller, spec, app, "workspace", Some(&pass), args, &result).await;
         let built = result?;
         let said =
@@ -646,6 +683,65 @@ impl Engineer {
             "message": format!("created {app} from the starter template. Read it with source_list, change it, then candidate_build (which fetches its dependencies)"),
             "app": app,
         }))
+    }
+}
+
+/// The record row of a tool that ran (or was refused after it was asked).
+fn outcome_row<T>(
+    caller: &Caller,
+    spec: &Spec,
+    app: &AppId,
+    release: &str,
+    pass: Option<&crate::gate::Pass>,
+    args: &Value,
+    result: &anyhow::Result<T>,
+) -> Row {
+    let effect = spec.effect.unwrap_or(Effect::Write);
+    let (outcome, reason) = match result {
+        Ok(_) => ("ok", String::new()),
+        Err(e) => ("error", crate::sanitize::secrets(&format!("{e:#}")).chars().take(300).collect()),
+    };
+    Row {
+        request_id: pass.map(|p| p.request_id().to_string()).unwrap_or_default(),
+        arguments_hash: pass
+            .map(|p| p.arguments_hash().to_string())
+            .unwrap_or_else(|| crate::gate::arguments_hash(args)),
+        decision: pass.map(|p| p.decision()).unwrap_or(Decision::Allowed).as_str().to_string(),
+        answered_by: pass.map(|p| p.answered_by()).unwrap_or(crate::gate::AnsweredBy::Nobody).as_str().to_string(),
+        reason,
+        outcome: outcome.into(),
+        ..Row::of(caller, app, release, spec.name, effect.as_str())
+    }
+}
+
+/// An approved tool's work in progress (see [`Engineer::unfinished`]).
+struct Unfinished {
+    apps: Arc<Apps>,
+    app: AppId,
+    effect: Effect,
+    row: Option<Row>,
+    stop: crate::build::Stop,
+}
+
+impl Unfinished {
+    /// The work finished (well or not): nothing to stop, nothing to record here.
+    fn done(mut self) {
+        self.row = None;
+    }
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        let Some(row) = self.row.take() else { return };
+        self.stop.set();
+        let (apps, data, effect) = (self.apps.clone(), self.apps.root().app(&self.app).data(), self.effect);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if let Err(e) = apps.record(&data, effect, row).await {
+                    tracing::error!("cannot record a stopped tool call: {e:#}");
+                }
+            });
+        }
     }
 }
 

@@ -419,9 +419,12 @@ impl Gate {
         };
         match rule(knock.caller.channel(), knock.effect, knock.preview) {
             Rule::Allow => {
+                // Nobody is asked; a call the person made is the person's own.
+                let answered_by =
+                    if knock.caller.channel() == Channel::User { AnsweredBy::Person } else { AnsweredBy::Nobody };
                 return Ok(Pass {
                     decision: Decision::Allowed,
-                    answered_by: AnsweredBy::Nobody,
+                    answered_by,
                     request_id: request_id.clone(),
                     arguments_hash: arguments_hash.clone(),
                     input: canonical,

@@ -61,7 +61,8 @@ pub struct Row {
     /// ok | error | trap | not-run
     pub outcome: String,
     pub duration_ms: f64,
-    /// Who answered the call's question: person | standing approval | nobody
+    /// Who answered the call's question: person (who answered it, or made
+    /// the call or took the action themselves) | standing approval | nobody
     /// (no question was asked, or nobody answered it in time).
     pub answered_by: String,
 }
@@ -85,7 +86,15 @@ impl Row {
             reason: String::new(),
             outcome: "ok".to_string(),
             duration_ms: 0.0,
-            answered_by: super::AnsweredBy::Nobody.as_str().to_string(),
+            // The person's own action or call is theirs; anything else is
+            // answered by nobody unless the call site says who.
+            answered_by: if caller.channel() == super::Channel::User {
+                super::AnsweredBy::Person
+            } else {
+                super::AnsweredBy::Nobody
+            }
+            .as_str()
+            .to_string(),
         }
     }
 }

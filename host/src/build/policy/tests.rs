@@ -6,6 +6,7 @@ fn plan(dir: &Path) -> Plan {
         ws_read: vec![ws.join("src"), ws.join("Cargo.toml")],
         ws: ws.clone(),
         target_dir: ws.join("target"),
+        scratch: dir.join("root/cache/builds/1-0"),
         sysroot: dir.join("toolchain"),
         toolchain_name: Some("1.95.0".into()),
         cargo_home: dir.join("cargo"),
@@ -36,7 +37,9 @@ fn the_fetch_reaches_only_the_registry_and_writes_only_downloads_the_lock_file_a
         [
             d.join("cargo/registry"),
             d.join("cargo/git"),
-            d.join("ws/target/autoapp-scratch"),
+            d.join("cargo/.package-cache"),
+            d.join("cargo/.package-cache-mutate"),
+            d.join("root/cache/builds/1-0"),
             d.join("ws/Cargo.lock"),
             PathBuf::from("/dev/null")
         ]
@@ -59,7 +62,16 @@ fn the_build_reaches_nothing_and_writes_only_its_target_folder() {
     assert_eq!(b.system, System::Build);
     assert_eq!(b.sockets, Sockets::None);
     assert!(b.connect_ports.is_empty());
-    assert_eq!(b.write, [d.join("ws/target"), PathBuf::from("/dev/null")]);
+    assert_eq!(
+        b.write,
+        [
+            d.join("ws/target"),
+            d.join("root/cache/builds/1-0"),
+            d.join("cargo/.package-cache"),
+            d.join("cargo/.package-cache-mutate"),
+            PathBuf::from("/dev/null")
+        ]
+    );
     for read in [d.join("ws/src"), d.join("toolchain"), d.join("cargo/registry"), d.join("cargo/git"), d.join("wit")] {
         assert!(b.read.contains(&read), "{}", read.display());
     }
@@ -92,9 +104,9 @@ fn a_step_sees_an_environment_made_of_a_short_list() {
     );
     let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str()).unwrap();
     assert_eq!(get("PATH"), "/d/toolchain/bin:/usr/local/bin:/usr/bin:/bin");
-    assert_eq!(get("HOME"), "/d/ws/target/autoapp-scratch/home");
-    assert_eq!(get("TMPDIR"), "/d/ws/target/autoapp-scratch/tmp");
-    assert_eq!(get("CARGO_HOME"), "/d/ws/target/autoapp-scratch/cargo-home");
+    assert_eq!(get("HOME"), "/d/root/cache/builds/1-0/home");
+    assert_eq!(get("TMPDIR"), "/d/root/cache/builds/1-0/tmp");
+    assert_eq!(get("CARGO_HOME"), "/d/cargo/autoapp-builds");
     assert_eq!(get("CARGO_TARGET_DIR"), "/d/ws/target");
     assert_eq!(get("LANG"), "C.UTF-8");
     assert_eq!(get("RUSTUP_TOOLCHAIN"), "1.95.0");
@@ -199,18 +211,33 @@ fn the_workspace_is_readable_but_its_git_folders_and_what_symlinks_lead_to() {
 }
 
 #[test]
-fn each_step_starts_from_an_empty_scratch_folder_whose_cargo_home_leads_to_the_downloads() {
+fn each_step_starts_from_an_empty_scratch_folder_and_a_cargo_home_of_links_only() {
     let dir = tempfile::tempdir().unwrap();
     let d = std::fs::canonicalize(dir.path()).unwrap();
     let p = plan(&d);
+    std::fs::create_dir_all(d.join("cargo")).unwrap();
+    std::fs::write(d.join("cargo/credentials.toml"), "[registry]\ntoken = \"t\"\n").unwrap();
     p.fresh_scratch().unwrap();
-    let home = p.step_cargo_home();
+    let home = p.build_cargo_home();
+    assert_eq!(home, d.join("cargo/autoapp-builds"));
+    // Whatever is left in either is gone before the next step.
     std::fs::write(home.join("config.toml"), "[build]\nrustc-wrapper = \"/bin/sh\"\n").unwrap();
+    std::fs::create_dir(home.join("bin")).unwrap();
+    std::fs::remove_file(home.join("git")).unwrap();
+    std::os::unix::fs::symlink("/etc", home.join("git")).unwrap();
     std::fs::write(p.scratch().join("home/.gitconfig"), "[core]\nsshCommand = x\n").unwrap();
     p.fresh_scratch().unwrap();
-    assert!(!home.join("config.toml").exists(), "what a step left is gone before the next");
+    let mut names: Vec<String> =
+        std::fs::read_dir(&home).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, [".package-cache", ".package-cache-mutate", "git", "registry"]);
     assert!(!p.scratch().join("home/.gitconfig").exists());
     assert_eq!(std::fs::read_link(home.join("registry")).unwrap(), d.join("cargo/registry"));
-    assert_eq!(std::fs::read_link(home.join("git")).unwrap(), d.join("cargo/git"));
+    assert_eq!(std::fs::read_link(home.join("git")).unwrap(), d.join("cargo/git"), "a wrong link is made again");
+    assert_eq!(std::fs::read_link(home.join(".package-cache")).unwrap(), d.join("cargo/.package-cache"));
+    assert!(d.join("cargo/.package-cache-mutate").is_file(), "the shared lock files exist");
+    assert!(d.join("cargo/credentials.toml").exists(), "the person's own files are left alone");
     assert!(d.join("cargo/registry").is_dir() && p.scratch().join("tmp").is_dir());
+    // A second build beside it makes the same home without tripping.
+    p.fresh_scratch().unwrap();
 }

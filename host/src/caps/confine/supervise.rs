@@ -27,6 +27,10 @@ use super::{PAST_DEADLINE, STOPPED};
 /// process to exit.
 static FINISHING: Mutex<()> = Mutex::new(());
 
+/// The program's process (the second stage, which leads its own session and
+/// process group), once started.
+static MAIN: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
 /// Supervises `autoapp __confined-exec <args>`, ending it at `wall_secs`.
 pub fn run(wall_secs: Option<u64>, args: &[String]) -> i32 {
     let me = rustix::process::getpid();
@@ -66,6 +70,7 @@ pub fn run(wall_secs: Option<u64>, args: &[String]) -> i32 {
         }
     };
     let main = Pid::from_raw(child.id() as i32).expect("a child has a pid");
+    MAIN.store(main.as_raw_nonzero().get(), std::sync::atomic::Ordering::SeqCst);
     std::thread::spawn(move || {
         let mut signals = signals;
         if signals.forever().next().is_some() {
@@ -102,15 +107,23 @@ fn finish(code: i32) -> ! {
     std::process::exit(code)
 }
 
-/// Kills every descendant and reaps it, until none is left: a process that
-/// forked before it was killed leaves a child that the next round finds (it
-/// becomes ours when its parent dies).
+/// Kills every descendant and reaps it, until none is left. Each round kills
+/// the program's process group at once (a fork bomb dies with it: the kernel
+/// lets no member fork past a group's kill), then every other descendant
+/// found in `/proc` (one that left the group: `setsid`, a double fork); a
+/// process that forked before it was killed leaves a child that the next
+/// round finds (it becomes ours when its parent dies). The supervisor exits
+/// only when nothing is left, so nothing is orphaned to init.
 fn end_all() {
     let me = rustix::process::getpid();
+    let group = Pid::from_raw(MAIN.load(std::sync::atomic::Ordering::SeqCst));
     // A process the kernel cannot end (stuck in a device's driver) is given up
     // on after this long rather than holding the host's call forever.
-    let give_up = std::time::Instant::now() + Duration::from_secs(10);
+    let give_up = std::time::Instant::now() + Duration::from_secs(120);
     while std::time::Instant::now() < give_up {
+        if let Some(g) = group {
+            let _ = rustix::process::kill_process_group(g, Signal::KILL);
+        }
         let found = descendants(me);
         for pid in &found {
             let _ = rustix::process::kill_process(*pid, Signal::KILL);
@@ -129,7 +142,7 @@ fn end_all() {
                 }
             }
         }
-        std::thread::sleep(Duration::from_millis(2));
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 

@@ -1,10 +1,12 @@
 //! The engineer's reach into one app's workspace, and no further.
 //!
 //! Every path an agent sends is relative to the workspace and checked twice:
-//! by its words (not empty, no NUL byte, not absolute, no `..`, never `.git`
-//! or `target`) and by where it really leads (the real path of the deepest
-//! existing part must be inside the workspace's real path, and may not be
-//! inside `.git` or `target` either). A symlink that leads out is refused for
+//! by its words (not empty, no NUL byte, not absolute, no `..`, never `.git`,
+//! `target` or `.cargo`) and by where it really leads (the real path of the
+//! deepest existing part must be inside the workspace's real path, and may
+//! not be inside `.git`, `target` or `.cargo` either). The toolchain files
+//! (`rust-toolchain`, `rust-toolchain.toml`) may be read, never changed:
+//! cargo's and rustup's configuration would choose the programs a build runs. A symlink that leads out is refused for
 //! reading as for writing; listing and searching never follow one. A read
 //! returns at most [`READ_PAGE`] bytes per page, a write takes at most
 //! [`MAX_WRITE`] bytes, a search returns at most [`MAX_MATCHES`] matches for a
@@ -37,8 +39,14 @@ const MAX_MATCH_LINE: usize = 300;
 /// The longest path accepted.
 const MAX_PATH: usize = 1024;
 
-/// The folders the engineer never reads or writes.
-const NEVER: &[&str] = &[".git", "target"];
+/// The folders the engineer never reads or writes: git's (its remotes may
+/// hold tokens), the builds' output, and cargo's configuration (it names the
+/// programs a build runs).
+const NEVER: &[&str] = &[".git", "target", ".cargo"];
+
+/// The files the engineer reads but never changes: rustup's choice of the
+/// toolchain that builds the workspace.
+const READ_ONLY: &[&str] = &["rust-toolchain", "rust-toolchain.toml"];
 
 /// One app's workspace, by its real path.
 #[derive(Debug, Clone)]
@@ -85,6 +93,8 @@ pub struct Change {
     before: Option<String>,
     /// What it will hold (`None`: it is deleted).
     after: Option<String>,
+    /// The file held bytes that are not UTF-8 (`before` holds them lossily).
+    was_not_text: bool,
 }
 
 fn invalid(msg: impl Into<String>) -> anyhow::Error {
@@ -157,8 +167,21 @@ impl Workspace {
         };
         if within.components().any(|c| NEVER.iter().any(|n| c.as_os_str() == *n)) {
             return Err(denied(format!(
-                "`{}` leads into .git/ or target/ through a symlink, which the engineer never reads or writes",
+                "`{}` leads into .git/, target/ or .cargo/ through a symlink, which the engineer never reads or writes",
                 rel.escape_debug()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refuses a change of a file the engineer may only read.
+    fn changeable(&self, rel: &str, real: &Path) -> anyhow::Result<()> {
+        let named = Path::new(rel).file_name();
+        if let Some(file) = [named, real.file_name()].into_iter().flatten().find(|n| READ_ONLY.iter().any(|r| n == r)) {
+            return Err(denied(format!(
+                "`{}` is {}, which chooses the toolchain that builds the workspace; the engineer never changes it (the person can)",
+                rel.escape_debug(),
+                file.to_string_lossy()
             )));
         }
         Ok(())
@@ -320,6 +343,7 @@ impl Workspace {
             return Err(invalid("the span to replace is empty; give text that occurs once in the file"));
         }
         let real = self.existing(rel)?;
+        self.changeable(rel, &real)?;
         let before = self.text_of(rel, &real)?;
         let found = before.matches(old).count();
         match found {
@@ -339,23 +363,31 @@ impl Workspace {
         }
         let after = before.replacen(old, new, 1);
         cap(&after)?;
-        Ok(Change { path: self.shown(&real), target: real, before: Some(before), after: Some(after) })
+        Ok(Change {
+            path: self.shown(&real),
+            target: real,
+            before: Some(before),
+            after: Some(after),
+            was_not_text: false,
+        })
     }
 
     /// The change that writes `content` to `rel` (made or replaced).
     pub fn write(&self, rel: &str, content: &str) -> anyhow::Result<Change> {
         cap(content)?;
         let target = self.for_write(rel)?;
+        self.changeable(rel, &target)?;
         if target.is_dir() {
             return Err(invalid(format!("`{}` is a folder; give a file's path", rel.escape_debug())));
         }
         let before = if target.exists() { Some(self.text_of(rel, &target)?) } else { None };
-        Ok(Change { path: self.shown(&target), target, before, after: Some(content.to_string()) })
+        Ok(Change { path: self.shown(&target), target, before, after: Some(content.to_string()), was_not_text: false })
     }
 
     /// The change that deletes the file `rel`.
     pub fn delete(&self, rel: &str) -> anyhow::Result<Change> {
         let real = self.existing(rel)?;
+        self.changeable(rel, &real)?;
         if real.is_dir() {
             return Err(invalid(format!(
                 "`{}` is a folder; the engineer deletes files one at a time",
@@ -365,8 +397,10 @@ impl Workspace {
         if real == self.real.join(crate::manifest::MANIFEST_FILE) {
             return Err(invalid("autoapp.toml is what makes the workspace an app; edit it instead of deleting it"));
         }
-        let before = std::fs::read(&real).ok().map(|b| String::from_utf8_lossy(&b).into_owned());
-        Ok(Change { path: self.shown(&real), target: real, before, after: None })
+        let bytes = std::fs::read(&real).ok();
+        let was_not_text = bytes.as_deref().is_some_and(|b| std::str::from_utf8(b).is_err());
+        let before = bytes.map(|b| String::from_utf8_lossy(&b).into_owned());
+        Ok(Change { path: self.shown(&real), target: real, before, after: None, was_not_text })
     }
 
     fn text_of(&self, rel: &str, real: &Path) -> anyhow::Result<String> {
@@ -387,12 +421,22 @@ fn cap(text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The longest diff a question carries; the rest is counted, not shown.
-const MAX_DIFF: usize = 64 * 1024;
+/// The longest diff a person is asked about. A change whose diff is longer
+/// is refused before anyone is asked: a person approves only what they were
+/// shown whole.
+pub const MAX_DIFF: usize = 512 * 1024;
+
+/// Whether `text` reads as a binary file: a NUL byte or another control
+/// character than tab, line feed, carriage return and form feed.
+fn binary(text: &str) -> bool {
+    text.chars().any(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r' | '\u{c}'))
+}
 
 impl Change {
-    /// The change as a unified diff (`a/` before, `b/` after).
-    pub fn diff(&self) -> String {
+    /// What the person is shown: a line that says so when the file is binary,
+    /// then the change as a unified diff (`a/` before, `b/` after), whole.
+    /// Refused (invalid input) when it is longer than [`MAX_DIFF`].
+    pub fn shown(&self) -> anyhow::Result<String> {
         let before = self.before.as_deref().unwrap_or("");
         let after = self.after.as_deref().unwrap_or("");
         let (from, to) = match (&self.before, &self.after) {
@@ -400,17 +444,27 @@ impl Change {
             (_, None) => (format!("a/{}", self.path), "/dev/null".to_string()),
             _ => (format!("a/{}", self.path), format!("b/{}", self.path)),
         };
+        let mut text = String::new();
+        if self.after.as_deref().is_some_and(binary) {
+            text.push_str(
+                "note: this writes a BINARY file (it holds NUL or control bytes); they are shown as they are\n",
+            );
+        }
+        if self.before.as_deref().is_some_and(binary) || self.was_not_text {
+            text.push_str(
+                "note: the file as it is now is BINARY or not UTF-8 text; its old content is shown as text\n",
+            );
+        }
         let diff = similar::TextDiff::from_lines(before, after);
-        let text = diff.unified_diff().context_radius(3).header(&from, &to).to_string();
-        if text.len() <= MAX_DIFF {
-            return text;
+        text.push_str(&diff.unified_diff().context_radius(3).header(&from, &to).to_string());
+        if text.len() > MAX_DIFF {
+            return Err(invalid(format!(
+                "this change's diff is {} KiB, and a person is shown at most {} KiB of one change; split it into smaller changes (source_edit, or several files)",
+                text.len().div_ceil(1024),
+                MAX_DIFF / 1024
+            )));
         }
-        let mut end = MAX_DIFF;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        let cut = text[end..].lines().count();
-        format!("{}\n… {cut} more lines of the diff are not shown\n", &text[..end])
+        Ok(text)
     }
 
     /// Makes the change, if the file still holds what the question showed.

@@ -95,8 +95,8 @@ fn git_and_target_are_never_read_or_written() {
     refused(w.read("target/release/x.wasm", 0), ErrorKind::Denied, "target/");
     refused(w.write("target/release/x.wasm", "x"), ErrorKind::Denied, "target/");
     refused(w.delete("src/../target/release/x.wasm"), ErrorKind::InvalidInput, "`..`");
-    refused(w.read("src/git/config", 0), ErrorKind::Denied, "into .git/ or target/");
-    refused(w.write("src/git/hooks/post-checkout", "x"), ErrorKind::Denied, "into .git/ or target/");
+    refused(w.read("src/git/config", 0), ErrorKind::Denied, "into .git/, target/ or .cargo/");
+    refused(w.write("src/git/hooks/post-checkout", "x"), ErrorKind::Denied, "into .git/, target/ or .cargo/");
     let (entries, _) = w.list("").unwrap();
     assert!(!entries.iter().any(|e| e.path.starts_with(".git") || e.path.starts_with("target")), "{entries:?}");
     assert!(!f.ws.join(".git/hooks").exists());
@@ -132,7 +132,7 @@ fn an_edit_replaces_one_unique_span_and_shows_its_diff() {
     refused(w.edit("twice.rs", "x", "y"), ErrorKind::InvalidInput, "occurs 2 times");
     refused(w.edit("nope.rs", "x", "y"), ErrorKind::NotFound, "does not exist");
     let c = w.edit("src/lib.rs", "fn b() {}", "fn b() { 1; }").unwrap();
-    let d = c.diff();
+    let d = c.shown().unwrap();
     assert!(d.contains("--- a/src/lib.rs") && d.contains("+++ b/src/lib.rs"), "{d}");
     assert!(d.contains("-fn b() {}\n+fn b() { 1; }\n"), "{d}");
     assert_eq!(std::fs::read_to_string(f.ws.join("src/lib.rs")).unwrap(), "fn a() {}\nfn b() {}\n", "not yet made");
@@ -150,13 +150,74 @@ fn a_write_makes_folders_inside_and_a_delete_removes_one_file() {
     let f = fixture();
     let w = Workspace::open(&f.ws).unwrap();
     let c = w.write("src/routes/new.rs", "pub fn x() {}\n").unwrap();
-    assert!(c.diff().contains("--- /dev/null"));
+    assert!(c.shown().unwrap().contains("--- /dev/null"));
     c.apply().unwrap();
     assert_eq!(std::fs::read_to_string(f.ws.join("src/routes/new.rs")).unwrap(), "pub fn x() {}\n");
     refused(w.delete("src"), ErrorKind::InvalidInput, "is a folder");
     refused(w.delete("autoapp.toml"), ErrorKind::InvalidInput, "edit it instead");
     let d = w.delete("src/routes/new.rs").unwrap();
-    assert!(d.diff().contains("+++ /dev/null"));
+    assert!(d.shown().unwrap().contains("+++ /dev/null"));
     d.apply().unwrap();
     assert!(!f.ws.join("src/routes/new.rs").exists());
+}
+
+#[test]
+fn cargos_configuration_is_never_read_or_written_and_the_toolchain_files_never_changed() {
+    let f = fixture();
+    std::fs::create_dir_all(f.ws.join(".cargo")).unwrap();
+    std::fs::write(f.ws.join(".cargo/config.toml"), "[registries.x]\ntoken = \"t\"\n").unwrap();
+    std::fs::write(f.ws.join("rust-toolchain.toml"), "[toolchain]\nchannel = \"1.95.0\"\n").unwrap();
+    std::os::unix::fs::symlink(f.ws.join(".cargo"), f.ws.join("src/cargo-link")).unwrap();
+    let w = Workspace::open(&f.ws).unwrap();
+    refused(w.read(".cargo/config.toml", 0), ErrorKind::Denied, "inside .cargo/");
+    refused(w.write(".cargo/config.toml", "[build]\nrustc = \"x\"\n"), ErrorKind::Denied, "inside .cargo/");
+    refused(w.write("sub/.cargo/config.toml", "x"), ErrorKind::Denied, "inside .cargo/");
+    refused(w.read("src/cargo-link/config.toml", 0), ErrorKind::Denied, "through a symlink");
+    refused(w.write("src/cargo-link/config.toml", "x"), ErrorKind::Denied, "through a symlink");
+    let (listed, _) = w.list("").unwrap();
+    assert!(!listed.iter().any(|e| e.path.starts_with(".cargo")), "{listed:?}");
+    // The toolchain files: read, never changed.
+    assert!(w.read("rust-toolchain.toml", 0).unwrap().text.contains("1.95.0"));
+    for file in ["rust-toolchain.toml", "rust-toolchain", "sub/rust-toolchain.toml"] {
+        refused(w.write(file, "[toolchain]\npath = \"target/x\"\n"), ErrorKind::Denied, "chooses the toolchain");
+    }
+    refused(w.edit("rust-toolchain.toml", "1.95.0", "nightly"), ErrorKind::Denied, "chooses the toolchain");
+    refused(w.delete("rust-toolchain.toml"), ErrorKind::Denied, "chooses the toolchain");
+    std::os::unix::fs::symlink(f.ws.join("rust-toolchain.toml"), f.ws.join("innocent.toml")).unwrap();
+    refused(w.write("innocent.toml", "x"), ErrorKind::Denied, "chooses the toolchain");
+    assert!(!f.ws.join("rust-toolchain").exists());
+    assert!(std::fs::read_to_string(f.ws.join(".cargo/config.toml")).unwrap().contains("token"));
+}
+
+#[test]
+fn a_person_is_shown_a_change_whole_or_it_is_refused_before_anyone_is_asked() {
+    let f = fixture();
+    let w = Workspace::open(&f.ws).unwrap();
+    // 70 KiB whose last line differs from the file it replaces: shown whole.
+    let body: String = (0..1500).map(|i| format!("line {i:04} of a long file that the agent writes\n")).collect();
+    assert!(body.len() > 68 * 1024, "{}", body.len());
+    std::fs::write(f.ws.join("long.txt"), format!("{body}the old last line\n")).unwrap();
+    let text = format!("{body}the LAST line, changed\n");
+
+    let shown = w.write("long.txt", &text).unwrap().shown().unwrap();
+    assert!(shown.contains("-the old last line\n+the LAST line, changed\n"), "{}", &shown[shown.len() - 200..]);
+    let created = w.write("new-long.txt", &(body.clone() + &body)).unwrap().shown().unwrap();
+    assert!(created.ends_with("+line 1499 of a long file that the agent writes\n"), "the end of a new file too");
+    // Over the limit: refused, nothing written.
+    let huge = "x".repeat(80) + "\n";
+    let huge = huge.repeat(MAX_DIFF / 81 + 10);
+    refused(w.write("huge.txt", &huge).unwrap().shown(), ErrorKind::InvalidInput, "split it into smaller changes");
+    assert!(!f.ws.join("huge.txt").exists());
+}
+
+#[test]
+fn a_binary_write_and_the_delete_of_a_file_that_is_not_text_say_so() {
+    let f = fixture();
+    let w = Workspace::open(&f.ws).unwrap();
+    let shown = w.write("blob.bin", "MZ\u{0}\u{1}payload").unwrap().shown().unwrap();
+    assert!(shown.starts_with("note: this writes a BINARY file"), "{shown}");
+    assert!(!w.write("text.txt", "tab\there\r\n").unwrap().shown().unwrap().contains("note:"));
+    std::fs::write(f.ws.join("image.png"), [0x89, b'P', b'N', b'G', 0xff, 0xfe]).unwrap();
+    let shown = w.delete("image.png").unwrap().shown().unwrap();
+    assert!(shown.contains("note: the file as it is now is BINARY or not UTF-8"), "{shown}");
 }
