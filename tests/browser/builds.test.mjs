@@ -142,12 +142,15 @@ const unixPath = join(scratch, "agent.sock");
 const abstractName = `autoapp-test-${hex(6)}`;
 
 before(async () => {
-  unixServer = net.createServer((s) => { listeners.unix++; s.destroy(); }).listen(unixPath);
-  abstractServer = net.createServer((s) => { listeners.abstract++; s.destroy(); }).listen(`\0${abstractName}`);
-  tcpServer = net.createServer((s) => { listeners.tcp++; s.destroy(); }).listen(0, "127.0.0.1");
+  const listening = (server, ...args) => new Promise((r) => server.listen(...args, r));
+  unixServer = net.createServer((s) => { listeners.unix++; s.destroy(); });
+  abstractServer = net.createServer((s) => { listeners.abstract++; s.destroy(); });
+  tcpServer = net.createServer((s) => { listeners.tcp++; s.destroy(); });
+  await listening(unixServer, unixPath);
+  await listening(abstractServer, `\0${abstractName}`);
+  await listening(tcpServer, 0, "127.0.0.1");
   udpServer = dgram.createSocket("udp4").on("message", () => { listeners.udp++; });
   await new Promise((r) => udpServer.bind(0, "127.0.0.1", r));
-  await new Promise((r) => tcpServer.once("listening", r));
   env.SSH_AUTH_SOCK = unixPath;
   main = await setUp("main");
   engineer = await agent(main.root);
@@ -163,13 +166,15 @@ after(async () => {
 /// A build script that tells everything it can find of the person's, and
 /// tries every way out; each probe says what happened (`PROBE …`).
 function hostileBuildRs(root) {
+  // Each probe is named by a short label: the sanitiser may redact a long
+  // path with letters of both cases and digits (a temporary folder's name).
   const reads = [
-    join(home, ".ssh", "id_ed25519"),
-    join(cargoHome, "credentials.toml"),
-    join(cargoHome, "config.toml"),
-    join(root, "apps", "web", "workspace", ".git", "config"),
-    join(root, "launcher.json"),
-    "/etc/shadow",
+    ["ssh-key", join(home, ".ssh", "id_ed25519")],
+    ["cargo-credentials", join(cargoHome, "credentials.toml")],
+    ["cargo-config", join(cargoHome, "config.toml")],
+    ["git-config", join(root, "apps", "web", "workspace", ".git", "config")],
+    ["launcher-json", join(root, "launcher.json")],
+    ["shadow", "/etc/shadow"],
   ];
   return `use std::io::Write as _;
 use std::os::linux::net::SocketAddrExt as _;
@@ -191,10 +196,10 @@ fn show(label: &str, text: &str) {
 fn main() {
     let env: String = std::env::vars().map(|(k, v)| format!("{k}={v}\\n")).collect();
     show("env", &env);
-    for path in ${JSON.stringify(reads)} {
+    for (label, path) in [${reads.map(([l, p]) => `(${JSON.stringify(l)}, ${JSON.stringify(p)})`).join(", ")}] {
         match std::fs::read_to_string(path) {
-            Ok(text) => show(path, &text),
-            Err(e) => println!("cargo:warning=PROBE read {path}: {e}"),
+            Ok(text) => show(label, &text),
+            Err(e) => println!("cargo:warning=PROBE read {label}: {e}"),
         }
     }
     // The environment of every process above this one.
@@ -247,9 +252,10 @@ test("a build script the agent wrote sees no secret of the person's, reaches not
   for (const escaped of ["unix: connected", "abstract: connected", "udp: sent", "tcp: connected", "netlink: opened"]) {
     assert.ok(!said.includes(escaped), `${escaped}: ${said}`);
   }
-  assert.match(said, /PROBE read .*credentials\.toml: .*(Permission denied|No such file)/);
-  assert.match(said, /PROBE read .*\.git\/config: .*Permission denied/);
-  assert.match(said, /PROBE read .*id_ed25519: .*Permission denied/);
+  for (const label of ["ssh-key", "cargo-credentials", "cargo-config", "git-config", "launcher-json", "shadow"]) {
+    assert.match(said, new RegExp(`PROBE read ${label}: Permission denied`), `${label} was not readable`);
+  }
+  assert.ok(!/PROBE environ: /.test(said), "no ancestor's environment was readable");
   assert.ok(!said.includes("SSH_AUTH_SOCK") && !said.includes("AUTOAPP_TEST_TOKEN") && !said.includes("GITHUB_TOKEN"), said);
   assert.deepEqual(listeners, { unix: 0, abstract: 0, udp: 0, tcp: 0 }, "every listener received nothing");
   // None of the planted values anywhere: the answer, the progress, the log,
@@ -274,6 +280,14 @@ test("a route that include_str!s a key of the person's does not build, and no pr
   const stolen = `"entries.list" => json!({ "entries": entries(input["limit"].as_i64().unwrap_or(20))?, "key": include_str!(${JSON.stringify(keyPath)}) }),`;
   const edited = await tool(engineer, "source_edit", { app: "web", path: "src/lib.rs", old: arm, new: stolen });
   assert.equal(edited.error, false, edited.text);
+  try {
+    await stealing(keyPath);
+  } finally {
+    writeFileSync(lib, before);
+  }
+});
+
+async function stealing(keyPath) {
   const candidates = ok(main.root, "candidates", "web", "--json");
   // The person builds it: the compiler cannot read the key.
   const person = run(main.root, "build", "web");
@@ -287,15 +301,12 @@ test("a route that include_str!s a key of the person's does not build, and no pr
   assert.equal(ok(main.root, "candidates", "web", "--json"), candidates, "no candidate holds the key");
   // Whatever preview the agent starts, no call returns the key.
   const started = await tool(engineer, "candidate_preview", { app: "web" });
-  if (!started.error) {
-    for (const route of ["entries.list"]) {
-      const r = await tool(engineer, "preview_call", { app: "web", route, input: {} });
-      assertNoSecret(`preview_call ${route}`, r.text);
-    }
-    await tool(engineer, "preview_stop", { app: "web" });
-  }
-  writeFileSync(lib, before);
-});
+  assert.equal(started.error, false, started.text);
+  const r = await tool(engineer, "preview_call", { app: "web", route: "entries.list", input: {} });
+  assert.equal(r.error, false, r.text);
+  assertNoSecret("preview_call entries.list", r.text);
+  await tool(engineer, "preview_stop", { app: "web" });
+}
 
 test("cargo's and rustup's configuration: the agent may not write it, its builds refuse the person's, and the person's own builds run it only confined", async () => {
   for (const path of [".cargo/config.toml", "rust-toolchain.toml", "rust-toolchain"]) {
@@ -430,7 +441,7 @@ test("the person sees all of what they approve: a 70 KiB write's last line is on
     const page = await (await chrome.newContext()).newPage();
     await page.goto(panelUrl);
     await page.locator('section[data-app="web"]').waitFor();
-    const lines = Array.from({ length: 1500 }, (_, i) => `line ${String(i).padStart(4, "0")} of a long file the agent writes`);
+    const lines = Array.from({ length: 1800 }, (_, i) => `line ${String(i).padStart(4, "0")} of a long file the agent writes`);
     const last = `the last line ${hex(8)}`;
     const content = `${lines.join("\n")}\n${last}\n`;
     assert.ok(content.length > 70 * 1024);

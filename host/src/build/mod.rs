@@ -351,12 +351,13 @@ fn cargo_build(
     };
     std::fs::create_dir_all(&target_dir).with_context(|| format!("cannot create {}", target_dir.display()))?;
     let target_dir = std::fs::canonicalize(&target_dir).context("cannot resolve the target folder")?;
-    let plan = plan(&ws, target_dir.clone(), scratch, &toolchain, by, also_read, config, unconfined)?;
-    let lockfile = plan.lockfile();
+    // The fetch may write this one file of the workspace, so it exists before
+    // the plan names what may be read and written.
+    let lockfile = ws.join("Cargo.lock");
     if !lockfile.exists() {
-        // The fetch may write this one file of the workspace, so it exists first.
         std::fs::write(&lockfile, "").with_context(|| format!("cannot create {}", lockfile.display()))?;
     }
+    let plan = plan(&ws, target_dir.clone(), scratch, &toolchain, by, also_read, config, unconfined)?;
     let mut args: Vec<String> = Vec::new();
     for c in &plan.network.config_args {
         args.extend(["--config".to_string(), c.clone()]);

@@ -289,6 +289,10 @@ pub fn main() -> ExitCode {
         Some("__landlock-probe") => return ExitCode::from(crate::caps::confine::probe_main() as u8),
         _ => {}
     }
+    // Nothing of the same account that is not allowed to debug this process
+    // reads its memory or environment (`/proc/<pid>/environ`): a program it
+    // confines is such a thing (see caps::confine).
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     let cli = Cli::parse();
     init_tracing();
     match run(cli) {

@@ -14,7 +14,8 @@
 //! and the policy is plain data that tests can read.
 //!
 //! What the second stage applies before `exec`, in this order: a session of
-//! its own (no controlling terminal); resource limits; Landlock — read (and
+//! its own (no controlling terminal); no capability (when the host runs as
+//! root); resource limits; Landlock — read (and
 //! execute) the policy's system folders and `read`, list `list`, write
 //! `write`, connect over TCP only to `connect_ports`, bind nothing, abstract
 //! UNIX sockets and signals scoped to the sandbox where the kernel offers it
@@ -58,7 +59,10 @@ const PROGRAM_SYSTEM: &[&str] = &[
 
 /// What a build's steps read of the system: programs and libraries, and of
 /// `/etc` only what a compiler, a linker and a name lookup read — never the
-/// rest of it (as root, `/etc` holds the machine's keys).
+/// rest of it (as root, `/etc` holds the machine's keys). Not `/proc`: Landlock
+/// keeps a confined process from attaching to another, not from reading the
+/// environment of its ancestors (`/proc/<pid>/environ`), and a build needs
+/// none of it.
 const BUILD_SYSTEM: &[&str] = &[
     "/usr",
     "/lib",
@@ -82,7 +86,6 @@ const BUILD_SYSTEM: &[&str] = &[
     "/etc/passwd",
     "/etc/group",
     "/etc/localtime",
-    "/proc",
     "/dev/null",
     "/dev/zero",
     "/dev/urandom",
@@ -263,6 +266,33 @@ fn restrict(policy: &Policy) -> Result<bool, String> {
     }
 }
 
+/// Gives up every capability for good, when there are any (the host runs as
+/// root): emptied from the bounding set first, so that no program it runs
+/// gets them back on `exec`, then from the thread's own sets. Without them a
+/// confined program run as root is held like anyone's: it cannot read the
+/// host's `/proc/<pid>/environ` (the host is not dumpable), nor use what
+/// Landlock does not govern.
+fn drop_capabilities() -> Result<(), String> {
+    use rustix::thread::{CapabilitySet, CapabilitySets};
+    let held = rustix::thread::capabilities(None).map_err(|e| format!("cannot read the capabilities: {e}"))?;
+    if held.permitted.is_empty() && held.effective.is_empty() && held.inheritable.is_empty() {
+        return Ok(());
+    }
+    for bit in 0..64 {
+        let Some(cap) = CapabilitySet::from_bits(1 << bit) else { continue };
+        if rustix::thread::capability_is_in_bounding_set(cap).unwrap_or(false) {
+            rustix::thread::remove_capability_from_bounding_set(cap)
+                .map_err(|e| format!("cannot drop a capability from the bounding set: {e}"))?;
+        }
+    }
+    let none = CapabilitySets {
+        effective: CapabilitySet::empty(),
+        permitted: CapabilitySet::empty(),
+        inheritable: CapabilitySet::empty(),
+    };
+    rustix::thread::set_capabilities(None, none).map_err(|e| format!("cannot drop the capabilities: {e}"))
+}
+
 /// Sets `resource` to `value`, or to the hard limit already in place when
 /// that is lower (a process cannot raise it).
 fn limit(resource: rustix::process::Resource, value: u64) -> Result<(), String> {
@@ -312,6 +342,10 @@ pub fn exec_main(args: &[String]) -> i32 {
     };
     // A session of its own: no controlling terminal to read or signal.
     let _ = rustix::process::setsid();
+    if let Err(why) = drop_capabilities() {
+        eprintln!("autoapp: the program was not run: it could not be confined ({why})");
+        return CANNOT_CONFINE;
+    }
     let limits = [
         (rustix::process::Resource::Cpu, policy.cpu_secs),
         (rustix::process::Resource::As, policy.address_space_bytes),
