@@ -87,7 +87,8 @@ fn leaves(prefix: &str, table: &toml::Table, out: &mut Vec<String>) {
     for (k, v) in table {
         let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
         match v {
-            toml::Value::Table(t) if !t.is_empty() => leaves(&key, t, out),
+            // An empty table names nothing.
+            toml::Value::Table(t) => leaves(&key, t, out),
             _ => out.push(key),
         }
     }
@@ -196,6 +197,11 @@ pub fn manifest_problems(ws: &Path, file: &Path, text: &str) -> Vec<String> {
 /// Every `Cargo.toml` of the workspace, never inside `.git` or `target`,
 /// never through a symlink.
 fn manifests(ws: &Path) -> Vec<PathBuf> {
+    manifests_within(ws, super::policy::MAX_WALK)
+}
+
+/// [`manifests`], looking at no more than `limit` entries.
+fn manifests_within(ws: &Path, limit: usize) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![ws.to_path_buf()];
     let mut seen = 0usize;
@@ -203,7 +209,7 @@ fn manifests(ws: &Path) -> Vec<PathBuf> {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for e in entries.filter_map(Result::ok) {
             seen += 1;
-            if seen > super::policy::MAX_WALK {
+            if seen > limit {
                 return out;
             }
             let Ok(kind) = e.file_type() else { continue };
@@ -283,7 +289,7 @@ mod tests {
 
     #[test]
     fn configuration_that_names_neither_is_accepted() {
-        let text = "[build]\njobs = 2\nincremental = false\ntarget = \"wasm32-wasip2\"\n[profile.release]\nopt-level = \"s\"\n[term]\ncolor = \"never\"\n[net]\nretry = 3\n[alias]\nb = \"build\"\n";
+        let text = "[http]\n[build]\njobs = 2\nincremental = false\ntarget = \"wasm32-wasip2\"\n[profile.release]\nopt-level = \"s\"\n[term]\ncolor = \"never\"\n[net]\nretry = 3\n[alias]\nb = \"build\"\n";
         assert_eq!(config(text), Vec::<String>::new());
         assert!(!allowed("build.jobsx") && allowed("build.jobs") && allowed("profile.dev.opt-level"));
         assert!(!allowed("build") && !allowed("net") && !allowed("profiles"));
@@ -299,12 +305,15 @@ mod tests {
         let text = r#"
 [package]
 name = "x"
+keywords = ["../not-a-path"]
 build = "../build.rs"
 workspace = ".."
 [dependencies]
 inside = { path = "crates/a" }
 up = { path = "../other" }
 through = { path = "crates/out/x" }
+link = { path = "crates/out" }
+new = { path = "crates/new" }
 local = { git = "file:///tmp/repo" }
 bare = { git = "/tmp/repo" }
 remote = { git = "https://example.com/r.git" }
@@ -316,6 +325,9 @@ serde = { path = "/abs/serde" }
 members = ["crates/*", "../elsewhere/*"]
 [package.metadata.tool]
 path = "/anything"
+[[bin]]
+name = "b"
+path = "../evil.rs"
 "#;
         let p = manifest_problems(&ws, &manifest, text);
         let has = |s: &str| p.iter().any(|x| x.contains(s));
@@ -329,11 +341,30 @@ path = "/anything"
             "`target.cfg(unix).dependencies.deep.path` leads outside",
             "`patch.crates-io.serde.path` leads outside",
             "`workspace.members` names \"../elsewhere/*\"",
+            "`dependencies.link.path` leads outside",
+            "`bin.0.path` leads outside",
         ] {
             assert!(has(key), "{key} in {p:#?}");
         }
-        assert_eq!(p.len(), 9, "{p:#?}");
+        assert_eq!(p.len(), 11, "{p:#?}");
         assert!(p.iter().all(|x| x.starts_with("Cargo.toml: ")), "{p:#?}");
+    }
+
+    #[test]
+    fn manifests_are_found_outside_git_and_target_within_the_walk_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        for d in ["sub", ".git", "target"] {
+            std::fs::create_dir(ws.join(d)).unwrap();
+            std::fs::write(ws.join(d).join("Cargo.toml"), "").unwrap();
+        }
+        std::fs::write(ws.join("Cargo.toml"), "").unwrap();
+        std::fs::write(ws.join("README"), "").unwrap();
+        // The top's five entries, then the sub-folder's one.
+        let both = vec![ws.join("Cargo.toml"), ws.join("sub/Cargo.toml")];
+        assert_eq!(manifests(ws), both);
+        assert_eq!(manifests_within(ws, 6), both);
+        assert_eq!(manifests_within(ws, 5), vec![ws.join("Cargo.toml")]);
     }
 
     #[test]

@@ -503,8 +503,15 @@ fn plan(
             }
         }
     }
+    let Some(ws_read) = policy::readable(ws, &target_dir) else {
+        return refuse(format!(
+            "the workspace has more than {} files and folders outside its target folder; a build reads it \
+             entry by entry to leave its .git folders out: move what the build does not need elsewhere",
+            policy::MAX_WALK
+        ));
+    };
     Ok(policy::Plan {
-        ws_read: policy::readable(ws),
+        ws_read,
         ws: ws.to_path_buf(),
         target_dir,
         scratch: scratch.to_path_buf(),

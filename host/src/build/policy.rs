@@ -259,10 +259,8 @@ impl Plan {
     /// `config.toml`).
     pub fn fresh_scratch(&self) -> std::io::Result<()> {
         let scratch = self.scratch();
-        match std::fs::remove_dir_all(&scratch) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+        if std::fs::symlink_metadata(&scratch).is_ok() {
+            std::fs::remove_dir_all(&scratch)?;
         }
         for dir in ["home", "tmp"] {
             std::fs::create_dir_all(scratch.join(dir))?;
@@ -278,26 +276,21 @@ impl Plan {
         let links: Vec<PathBuf> = self.downloads().into_iter().chain(self.locks()).collect();
         for entry in std::fs::read_dir(&home)? {
             let entry = entry?;
-            let keep = links.iter().any(|l| l.file_name() == Some(entry.file_name().as_os_str()))
-                && std::fs::read_link(entry.path()).ok().as_deref()
-                    == links
-                        .iter()
-                        .find(|l| l.file_name() == Some(entry.file_name().as_os_str()))
-                        .map(PathBuf::as_path);
-            if !keep {
+            let name = entry.file_name();
+            let wanted = links.iter().find(|l| l.file_name() == Some(name.as_os_str()));
+            let right = wanted.is_some_and(|l| std::fs::read_link(entry.path()).is_ok_and(|to| &to == l));
+            if !right {
                 let p = entry.path();
                 if p.is_dir() && !p.is_symlink() { std::fs::remove_dir_all(&p)? } else { std::fs::remove_file(&p)? }
             }
         }
         for real in links {
             let link = home.join(real.file_name().expect("registry, git and the lock files have names"));
-            match std::os::unix::fs::symlink(&real, &link) {
-                Ok(()) => {}
-                // Made by a build beside this one.
-                Err(e)
-                    if e.kind() == std::io::ErrorKind::AlreadyExists
-                        && std::fs::read_link(&link).ok() == Some(real.clone()) => {}
-                Err(e) => return Err(e),
+            if let Err(e) = std::os::unix::fs::symlink(&real, &link) {
+                // Already made, by the loop above or a build beside this one.
+                if !std::fs::read_link(&link).is_ok_and(|to| to == real) {
+                    return Err(e);
+                }
             }
         }
         Ok(())
@@ -374,15 +367,23 @@ impl Plan {
         let mut write = vec![self.target_dir.clone(), self.scratch()];
         write.extend(self.locks());
         write.push(PathBuf::from("/dev/null"));
-        Policy { read, write, connect_ports: Vec::new(), sockets: Sockets::None, ..self.base(false) }
+        // No `connect_ports` and no sockets: the default.
+        Policy { read, write, ..self.base(false) }
     }
 }
 
 /// What of the workspace a build may read: everything but the `.git`
 /// folders, as the fewest rules — a folder with no `.git` below it whole, a
 /// folder with one entry by entry. Symlinks are not followed (where one
-/// leads is not the workspace's to grant).
-pub fn readable(ws: &Path) -> Vec<PathBuf> {
+/// leads is not the workspace's to grant). The target folder is not walked
+/// (the build writes it anyway). `None` when the workspace has more than
+/// [`MAX_WALK`] entries.
+pub fn readable(ws: &Path, target_dir: &Path) -> Option<Vec<PathBuf>> {
+    readable_within(ws, target_dir, MAX_WALK)
+}
+
+/// [`readable`], walking at most `limit` entries.
+fn readable_within(ws: &Path, target_dir: &Path, limit: usize) -> Option<Vec<PathBuf>> {
     let mut gits = Vec::new();
     let mut stack = vec![ws.to_path_buf()];
     let mut seen = 0usize;
@@ -390,20 +391,20 @@ pub fn readable(ws: &Path) -> Vec<PathBuf> {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for e in entries.filter_map(Result::ok) {
             seen += 1;
-            if seen > MAX_WALK {
-                break;
+            if seen > limit {
+                return None;
             }
             let Ok(kind) = e.file_type() else { continue };
             if e.file_name() == ".git" {
                 gits.push(e.path());
-            } else if kind.is_dir() {
+            } else if kind.is_dir() && e.path() != target_dir {
                 stack.push(e.path());
             }
         }
     }
     let mut out = Vec::new();
     cover(ws, &gits, &mut out);
-    out
+    Some(out)
 }
 
 fn cover(dir: &Path, gits: &[PathBuf], out: &mut Vec<PathBuf>) {

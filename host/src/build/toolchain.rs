@@ -155,13 +155,18 @@ pub fn resolve(choice: &Choice) -> Result<Toolchain, BuildError> {
             let sysroot = ask_sysroot(None).ok_or_else(|| {
                 BuildError::Refused("cannot find a Rust toolchain (`rustc --print sysroot` failed); install Rust from https://rustup.rs and build again".into())
             })?;
-            // rustup's toolchains live in `<RUSTUP_HOME>/toolchains/<name>`.
-            let name = (sysroot.parent().and_then(Path::file_name) == Some("toolchains".as_ref()))
-                .then(|| sysroot.file_name().map(|n| n.to_string_lossy().into_owned()))
-                .flatten();
-            Ok(with_cargo(name, sysroot))
+            Ok(with_cargo(rustup_name(&sysroot), sysroot))
         }
     }
+}
+
+/// The name of the rustup toolchain at `sysroot`: rustup's toolchains live
+/// in `<RUSTUP_HOME>/toolchains/<name>`.
+fn rustup_name(sysroot: &Path) -> Option<String> {
+    if sysroot.parent().and_then(Path::file_name) != Some("toolchains".as_ref()) {
+        return None;
+    }
+    sysroot.file_name().map(|n| n.to_string_lossy().into_owned())
 }
 
 fn with_cargo(name: Option<String>, sysroot: PathBuf) -> Toolchain {
@@ -196,6 +201,11 @@ impl Toolchain {
 
     /// Installs [`TARGET`] with rustup when the toolchain lacks it.
     pub fn ensure_target(&self, progress: &dyn Fn(&str)) -> Result<(), BuildError> {
+        self.ensure_target_with("rustup", progress)
+    }
+
+    /// [`Toolchain::ensure_target`] with the program `rustup`.
+    fn ensure_target_with(&self, rustup: &str, progress: &dyn Fn(&str)) -> Result<(), BuildError> {
         if self.has_target() {
             return Ok(());
         }
@@ -206,7 +216,7 @@ impl Toolchain {
             ));
         };
         progress(&format!("the Rust target {TARGET} is missing; installing it with `rustup target add {TARGET}`"));
-        let status = question("rustup", None)
+        let status = question(rustup, None)
             .args(["target", "add", TARGET, "--toolchain", name])
             .stdout(Stdio::inherit())
             .stderr(Stdio::inherit())
@@ -290,5 +300,73 @@ mod tests {
         assert!(matches!(choice_with(&ws, None).unwrap(), Choice::Named { name, .. } if name == "stable"));
         let env = choice_with(&ws, Some("1.95.0".into())).unwrap();
         assert_eq!(env, Choice::Named { name: "1.95.0".into(), by: "RUSTUP_TOOLCHAIN".into() });
+    }
+
+    #[test]
+    fn a_channel_is_asked_of_rustup_and_a_missing_one_is_named() {
+        // The project's own toolchain (rust-toolchain.toml), with its wasm target.
+        let c = Choice::Named { name: "1.95.0".into(), by: "x".into() };
+        let t = resolve(&c).unwrap();
+        assert_eq!(t.name.as_deref(), Some("1.95.0"));
+        assert!(t.sysroot.join("bin/rustc").is_file(), "{}", t.sysroot.display());
+        assert!(t.has_target(), "the tests' toolchain has {TARGET}");
+        assert!(t.ensure_target(&|_| panic!("nothing to install")).is_ok());
+        let c = Choice::Named { name: "0.0.1-never".into(), by: "x".into() };
+        let e = resolve(&c).unwrap_err().to_string();
+        assert!(e.contains("`0.0.1-never` that x names is not installed"), "{e}");
+    }
+
+    #[test]
+    fn rustups_toolchain_is_named_by_its_folder() {
+        let name = rustup_name(Path::new("/h/.rustup/toolchains/1.95.0-x86_64-unknown-linux-gnu"));
+        assert_eq!(name.as_deref(), Some("1.95.0-x86_64-unknown-linux-gnu"));
+        assert_eq!(rustup_name(Path::new("/usr/lib/rust")), None, "not rustup's");
+    }
+
+    #[test]
+    fn a_toolchain_folder_needs_both_cargo_and_rustc() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("bin")).unwrap();
+        std::fs::write(dir.path().join("bin/cargo"), "").unwrap();
+        let c = Choice::Path { path: dir.path().into(), by: "x".into() };
+        assert!(resolve(&c).unwrap_err().to_string().contains("no bin/cargo and bin/rustc"));
+        std::fs::write(dir.path().join("bin/rustc"), "").unwrap();
+        assert!(resolve(&c).is_ok());
+    }
+
+    #[test]
+    fn a_missing_target_is_installed_by_rustup_and_checked_after() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let sysroot = dir.path().join("sysroot");
+        std::fs::create_dir_all(&sysroot).unwrap();
+        let t = Toolchain { name: Some("stable".into()), sysroot: sysroot.clone(), cargo: "cargo".into() };
+        let lib = sysroot.join("lib/rustlib").join(TARGET).join("lib");
+        let rustup = |name: &str, body: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            p.display().to_string()
+        };
+        let said = std::cell::RefCell::new(Vec::new());
+        let progress = |l: &str| said.borrow_mut().push(l.to_string());
+        // Says yes, installs nothing: refused.
+        let liar = rustup("liar", "exit 0");
+        let e = t.ensure_target_with(&liar, &progress).unwrap_err().to_string();
+        assert!(e.contains("could not install the target"), "{e}");
+        // Installs, then fails: refused.
+        let failing = rustup("failing", &format!("mkdir -p {}\nexit 1", lib.display()));
+        assert!(t.ensure_target_with(&failing, &progress).is_err());
+        std::fs::remove_dir_all(sysroot.join("lib")).unwrap();
+        // Installs and says so: done, and the person was told.
+        let args = dir.path().join("args");
+        let good = rustup("good", &format!("echo \"$@\" > {}\nmkdir -p {}", args.display(), lib.display()));
+        t.ensure_target_with(&good, &progress).unwrap();
+        assert!(t.has_target());
+        assert_eq!(std::fs::read_to_string(&args).unwrap().trim(), format!("target add {TARGET} --toolchain stable"));
+        assert!(said.borrow().iter().any(|l| l.contains("installing it with `rustup target add")));
+        std::fs::remove_dir_all(sysroot.join("lib")).unwrap();
+        let e = t.ensure_target_with("/nonexistent/rustup", &progress).unwrap_err().to_string();
+        assert!(e.contains("rustup is not available"), "{e}");
     }
 }

@@ -77,7 +77,8 @@ fn the_build_reaches_nothing_and_writes_only_its_target_folder() {
     }
     assert!(!b.read.contains(&d.join("cargo")), "never cargo's home itself (credentials.toml, config.toml)");
     assert_eq!(b.wall_secs, Some(60));
-    assert_eq!((b.cpu_secs, b.file_size_bytes, b.processes), (CPU_SECS, FILE_SIZE_BYTES, PROCESSES));
+    assert_eq!((b.cpu_secs, b.file_size_bytes, b.processes), (3600, 8 * 1024 * 1024 * 1024, 4096));
+    assert_eq!(b.address_space_bytes, u64::MAX, "no address-space limit: wasmtime and rustc reserve much");
     assert!(!names(&b.env).contains(&"HTTPS_PROXY"), "the build is not given the proxy");
     let unconfined = Plan { unconfined: true, ..p };
     assert!(unconfined.build().unconfined && unconfined.fetch().unconfined);
@@ -202,12 +203,25 @@ fn the_workspace_is_readable_but_its_git_folders_and_what_symlinks_lead_to() {
         std::fs::write(ws.join(f), "x").unwrap();
     }
     std::os::unix::fs::symlink("/etc", ws.join("etc-link")).unwrap();
-    let got: Vec<String> = readable(&ws).iter().map(|p| p.strip_prefix(&ws).unwrap().display().to_string()).collect();
-    assert_eq!(got, ["Cargo.toml", "assets", "src/lib.rs", "src/nested/b.rs", "src/nested/code", "src/plain"]);
+    // The target folder is not walked: a .git a build script made there changes nothing.
+    std::fs::create_dir_all(ws.join("target/.git")).unwrap();
+    let got: Vec<String> = readable(&ws, &ws.join("target"))
+        .unwrap()
+        .iter()
+        .map(|p| p.strip_prefix(&ws).unwrap().display().to_string())
+        .collect();
+    assert_eq!(
+        got,
+        ["Cargo.toml", "assets", "src/lib.rs", "src/nested/b.rs", "src/nested/code", "src/plain", "target"]
+    );
+    // Past the walk's limit, nothing is granted (a .git beyond it is never read): the build is refused.
+    // Entries walked: the top's six, src's three, nested's three, code's one, plain's one.
+    assert!(readable_within(&ws, &ws.join("target"), 14).is_some());
+    assert!(readable_within(&ws, &ws.join("target"), 13).is_none());
     // Without a .git folder, the workspace is one rule.
     let plain = tempfile::tempdir().unwrap();
     std::fs::write(plain.path().join("Cargo.toml"), "x").unwrap();
-    assert_eq!(readable(plain.path()), [plain.path().to_path_buf()]);
+    assert_eq!(readable(plain.path(), &plain.path().join("target")).unwrap(), [plain.path().to_path_buf()]);
 }
 
 #[test]

@@ -111,16 +111,63 @@ fn the_caps_hold() {
     refused(w.edit("src/lib.rs", "fn a() {}", &big), ErrorKind::InvalidInput, "at most 1024 KiB");
     refused(w.search(&"a".repeat(MAX_PATTERN + 1), ""), ErrorKind::InvalidInput, "at most 1024 bytes");
     // A page of a long file is at most READ_PAGE bytes, and says where the next starts.
-    std::fs::write(f.ws.join("long.txt"), "é".repeat(READ_PAGE)).unwrap();
+    // The page ends before a character it would cut (READ_PAGE falls inside an é).
+    assert_eq!(READ_PAGE, 256 * 1024);
+    std::fs::write(f.ws.join("long.txt"), format!("a{}", "é".repeat(READ_PAGE))).unwrap();
     let p = w.read("long.txt", 0).unwrap();
-    assert!(p.text.len() <= READ_PAGE && p.next_offset == Some(p.text.len() as u64));
-    let rest = w.read("long.txt", p.next_offset.unwrap()).unwrap();
-    assert_eq!(p.text.len() + rest.text.len(), 2 * READ_PAGE);
-    assert_eq!(rest.next_offset, None);
+    assert_eq!((p.text.len(), p.next_offset), (READ_PAGE - 1, Some(READ_PAGE as u64 - 1)));
+    let mut all = p.text;
+    let mut next = p.next_offset;
+    while let Some(at) = next {
+        let page = w.read("long.txt", at).unwrap();
+        all.push_str(&page.text);
+        next = page.next_offset;
+    }
+    assert_eq!(all, format!("a{}", "é".repeat(READ_PAGE)), "the pages make the file");
+    // An offset inside a character starts at that character.
+    let mid = w.read("long.txt", 2).unwrap();
+    assert_eq!((mid.offset, mid.text.len()), (1, READ_PAGE));
+    // The end is a page of nothing; past it is refused.
+    let end = 2 * READ_PAGE as u64 + 1;
+    assert_eq!(w.read("long.txt", end).unwrap().text, "");
+    refused(w.read("long.txt", end + 1), ErrorKind::InvalidInput, "past the end");
+    // The longest path is accepted by its words, one byte more is not.
+    assert!(Workspace::words(&"a".repeat(MAX_PATH)).is_ok());
+    refused(Workspace::words(&"a".repeat(MAX_PATH + 1)), ErrorKind::InvalidInput, "at most 1024 bytes");
     // A search stops at MAX_MATCHES and says there were more.
     std::fs::write(f.ws.join("many.txt"), "hit\n".repeat(MAX_MATCHES + 5)).unwrap();
     let (found, more) = w.search("^hit$", "").unwrap();
     assert_eq!((found.len(), more), (MAX_MATCHES, true));
+}
+
+#[test]
+fn a_listing_is_sorted_skips_git_and_target_and_stops_at_its_cap() {
+    let f = fixture();
+    let w = Workspace::open(&f.ws).unwrap();
+    let (entries, truncated) = w.list("").unwrap();
+    let paths: Vec<(&str, &str)> = entries.iter().map(|e| (e.path.as_str(), e.kind)).collect();
+    assert_eq!(
+        paths,
+        [
+            ("autoapp.toml", "file"),
+            ("dangling.txt", "symlink"),
+            ("leak.txt", "symlink"),
+            ("src", "folder"),
+            ("src/git", "symlink"),
+            ("src/lib.rs", "file"),
+            ("src/out", "symlink")
+        ]
+    );
+    assert!(!truncated);
+    assert_eq!(entries[0].bytes, 6);
+    assert_eq!(w.list(".").unwrap().0.len(), entries.len(), "`.` is the whole workspace");
+    assert_eq!(w.list("src").unwrap().0.len(), 3);
+    std::fs::create_dir(f.ws.join("many")).unwrap();
+    for i in 0..MAX_LIST {
+        std::fs::write(f.ws.join("many").join(i.to_string()), "").unwrap();
+    }
+    let (entries, truncated) = w.list("").unwrap();
+    assert_eq!((entries.len(), truncated), (MAX_LIST, true));
 }
 
 #[test]
