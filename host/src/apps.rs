@@ -82,6 +82,8 @@ pub struct Apps {
     root: Root,
     runtime: Arc<Runtime>,
     gate: Arc<Gate>,
+    /// The agents' plans and the runs the person started.
+    plans: Arc<crate::plans::Plans>,
     recorder: Recorder,
     /// `app/release` pairs known to have written since their activation.
     written: Mutex<std::collections::HashSet<String>>,
@@ -99,10 +101,15 @@ impl Apps {
         let stores: Arc<Mutex<HashMap<PathBuf, Arc<AppStore>>>> = Arc::default();
         checkpoint_in_background(Arc::downgrade(&stores))?;
         let standing = crate::gate::standing::file(&root);
+        let plans = Arc::new(crate::plans::Plans::new(&root, std::time::Duration::from_secs(config.run_limit_secs)));
+        // A run first: the record then names the plan that answered.
+        let stand_ins: Vec<Arc<dyn crate::gate::StandIn>> =
+            vec![plans.clone(), Arc::new(crate::gate::Standing(standing))];
         Ok(Apps {
             root,
             runtime: Arc::new(Runtime::new(config)?),
-            gate: Gate::with_standing(std::time::Duration::from_secs(config.approval_window_secs), Some(standing)),
+            gate: Gate::with_stand_ins(std::time::Duration::from_secs(config.approval_window_secs), stand_ins),
+            plans,
             recorder: Recorder::new(),
             written: Mutex::default(),
             containment: std::sync::OnceLock::new(),
@@ -124,6 +131,11 @@ impl Apps {
 
     pub(crate) fn runtime(&self) -> &Runtime {
         &self.runtime
+    }
+
+    /// The agents' plans and the runs the person started.
+    pub(crate) fn plans(&self) -> &Arc<crate::plans::Plans> {
+        &self.plans
     }
 
     /// The gate every call of these apps passes.
@@ -415,7 +427,7 @@ impl Apps {
             Ok(pass) => pass,
             Err(refusal) => {
                 let refused = Row {
-                    answered_by: refusal.answered_by.as_str().to_string(),
+                    answered_by: refusal.answered_by.to_string(),
                     ..row(refusal.decision, &refusal.reason, "not-run", &refusal.request_id, &refusal.arguments_hash)
                 };
                 let _ = self.record(&data, effect, refused).await;
@@ -430,7 +442,7 @@ impl Apps {
             &data,
             effect,
             Row {
-                answered_by: pass.answered_by().as_str().to_string(),
+                answered_by: pass.answered_by().to_string(),
                 ..row(pass.decision(), &reason, outcome, pass.request_id(), pass.arguments_hash())
             },
         );

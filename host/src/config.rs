@@ -39,6 +39,7 @@ pub struct Config {
     pub workflow_min_every_secs: u64,
     pub build_deadline_secs: u64,
     pub build_read: Vec<String>,
+    pub run_limit_secs: u64,
 }
 
 /// Whether spawned programs are confined with Landlock (`landlock`).
@@ -133,6 +134,7 @@ impl Config {
             ("launch_token_secs", self.launch_token_secs),
             ("workflow_min_every_secs", self.workflow_min_every_secs),
             ("build_deadline_secs", self.build_deadline_secs),
+            ("run_limit_secs", self.run_limit_secs),
         ];
         for (k, v) in positive {
             if v == 0 {

@@ -69,7 +69,15 @@ pub enum Request {
         arguments: Value,
         #[serde(default)]
         client: String,
+        /// The engineer's session (see `Session`): the call is the session's,
+        /// and a run the person starts is bound to the session.
+        #[serde(default)]
+        session: Option<String>,
     },
+    /// Opens an engineer's session on this connection: the answer names a
+    /// token its other connections send with their calls. The session is
+    /// this connection: it ends when this connection closes.
+    Session,
     Status,
     Stop,
     Panel,
@@ -87,11 +95,11 @@ pub fn parse_line(line: &[u8]) -> Result<Request, String> {
     let value: Value = serde_json::from_slice(line).map_err(|_| "a line must be one JSON object".to_string())?;
     let kind = value.get("type").and_then(Value::as_str).ok_or("a request needs a \"type\"")?.to_string();
     serde_json::from_value(value).map_err(|e| {
-        if matches!(kind.as_str(), "auth" | "invoke" | "engineer" | "status" | "stop" | "panel") {
+        if matches!(kind.as_str(), "auth" | "invoke" | "engineer" | "session" | "status" | "stop" | "panel") {
             format!("the {kind} request is malformed: {e}")
         } else {
             format!(
-                "unknown request `{}`; the requests are invoke, engineer, status, stop and panel",
+                "unknown request `{}`; the requests are invoke, engineer, session, status, stop and panel",
                 kind.escape_debug()
             )
         }
@@ -198,6 +206,10 @@ async fn serve(stream: TcpStream, secret: Arc<Secret>, launcher: Arc<Launcher>, 
         return;
     }
     let _ = send(&mut w, &json!({ "ok": true })).await;
+    // The connection's number, for the life of the launcher: a run the
+    // person starts for an engineer here is bound to it, and ends with it.
+    let connection = NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let _runs_end = RunsEnd { plans: launcher.apps.plans().clone(), connection };
     // Lines are read on a task of their own, so that a tool working for a
     // long time still notices its caller going away (the end of the stream).
     let (tx, lines) = tokio::sync::mpsc::channel::<Result<Vec<u8>, ()>>(QUEUED_LINES);
@@ -227,9 +239,28 @@ async fn serve(stream: TcpStream, secret: Arc<Secret>, launcher: Arc<Launcher>, 
         };
         let answer = match parse_line(&line) {
             Err(e) => refuse(&e),
-            Ok(Request::Engineer { tool, arguments, client }) => {
+            Ok(Request::Session) => {
+                let token = crate::secret::random_hex();
+                SESSIONS.lock().unwrap_or_else(|p| p.into_inner()).insert(token.clone(), connection);
+                json!({ "ok": true, "session": token })
+            }
+            Ok(Request::Engineer { tool, arguments, client, session }) => {
                 let label = if client.trim().is_empty() { "an engineer" } else { &client };
-                let caller = Caller::ai(label);
+                // The session's connection, when the call names one that is open.
+                let on = match session {
+                    None => Some(connection),
+                    Some(token) => SESSIONS.lock().unwrap_or_else(|p| p.into_inner()).get(&token).copied(),
+                };
+                let Some(on) = on else {
+                    let said = refuse(
+                        "that engineer session is over (its connection closed, or the launcher restarted); open a new one",
+                    );
+                    if send(&mut w, &said).await.is_err() {
+                        return;
+                    }
+                    continue;
+                };
+                let caller = Caller::engineer(label, on);
                 match engineer_call(&engineer, &caller, &tool, arguments, &mut w, &mut caller_lines).await {
                     Some(answer) => answer,
                     None => return,
@@ -239,6 +270,34 @@ async fn serve(stream: TcpStream, secret: Arc<Secret>, launcher: Arc<Launcher>, 
         };
         if send(&mut w, &answer).await.is_err() {
             return;
+        }
+    }
+}
+
+/// The next control connection's number.
+static NEXT_CONNECTION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// The open engineer sessions: token → the connection that opened it.
+static SESSIONS: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, u64>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// Ends the runs of a connection when it closes (or the launcher drops it),
+/// and the sessions it opened.
+struct RunsEnd {
+    plans: Arc<crate::plans::Plans>,
+    connection: u64,
+}
+
+impl Drop for RunsEnd {
+    fn drop(&mut self) {
+        SESSIONS.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, c| *c != self.connection);
+        match self.plans.end_connection(self.connection, std::process::id()) {
+            Ok(ended) => {
+                for p in ended {
+                    tracing::info!(app = %p.app, "the run of plan {} ended: its connection closed", p.id);
+                }
+            }
+            Err(e) => tracing::error!("cannot end the runs of a closed connection: {e:#}"),
         }
     }
 }
@@ -341,7 +400,7 @@ async fn engineer_call(
 async fn handle(req: Request, launcher: &Arc<Launcher>) -> Value {
     match req {
         Request::Auth { .. } => refuse("this connection is authenticated already"),
-        Request::Engineer { .. } => unreachable!("served by engineer_call"),
+        Request::Engineer { .. } | Request::Session => unreachable!("served by the connection's loop"),
         Request::Invoke { app, route, input, client, request_id } => {
             let Ok(app) = AppId::parse(&app) else { return refuse("that is not an app id") };
             let caller = Caller::control(if client.trim().is_empty() { "a local client" } else { &client });

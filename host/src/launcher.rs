@@ -18,6 +18,10 @@ pub async fn run(root: crate::root::Root, config: Config, only: Option<AppId>) -
     let opener = Opener::from_config(&config.opener);
     let launcher = Launcher::new(apps, config, opener, only.is_none());
     let control = crate::control::start(&root, launcher.clone()).await?;
+    // A run does not survive a restart: one found running was stopped by it.
+    if let Err(e) = launcher.apps().plans().end_launcher(None, "the launcher restarted") {
+        tracing::error!("cannot end the runs of the last launcher: {e:#}");
+    }
     match &only {
         None => {
             launcher.start().await?;
@@ -55,5 +59,8 @@ pub async fn run(root: crate::root::Root, config: Config, only: Option<AppId>) -
     println!("Autoapp is stopping: finishing the calls in flight.");
     launcher.shutdown().await;
     drop(control);
+    if let Err(e) = launcher.apps().plans().end_launcher(Some(std::process::id()), "the launcher stopped") {
+        tracing::error!("cannot end the runs: {e:#}");
+    }
     Ok(())
 }

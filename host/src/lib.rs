@@ -22,6 +22,7 @@ pub(crate) mod launcher;
 pub(crate) mod lifecycle;
 pub mod manifest;
 pub(crate) mod mcp;
+pub(crate) mod plans;
 pub(crate) mod problems;
 pub(crate) mod programs;
 pub mod release;

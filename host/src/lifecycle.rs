@@ -104,6 +104,16 @@ impl Apps {
 
     fn switch_to(&self, app: &AppId, release_prefix: &str) -> anyhow::Result<Activated> {
         let paths = self.ensure_app(app)?;
+        // Two hands never change one app: a run works on it until it ends.
+        if let Some(run) = self.plans().running(app)? {
+            return Err(crate::error::kinded(
+                crate::error::ErrorKind::Conflict,
+                format!(
+                    "plan {} is running on {app}: an engineer is changing it; stop the run first (`autoapp plan stop {app}`, or Stop in the panel), then activate",
+                    run.id
+                ),
+            ));
+        }
         let id = release::resolve(&paths, release_prefix)?;
         let previous = release::active(&paths).ok().flatten();
         anyhow::ensure!(

@@ -241,9 +241,26 @@ pub async fn serve(root: Root, app: AppId) -> anyhow::Result<()> {
 #[derive(Clone)]
 pub struct EngineerTools {
     root: Root,
+    /// The session this MCP server holds open with the launcher: a control
+    /// connection kept for its whole life, whose token each call sends, so a
+    /// run the person starts is bound to this agent and ends when it exits.
+    session: Arc<tokio::sync::Mutex<Option<(Client, String)>>>,
 }
 
 impl EngineerTools {
+    /// This server's session token, opening the session when there is none.
+    async fn session(&self) -> Option<String> {
+        let mut held = self.session.lock().await;
+        if held.is_none()
+            && let Ok(mut c) = Client::connect(&self.root).await
+            && let Ok(answer) = c.request(&json!({ "type": "session" })).await
+            && let Some(token) = answer["session"].as_str()
+        {
+            *held = Some((c, token.to_string()));
+        }
+        held.as_ref().map(|(_, t)| t.clone())
+    }
+
     fn tools() -> Vec<Tool> {
         crate::engineer::tools()
             .into_iter()
@@ -274,7 +291,7 @@ impl ServerHandler for EngineerTools {
         InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("autoapp-engineer", env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "You are the engineer of the person's Autoapp apps. Read an app's workspace (source_list, source_read, source_search), change it (source_edit, source_write, source_delete), build a candidate (candidate_build), explain it, and try it in a preview on a copy of the data (candidate_preview, preview_call, preview_stop). Every change, build and preview is approved by the person first, unless they turned on their standing approval. You cannot activate a release: when a candidate is ready, tell the person, who activates it in the panel.",
+                "You are the engineer of the person's Autoapp apps. Read an app's workspace (source_list, source_read, source_search), change it (source_edit, source_write, source_delete), build a candidate (candidate_build), explain it, and try it in a preview on a copy of the data (candidate_preview, preview_call, preview_stop). Every change, build and preview is approved by the person first, unless they turned on their standing approval. For work of more than one step, write a plan first (plan_open, plan_task, plan_submit) and ask the person to start it (plan_start): while its run lasts, your edits, builds and previews of that app run without asking; mark tasks with plan_task_done and end it with plan_finish. You cannot activate a release: when a candidate is ready, tell the person, who activates it in the panel.",
             )
     }
 
@@ -293,14 +310,6 @@ impl ServerHandler for EngineerTools {
     ) -> Result<CallToolResponse, McpError> {
         let client =
             context.peer.peer_info().map(|i| i.client_info.name.clone()).unwrap_or_else(|| "an MCP client".to_string());
-        let mut conn = match Client::connect(&self.root).await {
-            Ok(c) => c,
-            Err(e) => {
-                return Ok(tool_error(format!(
-                    "{e:#}; the person starts it with `autoapp open`, and keeps the panel open to approve changes"
-                )));
-            }
-        };
         // Progress lines become notifications, in order, on a task of their own.
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
         let forward = context.meta.get_progress_token().map(|token| {
@@ -316,15 +325,37 @@ impl ServerHandler for EngineerTools {
                 }
             })
         });
-        let request = json!({
-            "type": "engineer", "tool": request.name, "client": client,
-            "arguments": Value::Object(request.arguments.unwrap_or_default()),
-        });
-        let answer = conn
-            .request_with_progress(&request, |p| {
-                let _ = tx.send(p);
-            })
-            .await;
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let mut answer = Err(anyhow::anyhow!("not sent"));
+        // Twice at most: a session the launcher no longer knows (it restarted) is opened again.
+        for _ in 0..2 {
+            let session = self.session().await;
+            let mut conn = match Client::connect(&self.root).await {
+                Ok(c) => c,
+                Err(e) => {
+                    return Ok(tool_error(format!(
+                        "{e:#}; the person starts it with `autoapp open`, and keeps the panel open to approve changes"
+                    )));
+                }
+            };
+            let call = json!({
+                "type": "engineer", "tool": request.name, "client": client,
+                "arguments": arguments, "session": session,
+            });
+            answer = conn
+                .request_with_progress(&call, |p| {
+                    let _ = tx.send(p);
+                })
+                .await;
+            let over = answer.as_ref().is_ok_and(|a| {
+                a["ok"] == false
+                    && a["error"]["message"].as_str().is_some_and(|m| m.contains("engineer session is over"))
+            });
+            if !over {
+                break;
+            }
+            *self.session.lock().await = None;
+        }
         drop(tx);
         if let Some(f) = forward {
             let _ = f.await;
@@ -338,7 +369,7 @@ impl ServerHandler for EngineerTools {
 
 /// Serves the engineer's tools on stdin/stdout until the client goes away.
 pub async fn serve_engineer(root: Root) -> anyhow::Result<()> {
-    let running = EngineerTools { root }
+    let running = EngineerTools { root, session: Arc::default() }
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| anyhow::anyhow!("the MCP session did not start: {e}"))?;

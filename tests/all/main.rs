@@ -15,6 +15,7 @@ mod gate;
 mod lifecycle;
 mod many_callers;
 mod panel_create;
+mod plans;
 mod support;
 mod tidy;
 mod workflows;

@@ -344,8 +344,16 @@ mod tests {
         let lib = sysroot.join("lib/rustlib").join(TARGET).join("lib");
         let rustup = |name: &str, body: &str| {
             let p = dir.path().join(name);
-            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::write(&p, format!("#!/bin/sh\n[ \"$1\" = probe ] && exit 0\n{body}\n")).unwrap();
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            // Another test's child, forked while the file was open for writing,
+            // may hold it a moment ("text file busy"): wait until it runs.
+            for _ in 0..200 {
+                match std::process::Command::new(&p).arg("probe").status() {
+                    Err(e) if e.raw_os_error() == Some(26) => std::thread::sleep(std::time::Duration::from_millis(10)),
+                    _ => break,
+                }
+            }
             p.display().to_string()
         };
         let said = std::cell::RefCell::new(Vec::new());

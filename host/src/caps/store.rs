@@ -404,6 +404,22 @@ pub fn applied_in(data: &Path) -> anyhow::Result<Vec<Applied>> {
     read_applied(&conn)
 }
 
+/// The names of the app's own tables in the store in `data` (none when it
+/// has no store yet), without keeping it open.
+pub fn tables_in(data: &Path) -> anyhow::Result<Vec<String>> {
+    let path = data.join(STORE_FILE);
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    let mut st = conn.prepare(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'
+         AND name NOT LIKE '\\_autoapp%' ESCAPE '\\' ORDER BY name",
+    )?;
+    let names = st.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+    Ok(names)
+}
+
 fn hashed(migrations: &[Migration]) -> Vec<Applied> {
     use sha2::Digest as _;
     migrations

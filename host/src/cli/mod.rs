@@ -3,6 +3,7 @@
 //! the person.
 
 mod demo;
+mod plans;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -90,6 +91,35 @@ enum Command {
         action: String,
         #[arg(long)]
         json: bool,
+    },
+    /// Show an app's plans: drafts, the one waiting for you, the run and its tasks, finished ones.
+    ///
+    /// An engineer (an AI agent, `autoapp mcp --engineer`) may write down what it
+    /// means to do to one app first: a plan, with the request it was given, its
+    /// tasks, and the routes, tables and files it says it changes (each marked when
+    /// the app has no such thing). It asks you to start it (plan_start, a card in
+    /// the panel). Starting it agrees to one thing: until the run ends, that
+    /// agent's edits, builds and previews of that app, from its own connection,
+    /// run without asking; nobody else changes the app and you do not activate it
+    /// until the run ends. `autoapp plan stop` ends a run; `autoapp plan reject`
+    /// refuses a plan that waits.
+    Plans {
+        app: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop the running plan of an app, or reject a plan that waits for you.
+    ///
+    /// `stop` ends the app's run at once: the engineer's next change asks you
+    /// again. `reject` refuses the plan that waits for you (or the draft or
+    /// waiting plan named): the engineer may change the app again, asking you
+    /// each time. Both are recorded in the app's record.
+    Plan {
+        #[arg(value_parser = ["stop", "reject"])]
+        action: String,
+        app: String,
+        /// The plan's id (default: the running plan for stop, the waiting one for reject).
+        plan: Option<u64>,
     },
     /// Make a new app from the starter template (or register an existing workspace).
     ///
@@ -364,6 +394,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Stop => stop(root),
         Command::Mcp { app, engineer } => mcp(root, app, engineer),
         Command::Standing { action, json } => standing(root, action, json),
+        Command::Plans { app, json } => plans::list(root, app, json),
+        Command::Plan { action, app, plan } => plans::act(root, action, app, plan),
         Command::Demo => demo::run(&root).map_err(|e| Failure { code: 1, message: format!("{e:#}") }),
     }
 }

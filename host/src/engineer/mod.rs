@@ -21,6 +21,7 @@
 //! revokes, removes, rolls back or sets the standing approval: those are the
 //! person's, and no tool names them.
 
+pub mod plan;
 pub mod source;
 
 use std::collections::HashMap;
@@ -63,8 +64,15 @@ fn schema(required: &[&str], properties: Value) -> Value {
     json!({ "type": "object", "properties": properties, "required": required, "additionalProperties": false })
 }
 
-/// The engineer's tools (DESIGN.md's table), in the order a client shows them.
+/// The engineer's tools (DESIGN.md's table), in the order a client shows
+/// them: the app tools, then plans and runs ([`plan::specs`]).
 pub fn tools() -> Vec<Spec> {
+    let mut all = app_tools();
+    all.extend(plan::specs());
+    all
+}
+
+fn app_tools() -> Vec<Spec> {
     use Effect::{External, Read, Write};
     vec![
         Spec {
@@ -245,6 +253,9 @@ impl Engineer {
             return Err(kinded(ErrorKind::InvalidInput, "a tool's arguments are one JSON object"));
         };
         check_fields(spec, &args)?;
+        if tool.starts_with("plan_") {
+            return self.plan_tool(caller, spec, Value::Object(args), progress).await;
+        }
         if tool == "apps_list" {
             return self.apps_list().await;
         }
@@ -257,6 +268,15 @@ impl Engineer {
             return Err(kinded(ErrorKind::NotFound, crate::error::no_such_app(&app)));
         }
         let args = Value::Object(args);
+        // A change waits for a plan the person has not read, and is the run's
+        // alone while a run works on the app.
+        let checked;
+        let caller = if plan::CHANGES.contains(&tool) {
+            checked = self.plan_check(caller, &app).await?;
+            &checked
+        } else {
+            caller
+        };
         match tool {
             "source_list" | "source_read" | "source_search" => self.source_read_tool(caller, spec, &app, &args).await,
             "source_edit" | "source_write" | "source_delete" => {
@@ -313,10 +333,14 @@ impl Engineer {
                     decision: refusal.decision.as_str().to_string(),
                     reason: refusal.reason.clone(),
                     outcome: "not-run".into(),
-                    answered_by: refusal.answered_by.as_str().to_string(),
+                    answered_by: refusal.answered_by.to_string(),
                     ..Row::of(caller, app, release, spec.name, effect.as_str())
                 };
                 self.record(app, effect, row).await;
+                if refusal.decision == Decision::Denied && refusal.answered_by == crate::gate::AnsweredBy::Nobody {
+                    // Unanswered: a run of this connection ends with it.
+                    self.unanswered(caller).await;
+                }
                 Err(kinded(ErrorKind::Denied, refusal.reason))
             }
         }
@@ -501,7 +525,7 @@ impl Engineer {
         unfinished.done();
         self.ran(caller, spec, app, "workspace", Some(&pass), args, &result).await;
         let summary = result?;
-        Ok(json!({ "message": summary, "diff": diff, "answeredBy": pass.answered_by().as_str() }))
+        Ok(json!({ "message": summary, "diff": diff, "answeredBy": pass.answered_by().to_string() }))
     }
 
     async fn candidate_build(
@@ -707,7 +731,7 @@ fn outcome_row<T>(
             .map(|p| p.arguments_hash().to_string())
             .unwrap_or_else(|| crate::gate::arguments_hash(args)),
         decision: pass.map(|p| p.decision()).unwrap_or(Decision::Allowed).as_str().to_string(),
-        answered_by: pass.map(|p| p.answered_by()).unwrap_or(crate::gate::AnsweredBy::Nobody).as_str().to_string(),
+        answered_by: pass.map(|p| p.answered_by()).unwrap_or(crate::gate::AnsweredBy::Nobody).to_string(),
         reason,
         outcome: outcome.into(),
         ..Row::of(caller, app, release, spec.name, effect.as_str())
@@ -862,7 +886,14 @@ mod tests {
                 "preview_call",
                 "runs_read",
                 "logs_read",
-                "apps_create"
+                "apps_create",
+                "plan_open",
+                "plan_task",
+                "plan_submit",
+                "plan_read",
+                "plan_start",
+                "plan_task_done",
+                "plan_finish"
             ]
         );
         for never in ["activate", "rollback", "remove", "grant", "revoke", "standing", "panel", "quit"] {

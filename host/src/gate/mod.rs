@@ -69,6 +69,9 @@ impl fmt::Display for Channel {
 pub struct Caller {
     channel: Channel,
     label: String,
+    /// The control connection the call came on (an engineer's): what a run
+    /// is bound to. Set only by the control connection's adapter.
+    connection: Option<u64>,
 }
 
 /// The longest caller label kept; the rest is cut.
@@ -81,33 +84,51 @@ fn clean_label(label: &str) -> String {
 impl Caller {
     /// The person at the command line.
     pub fn command_line() -> Caller {
-        Caller { channel: Channel::User, label: "command line".into() }
+        Caller { channel: Channel::User, label: "command line".into(), connection: None }
     }
 
     /// The person in their own page of the app or the panel.
     pub fn page() -> Caller {
-        Caller { channel: Channel::User, label: "page".into() }
+        Caller { channel: Channel::User, label: "page".into(), connection: None }
     }
 
     /// The person in the panel (its lifecycle actions: activate, grant, …).
     pub fn panel() -> Caller {
-        Caller { channel: Channel::User, label: "panel".into() }
+        Caller { channel: Channel::User, label: "panel".into(), connection: None }
     }
 
     /// A client of the control connection (`autoapp mcp`): channel `mcp`.
     /// `client` is what the client calls itself, kept only as a label.
     pub fn control(client: &str) -> Caller {
-        Caller { channel: Channel::Mcp, label: clean_label(client) }
+        Caller { channel: Channel::Mcp, label: clean_label(client), connection: None }
     }
 
     /// A workflow run by the host: channel `workflow`.
     pub fn workflow(name: &str) -> Caller {
-        Caller { channel: Channel::Workflow, label: clean_label(name) }
+        Caller { channel: Channel::Workflow, label: clean_label(name), connection: None }
     }
 
     /// An AI agent running inside the host: channel `ai`.
     pub fn ai(name: &str) -> Caller {
-        Caller { channel: Channel::Ai, label: clean_label(name) }
+        Caller { channel: Channel::Ai, label: clean_label(name), connection: None }
+    }
+
+    /// An engineer on control connection `connection` (unique for the
+    /// launcher's life): channel `ai`, bound to that connection.
+    pub fn engineer(client: &str, connection: u64) -> Caller {
+        Caller { channel: Channel::Ai, label: clean_label(client), connection: Some(connection) }
+    }
+
+    /// The same caller working in plan `plan`'s run, on task `task`: the
+    /// record's label says so (`<client> plan <id> task <n>`).
+    pub fn in_run(&self, plan: u64, task: Option<u32>) -> Caller {
+        let task = task.map(|t| format!(" task {t}")).unwrap_or_default();
+        Caller { label: format!("{} plan {plan}{task}", self.label), ..self.clone() }
+    }
+
+    /// The control connection an engineer's call came on.
+    pub fn connection(&self) -> Option<u64> {
+        self.connection
     }
 
     pub fn channel(&self) -> Channel {
@@ -217,17 +238,39 @@ pub enum AnsweredBy {
     Person,
     /// The person's standing approval ("Work without asking").
     Standing,
+    /// The run of the person's plan with this id ([`crate::plans`]).
+    Run(u64),
     /// Nobody: no question was asked, or nobody answered it in time.
     Nobody,
 }
 
-impl AnsweredBy {
-    pub fn as_str(self) -> &'static str {
+impl fmt::Display for AnsweredBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AnsweredBy::Person => "person",
-            AnsweredBy::Standing => "standing approval",
-            AnsweredBy::Nobody => "nobody",
+            AnsweredBy::Person => f.write_str("person"),
+            AnsweredBy::Standing => f.write_str("standing approval"),
+            AnsweredBy::Run(plan) => write!(f, "run {plan}"),
+            AnsweredBy::Nobody => f.write_str("nobody"),
         }
+    }
+}
+
+/// One who answers yes in the person's stead, for a while and within limits
+/// the person set: the standing approval ([`Standing`]) and a plan's run
+/// ([`crate::plans::Runs`]). A stand-in never says no: what it does not
+/// cover asks the person as usual.
+pub trait StandIn: Send + Sync {
+    /// Who answers `knock` yes, if this stand-in covers it now.
+    fn answers(&self, knock: &Knock<'_>) -> Option<AnsweredBy>;
+}
+
+/// The person's standing approval as a stand-in: `<root>/standing.json`,
+/// read at every question it could answer.
+pub struct Standing(pub std::path::PathBuf);
+
+impl StandIn for Standing {
+    fn answers(&self, knock: &Knock<'_>) -> Option<AnsweredBy> {
+        (standing_covers(knock) && standing::is_on(&self.0)).then_some(AnsweredBy::Standing)
     }
 }
 
@@ -383,21 +426,28 @@ pub struct Gate {
     state: Mutex<State>,
     window: Duration,
     events: broadcast::Sender<GateEvent>,
-    /// `<root>/standing.json`, read at every question it could answer.
-    standing: Option<std::path::PathBuf>,
+    /// Who may answer yes in the person's stead, asked in order.
+    stand_ins: Vec<Arc<dyn StandIn>>,
 }
 
 impl Gate {
-    /// A gate with no standing approval: every question goes to the person.
+    /// A gate with no stand-in: every question goes to the person.
     pub fn new(window: Duration) -> Arc<Gate> {
-        Gate::with_standing(window, None)
+        Gate::with_stand_ins(window, Vec::new())
     }
 
     /// A gate that reads the person's standing approval from `standing`
     /// (`<root>/standing.json`) at every question it could answer.
     pub fn with_standing(window: Duration, standing: Option<std::path::PathBuf>) -> Arc<Gate> {
+        let stand_ins: Vec<Arc<dyn StandIn>> =
+            standing.into_iter().map(|f| Arc::new(Standing(f)) as Arc<dyn StandIn>).collect();
+        Gate::with_stand_ins(window, stand_ins)
+    }
+
+    /// A gate whose stand-ins (asked in order) may answer yes for the person.
+    pub fn with_stand_ins(window: Duration, stand_ins: Vec<Arc<dyn StandIn>>) -> Arc<Gate> {
         let (events, _) = broadcast::channel(256);
-        Arc::new(Gate { state: Mutex::default(), window, events, standing })
+        Arc::new(Gate { state: Mutex::default(), window, events, stand_ins })
     }
 
     /// The approval window, for messages.
@@ -417,7 +467,12 @@ impl Gate {
             request_id: request_id.clone(),
             arguments_hash: arguments_hash.clone(),
         };
-        match rule(knock.caller.channel(), knock.effect, knock.preview) {
+        let rule = rule(knock.caller.channel(), knock.effect, knock.preview);
+        let stood_in = match rule {
+            Rule::Ask => self.stand_ins.iter().find_map(|s| s.answers(&knock)),
+            _ => None,
+        };
+        match rule {
             Rule::Allow => {
                 // Nobody is asked; a call the person made is the person's own.
                 let answered_by =
@@ -442,13 +497,13 @@ impl Gate {
                     input: canonical,
                 });
             }
-            Rule::Ask if standing_covers(&knock) && self.standing.as_deref().is_some_and(standing::is_on) => {
-                // The person's standing approval answers yes, here, before
-                // any card: nothing waits, and the record says who answered.
-                tracing::info!(app = %knock.app, "the standing approval approved {} for {}", knock.route, knock.app);
+            Rule::Ask if let Some(by) = stood_in => {
+                // A stand-in the person set answers yes, here, before any
+                // card: nothing waits, and the record says who answered.
+                tracing::info!(app = %knock.app, "the {by} approved {} for {}", knock.route, knock.app);
                 return Ok(Pass {
                     decision: Decision::Confirmed,
-                    answered_by: AnsweredBy::Standing,
+                    answered_by: by,
                     request_id: request_id.clone(),
                     arguments_hash: arguments_hash.clone(),
                     input: canonical,

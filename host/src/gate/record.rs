@@ -93,7 +93,6 @@ impl Row {
             } else {
                 super::AnsweredBy::Nobody
             }
-            .as_str()
             .to_string(),
         }
     }

@@ -322,6 +322,166 @@ mod property {
     }
 }
 
+mod stand_ins {
+    use super::*;
+    use crate::plans::Plans;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Call { channel: u8, effect: u8, preview: bool, tool: Option<u8>, app: u8, conn: u8 },
+        Answer { pick: usize, yes: bool },
+        Standing { on: bool },
+        StartRun { app: u8, conn: u8 },
+        StopRun { app: u8 },
+        Wait { secs: u64 },
+    }
+
+    /// Tools a call may name: covered ones, and ones no stand-in answers.
+    const TOOLS: &[&str] = &["source_edit", "candidate_build", "preview_stop", "apps_create", "plan_start", "activate"];
+    const APPS: &[&str] = &["notes", "other"];
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (0u8..4, 0u8..3, any::<bool>(), proptest::option::of(0u8..TOOLS.len() as u8), 0u8..2, 0u8..3)
+                .prop_map(|(channel, effect, preview, tool, app, conn)| Op::Call { channel, effect, preview, tool, app, conn }),
+            3 => (0usize..8, any::<bool>()).prop_map(|(pick, yes)| Op::Answer { pick, yes }),
+            1 => any::<bool>().prop_map(|on| Op::Standing { on }),
+            2 => (0u8..2, 1u8..3).prop_map(|(app, conn)| Op::StartRun { app, conn }),
+            1 => (0u8..2).prop_map(|app| Op::StopRun { app }),
+            1 => (0u64..400).prop_map(|secs| Op::Wait { secs }),
+        ]
+    }
+
+    fn cases() -> u32 {
+        std::env::var("AUTOAPP_GATE_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+        /// With the standing approval turned on and off and runs starting and
+        /// ending at random: a call passes without the person's one matching
+        /// approval only when a stand-in covers it — the standing approval its
+        /// list, a run its list for its own app and its own connection — and
+        /// the record's "answered by" names that stand-in.
+        #[test]
+        fn no_call_outside_a_stand_ins_list_passes_without_exactly_one_matching_approval(ops in proptest::collection::vec(op(), 1..40)) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
+            rt.block_on(async move {
+                let dir = tempfile::tempdir().unwrap();
+                let root = crate::root::Root::open(dir.path()).unwrap();
+                let plans = Arc::new(Plans::new(&root, Duration::from_secs(3600)));
+                let file = dir.path().join(standing::FILE);
+                let gate = Gate::with_stand_ins(WINDOW, vec![plans.clone(), Arc::new(Standing(file.clone()))]);
+                let _panel = gate.attach(None);
+                let channels = [Channel::User, Channel::Ai, Channel::Mcp, Channel::Workflow];
+                let effects = [Effect::Read, Effect::Write, Effect::External];
+                let mut standing_on = false;
+                let mut runs: HashMap<usize, (u64, u64)> = HashMap::new();
+                let mut approvals: HashMap<String, usize> = HashMap::new();
+                let mut calls = Vec::new();
+                let mut n = 0;
+                for op in ops {
+                    match op {
+                        Op::Call { channel, effect, preview, tool, app, conn } => {
+                            let (ch, ef) = (channels[channel as usize], effects[effect as usize]);
+                            let caller = match (ch, conn) {
+                                (Channel::User, _) => Caller::command_line(),
+                                (Channel::Ai, 0) => Caller::ai("a"),
+                                (Channel::Ai, c) => Caller::engineer("a", u64::from(c)),
+                                (Channel::Mcp, _) => Caller::control("m"),
+                                (Channel::Workflow, _) => Caller::workflow("w"),
+                            };
+                            let a = AppId::parse(APPS[app as usize]).unwrap();
+                            n += 1;
+                            let input = serde_json::json!({ "n": n });
+                            let route = tool.map(|t| TOOLS[t as usize]).unwrap_or("notes.add");
+                            let k = Knock { tool: tool.is_some(), route, ..knock(&caller, &a, ef, preview, &input) };
+                            // The model: who may answer for the person now.
+                            let by_run = runs
+                                .get(&(app as usize))
+                                .filter(|(_, c)| caller.connection() == Some(*c))
+                                .filter(|_| crate::plans::run_covers(&k))
+                                .map(|(id, _)| AnsweredBy::Run(*id));
+                            let by_standing = (standing_on && standing_covers(&k)).then_some(AnsweredBy::Standing);
+                            let expected = by_run.or(by_standing);
+                            let g = gate.clone();
+                            let handle = tokio::spawn(async move {
+                                let k = Knock { tool: tool.is_some(), route, ..knock(&caller, &a, ef, preview, &input) };
+                                g.guard(k).await.map(|p| (p.decision(), p.request_id().to_string(), p.answered_by()))
+                            });
+                            calls.push((ch, ef, preview, expected, handle));
+                            // The gate reads the stand-ins before the next op changes them.
+                            settle().await;
+                        }
+                        Op::Answer { pick, yes } => {
+                            let pending = gate.pending();
+                            if pending.is_empty() { continue; }
+                            let q = &pending[pick % pending.len()];
+                            if gate.answer(&q.request_id, &q.release_id, &q.arguments_hash, yes).is_ok() && yes {
+                                *approvals.entry(q.request_id.clone()).or_default() += 1;
+                            }
+                        }
+                        Op::Standing { on } => {
+                            if on {
+                                std::fs::write(&file, r#"{"version":1,"standing":true,"since":1}"#).unwrap();
+                            } else {
+                                let _ = std::fs::remove_file(&file);
+                            }
+                            standing_on = on;
+                        }
+                        Op::StartRun { app, conn } => {
+                            let a = AppId::parse(APPS[app as usize]).unwrap();
+                            let plan = plans.open(&a, "a", "r", "", Vec::new()).unwrap();
+                            plans.add_task(plan.id, "t", "").unwrap();
+                            plans.submit(plan.id).unwrap();
+                            match plans.start(plan.id, u64::from(conn), std::process::id()) {
+                                Ok(_) => { runs.insert(app as usize, (plan.id, u64::from(conn))); }
+                                Err(_) => prop_assert!(runs.contains_key(&(app as usize)), "one run per app"),
+                            }
+                            plans.reject(&Caller::command_line(), &a, Some(plan.id)).ok();
+                        }
+                        Op::StopRun { app } => {
+                            let a = AppId::parse(APPS[app as usize]).unwrap();
+                            let stopped = plans.stop(&Caller::panel(), &a, None).is_ok();
+                            prop_assert_eq!(stopped, runs.remove(&(app as usize)).is_some());
+                        }
+                        Op::Wait { secs } => tokio::time::advance(Duration::from_secs(secs)).await,
+                    }
+                    settle().await;
+                }
+                tokio::time::advance(WINDOW * 2).await;
+                settle().await;
+                for (ch, ef, preview, expected, handle) in calls {
+                    let result = handle.await.unwrap();
+                    let asks = ch != Channel::User && ef != Effect::Read;
+                    let refused_in_preview = preview && ef == Effect::External;
+                    match result {
+                        Ok((Decision::Allowed, _, _)) => prop_assert!(!asks && !refused_in_preview),
+                        Ok((Decision::Confirmed, id, by)) => {
+                            prop_assert!(asks);
+                            match by {
+                                AnsweredBy::Person => {
+                                    prop_assert_eq!(expected, None, "a stand-in covered it, yet it asked");
+                                    prop_assert_eq!(approvals.get(&id).copied(), Some(1), "confirmed without exactly one approval");
+                                }
+                                stand_in => prop_assert_eq!(Some(stand_in), expected, "answered by a stand-in that does not cover it"),
+                            }
+                        }
+                        Ok((d, _, _)) => prop_assert!(false, "a pass with decision {:?}", d),
+                        Err(r) => {
+                            prop_assert!(!approvals.contains_key(&r.request_id), "an approved call was refused");
+                            prop_assert!(expected.is_none() || refused_in_preview, "a covered call was refused: {}", r.reason);
+                        }
+                    }
+                }
+                Ok(())
+            })?;
+        }
+    }
+}
+
 #[test]
 fn gate_is_shared_across_threads() {
     fn is_send_sync<T: Send + Sync>(_: &T) {}

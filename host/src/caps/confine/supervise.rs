@@ -202,7 +202,8 @@ mod tests {
         assert!(found.contains(&sh), "{found:?}");
         assert!(found.len() >= 2, "the shell's sleep too: {found:?}");
         assert!(!found.contains(&me));
-        for p in &found {
+        // Only the shell and what it started: the other tests' children are theirs.
+        for p in descendants(sh).iter().chain([&sh]) {
             let _ = rustix::process::kill_process(*p, Signal::KILL);
         }
         let _ = child.wait();

@@ -188,6 +188,12 @@ impl Workspace {
     }
 
     /// The real path of an existing `rel`, checked.
+    /// Whether `rel` names something inside the workspace that the engineer
+    /// may read.
+    pub fn has(&self, rel: &str) -> bool {
+        self.existing(rel).is_ok()
+    }
+
     fn existing(&self, rel: &str) -> anyhow::Result<PathBuf> {
         let clean = Self::words(rel)?;
         let joined = self.real.join(&clean);

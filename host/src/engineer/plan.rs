@@ -1,0 +1,353 @@
+//! The engineer's side of plans and runs ([`crate::plans`]): the tools an
+//! agent writes a plan with (reads: nobody is asked), `plan_start` (the
+//! person's question, with the plan on the card), and the check every change
+//! of an app passes first — refused while a plan of the app waits for the
+//! person, refused from any connection but the run's while a run works on it,
+//! and labelled with the plan and task when it is the run's.
+
+use serde_json::{Value, json};
+
+use super::{Answer, Engineer, Progress, Spec, app_field, blocking, schema};
+use crate::error::{ErrorKind, kinded};
+use crate::gate::Caller;
+use crate::manifest::{AppId, Effect};
+use crate::plans::{Plan, Touch};
+
+/// The engineer's tools that change an app: each passes [`Engineer::plan_check`].
+pub const CHANGES: &[&str] = &[
+    "source_edit",
+    "source_write",
+    "source_delete",
+    "candidate_build",
+    "candidate_preview",
+    "preview_stop",
+    "preview_call",
+];
+
+fn plan_field() -> Value {
+    json!({ "type": "integer", "minimum": 1, "description": "the plan's id, as plan_open gave it" })
+}
+
+fn names(what: &str) -> Value {
+    json!({ "type": "array", "items": { "type": "string" }, "maxItems": 100, "description": what })
+}
+
+/// The tools of plans and runs, in the order a client shows them.
+pub fn specs() -> Vec<Spec> {
+    use Effect::{Read, Write};
+    vec![
+        Spec {
+            name: "plan_open",
+            effect: Some(Read),
+            description: "Start writing a plan for one app: the request you were given (in your words), a summary, and the routes, tables and files you expect to change (each is checked against the app: what it does not have is marked for the person). Drafting asks nobody and changes nothing.",
+            input: schema(
+                &["app", "request"],
+                json!({ "app": app_field(),
+                        "request": { "type": "string", "description": "what you were asked to do, as you understood it" },
+                        "summary": { "type": "string", "description": "how you mean to do it, in a few sentences" },
+                        "touches": { "type": "object", "additionalProperties": false, "description": "what the plan changes",
+                                     "properties": { "routes": names("route names"), "tables": names("tables of the app's store"),
+                                                     "files": names("files of the workspace, like src/lib.rs") } } }),
+            ),
+        },
+        Spec {
+            name: "plan_task",
+            effect: Some(Read),
+            description: "Add a task to a draft plan (in order; numbered from 1).",
+            input: schema(
+                &["plan", "title"],
+                json!({ "plan": plan_field(),
+                        "title": { "type": "string", "description": "the task, in a line" },
+                        "detail": { "type": "string", "description": "what it involves" } }),
+            ),
+        },
+        Spec {
+            name: "plan_submit",
+            effect: Some(Read),
+            description: "Submit a draft plan to the person. Until they start or reject it, your edits, builds and previews of its app are refused: call plan_start to ask them to start it.",
+            input: schema(&["plan"], json!({ "plan": plan_field() })),
+        },
+        Spec {
+            name: "plan_read",
+            effect: Some(Read),
+            description: "One plan (`plan`), or every plan of an app (`app`), with its tasks, what it touches and where it is (draft, submitted, running, finished, stopped, rejected).",
+            input: schema(&[], json!({ "app": app_field(), "plan": plan_field() })),
+        },
+        Spec {
+            name: "plan_start",
+            effect: Some(Write),
+            description: "Ask the person to start a submitted plan (the card shows it). From their yes until the run ends, your edits, builds and previews of that one app, from this connection, run without asking; anything else asks as usual; activation is always the person's. The run ends with plan_finish, the person's Stop, this connection closing, a question outside it going unanswered, its time limit, or the launcher stopping.",
+            input: schema(&["plan"], json!({ "plan": plan_field() })),
+        },
+        Spec {
+            name: "plan_task_done",
+            effect: Some(Read),
+            description: "Mark a task of your running plan done, with a note of what you did.",
+            input: schema(
+                &["plan", "task"],
+                json!({ "plan": plan_field(),
+                        "task": { "type": "integer", "minimum": 1, "description": "the task's number" },
+                        "note": { "type": "string", "description": "what you did" } }),
+            ),
+        },
+        Spec {
+            name: "plan_finish",
+            effect: Some(Read),
+            description: "End your running plan, saying what came of it. The next change asks the person again.",
+            input: schema(
+                &["plan", "outcome"],
+                json!({ "plan": plan_field(),
+                        "outcome": { "type": "string", "description": "what was done, and what was not" } }),
+            ),
+        },
+    ]
+}
+
+/// The plan id in `args`.
+fn plan_id(args: &Value) -> anyhow::Result<u64> {
+    args.get("plan")
+        .and_then(Value::as_u64)
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| kinded(ErrorKind::InvalidInput, "`plan` is a plan's id: a whole number from 1"))
+}
+
+fn text<'a>(args: &'a Value, key: &str) -> anyhow::Result<&'a str> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(""),
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(kinded(ErrorKind::InvalidInput, format!("`{key}` is text"))),
+    }
+}
+
+fn shown(plan: &Plan) -> Value {
+    let mut v = serde_json::to_value(plan).unwrap_or_default();
+    if let Value::Object(m) = &mut v {
+        m.insert("text".into(), Value::String(plan.text()));
+    }
+    v
+}
+
+impl Engineer {
+    /// Runs one of the tools of [`specs`].
+    pub(super) async fn plan_tool(
+        &self,
+        caller: &Caller,
+        spec: &Spec,
+        args: Value,
+        progress: &Progress,
+    ) -> anyhow::Result<Answer> {
+        if spec.name == "plan_start" {
+            return self.plan_start(caller, spec, &args, progress).await;
+        }
+        let plans = self.apps.plans().clone();
+        let (apps, tool, a, c) = (self.apps.clone(), spec.name, args.clone(), caller.clone());
+        // The app the tool is about, for its record row.
+        let app = match (args.get("app").and_then(Value::as_str), args.get("plan").and_then(Value::as_u64)) {
+            (Some(app), _) => Some(AppId::parse(app).map_err(|e| kinded(ErrorKind::InvalidInput, e))?),
+            (None, Some(id)) => plans.get(id).ok().and_then(|p| AppId::parse(&p.app).ok()),
+            (None, None) => None,
+        };
+        if let Some(app) = &app
+            && !self.apps.root().app(app).exists()
+        {
+            return Err(kinded(ErrorKind::NotFound, crate::error::no_such_app(app)));
+        }
+        let on = app.clone();
+        let result = blocking(move || -> anyhow::Result<Answer> {
+            let me = std::process::id();
+            Ok(match tool {
+                "plan_open" => {
+                    let app = on.expect("plan_open names its app");
+                    let touches = touches(&apps, &app, a.get("touches"))?;
+                    let plan = plans.open(&app, c.label(), text(&a, "request")?, text(&a, "summary")?, touches)?;
+                    let missing = plan.touches.iter().filter(|t| !t.exists).count();
+                    let note = if missing == 0 {
+                        String::new()
+                    } else {
+                        format!(" {missing} of the things it touches do not exist in {app} now; the person will see them marked.")
+                    };
+                    json!({ "message": format!("opened plan {} of {app} (a draft). Add tasks with plan_task, then plan_submit.{note}", plan.id), "plan": shown(&plan) })
+                }
+                "plan_task" => {
+                    let plan = plans.add_task(plan_id(&a)?, text(&a, "title")?, text(&a, "detail")?)?;
+                    json!({ "message": format!("plan {} has {} task(s)", plan.id, plan.tasks.len()), "plan": shown(&plan) })
+                }
+                "plan_submit" => {
+                    let plan = plans.submit(plan_id(&a)?)?;
+                    json!({ "message": format!("submitted plan {} to the person; ask them to start it with plan_start. Until they answer, changes of {} are refused", plan.id, plan.app), "plan": shown(&plan) })
+                }
+                "plan_read" => match (on, a.get("plan")) {
+                    (_, Some(_)) => json!({ "plan": shown(&plans.get(plan_id(&a)?)?) }),
+                    (Some(app), None) => {
+                        let list: Vec<Value> = plans.list(&app)?.iter().map(shown).collect();
+                        json!({ "plans": list })
+                    }
+                    (None, None) => return Err(kinded(ErrorKind::InvalidInput, "name an `app` or a `plan`")),
+                },
+                "plan_task_done" => {
+                    let n = a
+                        .get("task")
+                        .and_then(Value::as_u64)
+                        .and_then(|n| u32::try_from(n).ok())
+                        .ok_or_else(|| kinded(ErrorKind::InvalidInput, "`task` is a task's number"))?;
+                    let plan = plans.task_done(plan_id(&a)?, c.connection(), n, text(&a, "note")?)?;
+                    let left = plan.tasks.iter().filter(|t| !t.done).count();
+                    json!({ "message": format!("task {n} of plan {} is done; {left} left", plan.id), "plan": shown(&plan) })
+                }
+                "plan_finish" => {
+                    let outcome = text(&a, "outcome")?;
+                    let plan = plans.finish(plan_id(&a)?, c.connection(), outcome)?;
+                    let _ = me;
+                    json!({ "message": format!("finished plan {}; the next change of {} asks the person again", plan.id, plan.app), "plan": shown(&plan) })
+                }
+                _ => unreachable!("every plan tool is handled"),
+            })
+        })
+        .await;
+        if let Some(app) = &app {
+            self.ran(caller, spec, app, "plan", None, &args, &result).await;
+        }
+        result
+    }
+
+    /// `plan_start`: the person's question, with the plan on the card; their
+    /// yes starts the run on this connection.
+    async fn plan_start(
+        &self,
+        caller: &Caller,
+        spec: &Spec,
+        args: &Value,
+        progress: &Progress,
+    ) -> anyhow::Result<Answer> {
+        let id = plan_id(args)?;
+        let plans = self.apps.plans().clone();
+        let plan = plans.get(id)?;
+        let app = AppId::parse(&plan.app).map_err(|e| kinded(ErrorKind::InvalidInput, e))?;
+        let Some(connection) = caller.connection() else {
+            return Err(kinded(ErrorKind::InvalidInput, "a run is bound to its connection; this caller has none"));
+        };
+        if plan.state != crate::plans::State::Submitted {
+            let what = match plan.state {
+                crate::plans::State::Draft => "a draft: submit it with plan_submit first".to_string(),
+                s => format!("{}; only a submitted plan starts", s.as_str()),
+            };
+            return Err(kinded(ErrorKind::Conflict, format!("plan {id} is {what}")));
+        }
+        if let Some(other) = plans.running(&app)? {
+            return Err(kinded(
+                ErrorKind::Conflict,
+                format!("plan {} is running on {app} already; one run per app: wait for it to end", other.id),
+            ));
+        }
+        let hours = self.limit_text();
+        let card = format!(
+            "{}\nStarting it means one thing: until the run ends, this agent's edits, builds and previews of {app} — only {app}, \
+             only from this connection — run without asking you. Anything else asks as usual; activating is yours alone. \
+             The run ends when the agent finishes it, you press Stop, its connection closes, a question outside it goes \
+             unanswered, {hours} pass, or the launcher stops.",
+            plan.text()
+        );
+        let pass = self.ask(caller, spec, &app, "plan", args, Some(&card), progress).await?;
+        let started = blocking(move || plans.start(id, connection, std::process::id())).await;
+        self.ran(caller, spec, &app, "plan", Some(&pass), args, &started).await;
+        let plan = started?;
+        Ok(json!({
+            "message": format!("the person started plan {id}: until it ends, your edits, builds and previews of {app} from this connection run without asking. Mark tasks with plan_task_done; end it with plan_finish"),
+            "plan": shown(&plan),
+            "answeredBy": pass.answered_by().to_string(),
+        }))
+    }
+
+    fn limit_text(&self) -> String {
+        let secs = self.apps.plans().limit().as_secs();
+        if secs.is_multiple_of(3600) {
+            format!("{} hour{}", secs / 3600, if secs == 3600 { "" } else { "s" })
+        } else if secs.is_multiple_of(60) {
+            format!("{} minutes", secs / 60)
+        } else {
+            format!("{secs} seconds")
+        }
+    }
+
+    /// The check before a change of `app` ([`CHANGES`]): refused while a plan
+    /// of the app waits for the person, or while a run of another connection
+    /// works on it. The caller to go on with: labelled with its plan and task
+    /// when the change is its run's.
+    pub(super) async fn plan_check(&self, caller: &Caller, app: &AppId) -> anyhow::Result<Caller> {
+        let (plans, id, c) = (self.apps.plans().clone(), app.clone(), caller.clone());
+        blocking(move || {
+            if let Some(run) = plans.running(&id)? {
+                if plans.run_of(&id, c.connection())?.is_some() {
+                    return Ok(c.in_run(run.id, run.current_task()));
+                }
+                return Err(kinded(
+                    ErrorKind::Conflict,
+                    format!(
+                        "plan {} is running on {id} from another connection; nobody else changes {id} until its run ends (the person can Stop it)",
+                        run.id
+                    ),
+                ));
+            }
+            if let Some(waiting) = plans.waiting(&id)? {
+                return Err(kinded(
+                    ErrorKind::Conflict,
+                    format!(
+                        "plan {} of {id} waits for the person to read it; changes of {id} are refused until they start it (plan_start asks them) or reject it",
+                        waiting.id
+                    ),
+                ));
+            }
+            Ok(c)
+        })
+        .await
+    }
+
+    /// A question of `caller` went unanswered: a run on its connection ends.
+    pub(super) async fn unanswered(&self, caller: &Caller) {
+        let Some(conn) = caller.connection() else { return };
+        let plans = self.apps.plans().clone();
+        let ended =
+            blocking(move || plans.end_run_on(conn, std::process::id(), "a question outside the run went unanswered"))
+                .await;
+        match ended {
+            Ok(Some(p)) => tracing::info!(app = %p.app, "the run of plan {} ended: a question went unanswered", p.id),
+            Ok(None) => {}
+            Err(e) => tracing::error!("cannot end a run: {e:#}"),
+        }
+    }
+}
+
+/// What `touches` names, each marked by whether the app has it now: routes
+/// of the active release, tables of the store, files of the workspace.
+fn touches(apps: &crate::apps::Apps, app: &AppId, v: Option<&Value>) -> anyhow::Result<Vec<Touch>> {
+    let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(Vec::new()) };
+    let paths = apps.root().app(app);
+    let routes: Vec<String> = crate::release::active(&paths)
+        .ok()
+        .flatten()
+        .and_then(|r| crate::release::manifest(&paths, &r).ok())
+        .map(|m| m.routes.into_iter().map(|r| r.name).collect())
+        .unwrap_or_default();
+    let tables = crate::caps::store::tables_in(&paths.data()).unwrap_or_default();
+    let ws = crate::workspace::of(&paths).ok().and_then(|d| super::source::Workspace::open(&d).ok());
+    let mut out = Vec::new();
+    for (key, kind) in [("routes", "route"), ("tables", "table"), ("files", "file")] {
+        let list = match v.get(key) {
+            None | Some(Value::Null) => continue,
+            Some(Value::Array(list)) => list,
+            Some(_) => return Err(kinded(ErrorKind::InvalidInput, format!("`touches.{key}` is a list of names"))),
+        };
+        for item in list {
+            let Some(name) = item.as_str().filter(|s| !s.is_empty() && s.len() <= 1024) else {
+                return Err(kinded(ErrorKind::InvalidInput, format!("`touches.{key}` holds names (1 to 1024 bytes)")));
+            };
+            let exists = match kind {
+                "route" => routes.iter().any(|r| r == name),
+                "table" => tables.iter().any(|t| t == name),
+                _ => ws.as_ref().is_some_and(|w| w.has(name)),
+            };
+            out.push(Touch { kind: kind.into(), name: name.chars().filter(|c| !c.is_control()).collect(), exists });
+        }
+    }
+    Ok(out)
+}

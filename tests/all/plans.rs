@@ -1,0 +1,358 @@
+//! Plans and runs through the real launcher: agents on control connections of
+//! their own (as `autoapp mcp --engineer` keeps one), the person answering in
+//! the panel (its event stream and `/api/answer`), the command line stopping.
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::TcpStream;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{Served, TestRoot};
+
+/// One agent: one authenticated control connection for all its calls.
+struct Agent {
+    w: TcpStream,
+    r: BufReader<TcpStream>,
+}
+
+impl Agent {
+    fn connect(root: &TestRoot) -> Agent {
+        let file: Value =
+            serde_json::from_str(&std::fs::read_to_string(root.path().join("launcher.json")).unwrap()).unwrap();
+        let s = TcpStream::connect(("127.0.0.1", file["port"].as_u64().unwrap() as u16)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
+        let mut a = Agent { r: BufReader::new(s.try_clone().unwrap()), w: s };
+        a.send(&json!({ "type": "auth", "secret": file["secret"] }));
+        assert_eq!(a.answer()["ok"], true);
+        a
+    }
+
+    fn send(&mut self, v: &Value) {
+        let mut line = serde_json::to_vec(v).unwrap();
+        line.push(b'\n');
+        self.w.write_all(&line).unwrap();
+    }
+
+    fn answer(&mut self) -> Value {
+        loop {
+            let mut line = String::new();
+            assert!(self.r.read_line(&mut line).unwrap() > 0, "the launcher answered");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v.get("progress").is_none() {
+                return v;
+            }
+        }
+    }
+
+    fn start(&mut self, tool: &str, arguments: Value) {
+        self.start_in(tool, arguments, None);
+    }
+
+    /// Sends a call that names an engineer session (as `autoapp mcp --engineer` does).
+    fn start_in(&mut self, tool: &str, arguments: Value, session: Option<&str>) {
+        let call = json!({ "type": "engineer", "tool": tool, "arguments": arguments, "client": "planner", "session": session });
+        self.send(&call);
+    }
+
+    /// Opens an engineer session on this connection; its token.
+    fn session(&mut self) -> String {
+        self.send(&json!({ "type": "session" }));
+        self.answer()["session"].as_str().unwrap().to_string()
+    }
+
+    fn tool(&mut self, tool: &str, arguments: Value) -> Value {
+        self.start(tool, arguments);
+        self.answer()
+    }
+
+    fn ok(&mut self, tool: &str, arguments: Value) -> Value {
+        let a = self.tool(tool, arguments.clone());
+        assert_eq!(a["ok"], true, "{tool} {arguments}: {a}");
+        a["output"].clone()
+    }
+
+    fn refused(&mut self, tool: &str, arguments: Value, kind: &str, words: &str) {
+        let a = self.tool(tool, arguments.clone());
+        assert_eq!(a["ok"], false, "{tool} {arguments} should be refused: {a}");
+        let message = a["error"]["message"].as_str().unwrap();
+        assert_eq!(a["error"]["kind"], kind, "{message}");
+        assert!(message.contains(words), "`{message}` should say `{words}`");
+    }
+}
+
+/// The panel's event stream, on a thread: each question asked, as JSON.
+fn questions(panel: &crate::support::http::Http) -> mpsc::Receiver<Value> {
+    let mut events = TcpStream::connect(("127.0.0.1", panel.port())).unwrap();
+    write!(
+        events,
+        "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nSec-Fetch-Site: same-origin\r\nCookie: {}\r\n\r\n",
+        panel.port(),
+        panel.cookie.clone().unwrap()
+    )
+    .unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(events);
+        let mut asked = false;
+        let mut line = String::new();
+        while lines.read_line(&mut line).is_ok_and(|n| n > 0) {
+            if line.starts_with("event: asked") {
+                asked = true;
+            } else if asked && let Some(data) = line.strip_prefix("data: ") {
+                let v: Value = serde_json::from_str(data.trim()).unwrap();
+                if tx.send(v["question"].clone()).is_err() {
+                    return;
+                }
+                asked = false;
+            }
+            line.clear();
+        }
+    });
+    rx
+}
+
+fn next_question(rx: &mpsc::Receiver<Value>) -> Value {
+    rx.recv_timeout(Duration::from_secs(60)).expect("a question for the person")
+}
+
+fn answer(panel: &mut crate::support::http::Http, q: &Value, yes: bool) {
+    let body = json!({ "requestId": q["requestId"], "releaseId": q["releaseId"], "argumentsHash": q["argumentsHash"], "approve": yes });
+    let r = panel.request("POST", "/api/answer", Some(&body.to_string())).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+}
+
+fn plans(t: &TestRoot, app: &str) -> Vec<Value> {
+    let v: Value = serde_json::from_str(&t.ok(&["plans", app, "--json"])).unwrap();
+    v["plans"].as_array().unwrap().clone()
+}
+
+const LIST_ARM: &str = r#""entries.list" => json!({ "entries": entries(input["limit"].as_i64().unwrap_or(20))? }),"#;
+
+/// Writes a plan of `app` with one task and submits it; its id.
+fn submitted(a: &mut Agent, app: &str) -> u64 {
+    let open = a.ok("plan_open", json!({ "app": app, "request": "mark the list as edited", "summary": "one arm" }));
+    let id = open["plan"]["id"].as_u64().unwrap();
+    a.ok("plan_task", json!({ "plan": id, "title": "edit the list route" }));
+    a.ok("plan_submit", json!({ "plan": id }));
+    id
+}
+
+#[test]
+fn a_plan_is_read_first_and_its_run_approves_only_its_own_apps_changes_until_it_ends() {
+    let t = TestRoot::with_config("opener = \"none\"\n");
+    t.ok(&["create", "notes"]);
+    let active = t.build("notes");
+    t.ok(&["activate", "notes", &active]);
+    t.ok(&["create", "other"]);
+    let ws = t.path().join("apps/notes/workspace");
+    let served = Served::start(&t, &["open"]);
+    let mut panel = served.tab("the Autoapp panel");
+    let asked = questions(&panel);
+    let mut a = Agent::connect(&t);
+
+    // Drafting is a read: nobody is asked. What the app does not have is marked.
+    let open = a.ok(
+        "plan_open",
+        json!({ "app": "notes", "request": "the person asked: mark the list as edited",
+                "summary": "change one arm of the list route, build, try it in a preview",
+                "touches": { "routes": ["entries.list", "entries.purge"], "tables": ["entries", "nope"], "files": ["src/lib.rs"] } }),
+    );
+    let plan = open["plan"]["id"].as_u64().unwrap();
+    let marks: Vec<(String, bool)> = open["plan"]["touches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["name"].as_str().unwrap().to_string(), x["exists"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(
+        marks,
+        [
+            ("entries.list".into(), true),
+            ("entries.purge".into(), false),
+            ("entries".into(), true),
+            ("nope".into(), false),
+            ("src/lib.rs".into(), true)
+        ],
+        "{open}"
+    );
+    assert!(open["message"].as_str().unwrap().contains("2 of the things it touches do not exist"), "{open}");
+    a.ok("plan_task", json!({ "plan": plan, "title": "edit the list route", "detail": "add \"edited\": true" }));
+    a.ok("plan_task", json!({ "plan": plan, "title": "build and preview it" }));
+    a.refused("plan_start", json!({ "plan": plan }), "conflict", "is a draft: submit it");
+    a.ok("plan_submit", json!({ "plan": plan }));
+    a.refused("plan_task", json!({ "plan": plan, "title": "late" }), "conflict", "no longer a draft");
+    a.refused("plan_read", json!({ "plan": 999 }), "not-found", "there is no plan 999");
+
+    // Read first, build later: a change waits for the person's answer to the plan.
+    let edit = json!({ "app": "notes", "path": "src/lib.rs", "old": LIST_ARM,
+                       "new": LIST_ARM.replace("? }),", "?, \"edited\": true }),") });
+    a.refused("source_edit", edit.clone(), "conflict", "waits for the person to read it");
+    assert_eq!(plans(&t, "notes")[0]["state"], "submitted");
+
+    // plan_start asks the person; the card shows the plan and its marks.
+    a.start("plan_start", json!({ "plan": plan }));
+    let q = next_question(&asked);
+    assert_eq!((q["route"].as_str(), q["channel"].as_str()), (Some("plan_start"), Some("ai")));
+    let card = q["change"].as_str().unwrap();
+    for said in [
+        "request (the agent's words): the person asked",
+        "[ ] 1. edit the list route",
+        "entries.purge  ← the app has no such thing now",
+        "only notes",
+    ] {
+        assert!(card.contains(said), "the card says {said:?}: {card}");
+    }
+    assert_eq!(q["standingCovers"], false, "the standing approval never starts a run");
+    answer(&mut panel, &q, true);
+    let started = a.answer();
+    assert_eq!(started["output"]["plan"]["state"], "running", "{started}");
+
+    // The run answers its own app's edits, builds and previews: no card.
+    let edited = a.ok("source_edit", edit);
+    assert_eq!(edited["answeredBy"], format!("run {plan}"));
+    a.ok("plan_task_done", json!({ "plan": plan, "task": 1, "note": "edited" }));
+    let built = a.ok("candidate_build", json!({ "app": "notes" }));
+    let candidate = built["release"].as_str().unwrap().to_string();
+    a.ok("candidate_preview", json!({ "app": "notes" }));
+    let listed = a.ok("preview_call", json!({ "app": "notes", "route": "entries.list" }));
+    assert_eq!(listed["output"]["edited"], true);
+    a.ok("preview_call", json!({ "app": "notes", "route": "entries.add", "input": { "text": "in the preview" } }));
+    assert!(asked.try_recv().is_err(), "nothing was asked of the person");
+
+    // A change of another app still asks (the person says no).
+    a.start("source_write", json!({ "app": "other", "path": "NOTES.md", "content": "x" }));
+    let q = next_question(&asked);
+    assert_eq!(q["appId"], "other");
+    answer(&mut panel, &q, false);
+    assert_eq!(a.answer()["error"]["kind"], "denied");
+    // Another connection may not change the run's app; the person may not activate it.
+    let mut b = Agent::connect(&t);
+    b.refused(
+        "source_write",
+        json!({ "app": "notes", "path": "NOTES.md", "content": "x" }),
+        "conflict",
+        "running on notes from another connection",
+    );
+    b.refused("plan_finish", json!({ "plan": plan, "outcome": "not mine" }), "conflict", "another connection");
+    let line = t.refused(&["activate", "notes", &candidate]);
+    assert!(line.contains(&format!("plan {plan} is running on notes")), "{line}");
+
+    // Finished: the next change asks again.
+    a.ok("plan_finish", json!({ "plan": plan, "outcome": "the list says edited; the person activates it" }));
+    a.start("source_write", json!({ "app": "notes", "path": "NOTES.md", "content": "x" }));
+    let q = next_question(&asked);
+    answer(&mut panel, &q, false);
+    assert_eq!(a.answer()["error"]["kind"], "denied");
+    assert!(!ws.join("NOTES.md").exists());
+    t.ok(&["activate", "notes", &candidate]);
+
+    // The record: the run's answers, its caller naming the plan and task, its end.
+    let rows: Vec<Value> = serde_json::from_str(&t.ok(&["runs", "notes", "--json", "--limit", "200"])).unwrap();
+    let by_run: Vec<&Value> = rows.iter().filter(|r| r["answered_by"] == format!("run {plan}")).collect();
+    let routes: Vec<&str> = by_run.iter().map(|r| r["route"].as_str().unwrap()).collect();
+    for route in ["source_edit", "candidate_build", "candidate_preview"] {
+        assert!(routes.contains(&route), "{route} answered by the run: {routes:?}");
+    }
+    assert!(by_run.iter().all(|r| r["caller"].as_str().unwrap().starts_with(&format!("planner plan {plan} task"))));
+    assert!(rows.iter().any(|r| r["route"] == "plan_start" && r["answered_by"] == "person"));
+    assert!(rows.iter().any(|r| r["route"] == "plan-finish"), "{rows:#?}");
+    let preview_rows = t.ok(&["runs", "notes", "--json"]);
+    assert!(!preview_rows.is_empty());
+
+    // A run ends when its connection closes.
+    let second = submitted(&mut a, "notes");
+    a.start("plan_start", json!({ "plan": second }));
+    answer(&mut panel, &next_question(&asked), true);
+    assert_eq!(a.answer()["ok"], true);
+    drop(a);
+    let mut ended = Value::Null;
+    for _ in 0..100 {
+        ended = plans(&t, "notes").into_iter().find(|p| p["id"] == second).unwrap();
+        if ended["state"] == "stopped" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!((ended["state"].as_str(), ended["endedBy"].as_str()), (Some("stopped"), Some("its connection closed")));
+
+    // The person stops a run from the terminal; a waiting plan is rejected.
+    let mut c = Agent::connect(&t);
+    let third = submitted(&mut c, "notes");
+    c.start("plan_start", json!({ "plan": third }));
+    answer(&mut panel, &next_question(&asked), true);
+    assert_eq!(c.answer()["ok"], true);
+    assert!(t.ok(&["plan", "stop", "notes"]).contains(&format!("stopped the run of plan {third}")));
+    c.start("source_write", json!({ "app": "notes", "path": "NOTES.md", "content": "x" }));
+    answer(&mut panel, &next_question(&asked), false);
+    assert_eq!(c.answer()["error"]["kind"], "denied", "stopped: it asks again");
+    let fourth = submitted(&mut c, "notes");
+    assert!(t.ok(&["plan", "reject", "notes"]).contains(&format!("rejected plan {fourth}")));
+    c.refused("plan_start", json!({ "plan": fourth }), "conflict", "rejected");
+    let text = t.ok(&["plans", "notes"]);
+    assert!(text.contains(&format!("plan {fourth} of notes (rejected)")), "{text}");
+
+    // The MCP server's way: a session held open on one connection, each call on
+    // a connection of its own naming it. The run is the session's, and ends with it.
+    let mut held = Agent::connect(&t);
+    let token = held.session();
+    let call = |tool: &str, args: Value, session: Option<&str>| {
+        let mut once = Agent::connect(&t);
+        once.start_in(tool, args, session);
+        once
+    };
+    let open = call("plan_open", json!({ "app": "notes", "request": "a session's plan" }), Some(&token)).answer();
+    let session_plan = open["output"]["plan"]["id"].as_u64().unwrap();
+    call("plan_task", json!({ "plan": session_plan, "title": "t" }), Some(&token)).answer();
+    call("plan_submit", json!({ "plan": session_plan }), Some(&token)).answer();
+    let mut starting = call("plan_start", json!({ "plan": session_plan }), Some(&token));
+    answer(&mut panel, &next_question(&asked), true);
+    assert_eq!(starting.answer()["ok"], true);
+    let wrote =
+        call("source_write", json!({ "app": "notes", "path": "NOTES.md", "content": "s" }), Some(&token)).answer();
+    assert_eq!(wrote["output"]["answeredBy"], format!("run {session_plan}"), "{wrote}");
+    let other = call("source_write", json!({ "app": "notes", "path": "NOTES.md", "content": "x" }), None).answer();
+    assert_eq!(other["error"]["kind"], "conflict", "a connection outside the session: {other}");
+    drop(held);
+    let mut ended = Value::Null;
+    for _ in 0..100 {
+        ended = plans(&t, "notes").into_iter().find(|p| p["id"] == session_plan).unwrap();
+        if ended["state"] == "stopped" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(ended["endedBy"], "its connection closed");
+    let stale = call("plan_read", json!({ "app": "notes" }), Some(&token)).answer();
+    assert!(stale["error"]["message"].as_str().unwrap().contains("engineer session is over"), "{stale}");
+    std::fs::remove_file(ws.join("NOTES.md")).unwrap();
+
+    // A run does not survive a restart, and one ends at its time limit.
+    let fifth = submitted(&mut c, "notes");
+    c.start("plan_start", json!({ "plan": fifth }));
+    answer(&mut panel, &next_question(&asked), true);
+    assert_eq!(c.answer()["ok"], true);
+    drop(c);
+    drop(panel);
+    served.stop();
+    let after = plans(&t, "notes").into_iter().find(|p| p["id"] == fifth).unwrap();
+    assert_eq!(after["state"], "stopped");
+    let config = format!("{}opener = \"none\"\nrun_limit_secs = 2\n", crate::support::base_config());
+    std::fs::write(t.path().join("config.toml"), config).unwrap();
+    let served = Served::start(&t, &["open"]);
+    let mut panel = served.tab("the Autoapp panel");
+    let asked = questions(&panel);
+    let mut d = Agent::connect(&t);
+    let sixth = submitted(&mut d, "notes");
+    d.start("plan_start", json!({ "plan": sixth }));
+    answer(&mut panel, &next_question(&asked), true);
+    assert_eq!(d.answer()["ok"], true);
+    std::thread::sleep(Duration::from_millis(2500));
+    d.start("source_write", json!({ "app": "notes", "path": "NOTES.md", "content": "x" }));
+    answer(&mut panel, &next_question(&asked), false);
+    assert_eq!(d.answer()["error"]["kind"], "denied", "past its limit, it asks again");
+    let ended = plans(&t, "notes").into_iter().find(|p| p["id"] == sixth).unwrap();
+    assert_eq!(ended["endedBy"], "its time limit (run_limit_secs)");
+    served.stop();
+}
