@@ -219,6 +219,22 @@ fn a_plan_is_read_first_and_its_run_approves_only_its_own_apps_changes_until_it_
     let listed = a.ok("preview_call", json!({ "app": "notes", "route": "entries.list" }));
     assert_eq!(listed["output"]["edited"], true);
     a.ok("preview_call", json!({ "app": "notes", "route": "entries.add", "input": { "text": "in the preview" } }));
+    // The change cycle under the run: edit, build, preview and a read in it, one call, no card.
+    let cycled = a.ok(
+        "candidate_cycle",
+        json!({ "app": "notes", "path": "src/lib.rs", "old": "\"edited\": true", "new": "\"edited\": \"twice\"", "check": "entries.list" }),
+    );
+    assert_eq!(cycled["check"]["output"]["edited"], "twice", "{cycled}");
+    // A cycle whose build fails stops there and answers with the compiler's messages.
+    let broken = json!({ "app": "notes", "path": "src/lib.rs", "old": "\"edited\": \"twice\"", "new": "\"edited\": not_a_thing" });
+    a.refused(
+        "candidate_cycle",
+        broken,
+        "invalid-input",
+        "the cycle stopped at step 2 of 3 (the build): the build failed",
+    );
+    let fixed = json!({ "app": "notes", "path": "src/lib.rs", "old": "\"edited\": not_a_thing", "new": "\"edited\": true", "check": "entries.add" });
+    a.refused("candidate_cycle", fixed, "invalid-input", "`entries.add` is a write route");
     assert!(asked.try_recv().is_err(), "nothing was asked of the person");
 
     // A change of another app still asks (the person says no).

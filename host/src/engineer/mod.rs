@@ -21,6 +21,7 @@
 //! revokes, removes, rolls back or sets the standing approval: those are the
 //! person's, and no tool names them.
 
+pub mod cycle;
 pub mod plan;
 pub mod source;
 
@@ -68,6 +69,7 @@ fn schema(required: &[&str], properties: Value) -> Value {
 /// them: the app tools, then plans and runs ([`plan::specs`]).
 pub fn tools() -> Vec<Spec> {
     let mut all = app_tools();
+    all.push(cycle::spec());
     all.extend(plan::specs());
     all
 }
@@ -283,6 +285,7 @@ impl Engineer {
                 self.source_change(caller, spec, &app, &args, progress, gone).await
             }
             "candidate_build" => self.candidate_build(caller, spec, &app, &args, progress, gone).await,
+            "candidate_cycle" => self.candidate_cycle(caller, &app, &args, progress, gone).await,
             "candidate_explain" => self.candidate_explain(caller, &app, &args).await,
             "candidate_preview" => self.candidate_preview(caller, spec, &app, &args, progress).await,
             "preview_stop" => self.preview_stop(caller, spec, &app, &args, progress).await,
@@ -887,6 +890,7 @@ mod tests {
                 "runs_read",
                 "logs_read",
                 "apps_create",
+                "candidate_cycle",
                 "plan_open",
                 "plan_task",
                 "plan_submit",

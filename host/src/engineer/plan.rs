@@ -22,6 +22,7 @@ pub const CHANGES: &[&str] = &[
     "candidate_preview",
     "preview_stop",
     "preview_call",
+    "candidate_cycle",
 ];
 
 fn plan_field() -> Value {
