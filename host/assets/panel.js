@@ -47,6 +47,38 @@ function explainBox(e) {
   return box;
 }
 
+// An engineer's plans of one app: drafts, the one waiting for the person
+// (Reject), the running one with its tasks' progress (Stop), finished ones.
+// Every word of a plan is the agent's, drawn as text.
+function plansBox(a) {
+  const box = el("div", { class: "plans" }, el("h3", { text: "Plans" }));
+  for (const p of a.plans) {
+    const done = p.tasks.filter((t) => t.done).length;
+    const head = el("div", { class: "row" },
+      el("strong", { text: `plan ${p.id}: ${p.state}` }),
+      el("span", { class: "muted", text: `by ${p.client}, ${p.createdAt}; ${done} of ${p.tasks.length} tasks done` }));
+    if (p.state === "running") {
+      head.append(el("span", { class: "muted", text: `until ${p.endsBy} at the latest` }),
+        el("button", { class: "danger plan-stop", text: "Stop", onclick: () => act(`stopping plan ${p.id}`, "/api/plan", { app: a.id, action: "stop", plan: p.id }) }));
+    }
+    if (p.state === "submitted" || p.state === "draft") {
+      head.append(el("button", { class: "plan-reject", text: "Reject", onclick: () => act(`rejecting plan ${p.id}`, "/api/plan", { app: a.id, action: "reject", plan: p.id }) }));
+    }
+    const card = el("div", { class: `card plan plan-${p.state}`, "data-plan": String(p.id) }, head,
+      el("p", { text: `Request (the agent's words): ${p.request}` }),
+      p.summary ? el("p", { text: p.summary }) : "",
+      el("ol", {}, ...p.tasks.map((t) => el("li", { class: t.done ? "done" : "", text: `${t.done ? "✓ " : ""}${t.title}${t.detail ? ` — ${t.detail}` : ""}${t.note ? ` (done: ${t.note})` : ""}` }))));
+    if (p.touches.length) {
+      card.append(el("p", { text: "Touches: " }, ...p.touches.map((t) =>
+        el("span", { class: t.exists ? "touch" : "touch missing", text: `${t.kind} ${t.name}${t.exists ? "" : " (the app has no such thing now)"}; ` }))));
+    }
+    if (p.outcome) card.append(el("p", { text: `Outcome: ${p.outcome}` }));
+    if (p.endedBy) card.append(el("p", { class: "muted", text: `Ended by ${p.endedBy} at ${p.endedAt}` }));
+    box.append(card);
+  }
+  return box;
+}
+
 function appCard(a) {
   const card = el("section", { class: "section app", "data-app": a.id },
     el("h2", { text: `${a.name} ` }, el("span", { class: "muted", text: `(${a.id})` })),
@@ -123,6 +155,8 @@ function appCard(a) {
     card.append(rb);
   }
 
+  if (a.plans.length) card.append(plansBox(a));
+
   if (a.runs.length) {
     card.append(el("h3", { text: "Record: recent calls and actions" }), el("table", { class: "runs" },
       el("thead", {}, el("tr", {}, ...["time", "channel", "caller", "route or action", "effect", "decision", "answered by", "outcome", "reason"].map((h) => el("th", { text: h })))),
@@ -193,6 +227,7 @@ async function refresh() {
     asked: (d) => approvals.asked(d.question),
     answered: (d) => { approvals.answered(d.request_id); refresh(); },
     activated: () => refresh(),
+    changed: () => refresh(),
   });
   setTitle();
   refresh();

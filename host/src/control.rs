@@ -144,7 +144,12 @@ pub async fn start(root: &Root, launcher: Arc<Launcher>) -> anyhow::Result<Contr
         LauncherFile { port, pid: std::process::id(), secret: secret.clone(), started_at: launcher.started_at.clone() };
     write_private(&file, serde_json::to_string_pretty(&contents)?.as_bytes())?;
     let secret = Arc::new(secret);
-    let engineer = Arc::new(crate::engineer::Engineer::new(launcher.apps.clone()));
+    let told = Arc::downgrade(&launcher);
+    let engineer = Arc::new(crate::engineer::Engineer::new(launcher.apps.clone(), move |app| {
+        if let Some(l) = told.upgrade() {
+            l.announce(crate::server::LauncherEvent::Changed { app: app.to_string() });
+        }
+    }));
     let mut stopping = launcher.stopping();
     tokio::spawn(async move {
         loop {

@@ -61,9 +61,10 @@ after(async () => {
 test("the tools are the design's table; none activates, grants, removes or sets the standing approval", async () => {
   const { tools } = await engineer.listTools();
   const names = tools.map((t) => t.name);
-  assert.deepEqual(names.slice().sort(), ["apps_create", "apps_list", "candidate_build", "candidate_explain", "candidate_preview",
-    "logs_read", "preview_call", "preview_stop", "runs_read", "source_delete", "source_edit", "source_list", "source_read",
-    "source_search", "source_write"]);
+  assert.deepEqual(names.slice().sort(), ["apps_create", "apps_list", "candidate_build", "candidate_cycle", "candidate_explain",
+    "candidate_preview", "logs_read", "plan_finish", "plan_open", "plan_read", "plan_start", "plan_submit", "plan_task",
+    "plan_task_done", "preview_call", "preview_stop", "runs_read", "source_delete", "source_edit", "source_list",
+    "source_read", "source_search", "source_write"]);
   const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
   assert.equal(byName.source_read.annotations.readOnlyHint, true);
   assert.equal(byName.source_edit.annotations.destructiveHint, true);

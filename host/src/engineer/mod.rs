@@ -214,6 +214,8 @@ pub struct Engineer {
     apps: Arc<Apps>,
     /// One change of an app at a time.
     locks: Mutex<HashMap<AppId, Arc<tokio::sync::Mutex<()>>>>,
+    /// Told when an app's plans changed (the panel redraws them).
+    changed: Box<dyn Fn(&AppId) + Send + Sync>,
 }
 
 /// A tool's answer: text for the agent, and the same as JSON when it is data.
@@ -223,8 +225,9 @@ pub type Answer = Value;
 const LOCATION_FIELDS: &[&str] = &["location", "at", "path", "dir", "folder", "workspace", "where"];
 
 impl Engineer {
-    pub fn new(apps: Arc<Apps>) -> Engineer {
-        Engineer { apps, locks: Mutex::default() }
+    /// The engineer over `apps`, telling `changed` when an app's plans changed.
+    pub fn new(apps: Arc<Apps>, changed: impl Fn(&AppId) + Send + Sync + 'static) -> Engineer {
+        Engineer { apps, locks: Mutex::default(), changed: Box::new(changed) }
     }
 
     fn lock_of(&self, app: &AppId) -> Arc<tokio::sync::Mutex<()>> {

@@ -207,6 +207,9 @@ impl Engineer {
         .await;
         if let Some(app) = &app {
             self.ran(caller, spec, app, "plan", None, &args, &result).await;
+            if result.is_ok() && spec.name != "plan_read" {
+                (self.changed)(app);
+            }
         }
         result
     }
@@ -251,6 +254,7 @@ impl Engineer {
         let pass = self.ask(caller, spec, &app, "plan", args, Some(&card), progress).await?;
         let started = blocking(move || plans.start(id, connection, std::process::id())).await;
         self.ran(caller, spec, &app, "plan", Some(&pass), args, &started).await;
+        (self.changed)(&app);
         let plan = started?;
         Ok(json!({
             "message": format!("the person started plan {id}: until it ends, your edits, builds and previews of {app} from this connection run without asking. Mark tasks with plan_task_done; end it with plan_finish"),

@@ -52,6 +52,7 @@ pub fn router(launcher: Arc<Launcher>, site: Arc<Site>) -> Router {
             .route("/api/quit", post(quit))
             .route("/api/create", post(create))
             .route("/api/standing", post(standing))
+            .route("/api/plan", post(plan))
             .route("/api/choose-folder", post(choose_folder)),
         _ => common
             .route("/", get(|| async { html(page::app()) }))
@@ -302,6 +303,7 @@ async fn state(State(ctx): State<Ctx>) -> Response {
                 "not_granted": not_granted,
                 "rollback": rollback,
                 "runs": crate::gate::record::read(&paths.data(), 20).unwrap_or_default(),
+                "plans": apps.plans().list(&id).map(|mut p| { p.truncate(PLANS_SHOWN); p }).unwrap_or_default(),
                 "removal": {
                     // What Remove moves to the trash, and what it leaves.
                     "trash": root.dir().join("trash").display().to_string(),
@@ -448,6 +450,47 @@ async fn standing(State(ctx): State<Ctx>, axum::Json(b): axum::Json<StandingBody
     })
     .await;
     ctx.launcher.announce(LauncherEvent::Changed { app: String::new() });
+    res
+}
+
+/// How many of an app's newest plans the panel shows.
+const PLANS_SHOWN: usize = 10;
+
+#[derive(Deserialize)]
+struct PlanBody {
+    app: String,
+    /// `stop` (the running plan) or `reject` (a plan that waits, or a draft).
+    action: String,
+    plan: Option<u64>,
+}
+
+/// The panel's Stop and Reject of an engineer's plan (the person, channel `user`).
+async fn plan(State(ctx): State<Ctx>, axum::Json(b): axum::Json<PlanBody>) -> Response {
+    let id = match AppId::parse(&b.app) {
+        Ok(i) => i,
+        Err(e) => return error(ErrorKind::InvalidInput, e),
+    };
+    let res = blocking(&ctx, move |apps| {
+        let me = Caller::panel();
+        Ok(match b.action.as_str() {
+            "stop" => {
+                let p = apps.plans().stop(&me, &id, b.plan)?;
+                format!("stopped the run of plan {} of {id}: the engineer's next change asks you again", p.id)
+            }
+            "reject" => {
+                let p = apps.plans().reject(&me, &id, b.plan)?;
+                format!("rejected plan {} of {id}", p.id)
+            }
+            other => {
+                return Err(crate::error::kinded(
+                    ErrorKind::InvalidInput,
+                    format!("`{}` is not an action on a plan; stop or reject", other.escape_debug()),
+                ));
+            }
+        })
+    })
+    .await;
+    ctx.launcher.announce(LauncherEvent::Changed { app: b.app.clone() });
     res
 }
 
