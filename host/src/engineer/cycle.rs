@@ -9,7 +9,8 @@
 
 use serde_json::{Value, json};
 
-use super::{Answer, Engineer, Progress, Spec, app_field, path_field, schema, tools};
+use super::inputs::{self, parse, schema};
+use super::{Answer, Engineer, Progress, Spec, tools};
 use crate::error::{ErrorKind, kinded};
 use crate::gate::Caller;
 use crate::manifest::{AppId, Effect};
@@ -20,13 +21,7 @@ pub fn spec() -> Spec {
         name: "candidate_cycle",
         effect: Some(Effect::Write),
         description: "One change cycle in one call: replace one span of a file (as source_edit), build a candidate, start its preview, and, when `check` names a read route, call it in the preview. Each step asks the person (or is answered by your run or the standing approval) on its own; a failed step stops the cycle, and a failed build answers with the compiler's messages.",
-        input: schema(
-            &["app", "path", "old", "new"],
-            json!({ "app": app_field(), "path": path_field("the file"),
-                    "old": { "type": "string", "description": "the exact text to replace; it must occur once" },
-                    "new": { "type": "string", "description": "the text to put there" },
-                    "check": { "type": "string", "description": "a read route to call in the preview when it runs (its input is {})" } }),
-        ),
+        input: schema::<inputs::CandidateCycle>(),
     }
 }
 
@@ -53,9 +48,11 @@ impl Engineer {
         gone: &crate::build::Stop,
     ) -> anyhow::Result<Answer> {
         let cycle: String = crate::secret::random_hex().chars().take(12).collect();
-        let check = super::opt_str(args, "check")?.map(str::to_string);
+        let input = parse::<inputs::CandidateCycle>("candidate_cycle", args)?;
+        let check = input.check;
         // 1. The edit: its question shows the diff.
-        let edit_args = step(args, &cycle, 1, "edit");
+        let edit = json!({ "app": app, "path": input.path, "old": input.old, "new": input.new });
+        let edit_args = step(&edit, &cycle, 1, "edit");
         let edited = self.source_change(caller, &spec_of("source_edit"), app, &edit_args, progress, gone).await;
         let edited = edited.map_err(|e| stopped(e, "step 1 of 3 (the edit)"))?;
         // 2. The build.

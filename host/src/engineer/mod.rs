@@ -22,6 +22,7 @@
 //! person's, and no tool names them.
 
 pub mod cycle;
+pub mod inputs;
 pub mod plan;
 pub mod source;
 
@@ -49,22 +50,6 @@ pub struct Spec {
     pub input: Value,
 }
 
-fn app_field() -> Value {
-    json!({ "type": "string", "description": "the app's id, as apps_list gives it" })
-}
-
-fn path_field(what: &str) -> Value {
-    json!({ "type": "string", "description": format!("{what}, relative to the app's workspace (like src/lib.rs)") })
-}
-
-fn release_field() -> Value {
-    json!({ "type": "string", "description": "a release id or a unique prefix of one (default: the newest candidate)" })
-}
-
-fn schema(required: &[&str], properties: Value) -> Value {
-    json!({ "type": "object", "properties": properties, "required": required, "additionalProperties": false })
-}
-
 /// The engineer's tools (DESIGN.md's table), in the order a client shows
 /// them: the app tools, then plans and runs ([`plan::specs`]).
 pub fn tools() -> Vec<Spec> {
@@ -76,135 +61,97 @@ pub fn tools() -> Vec<Spec> {
 
 fn app_tools() -> Vec<Spec> {
     use Effect::{External, Read, Write};
+    use inputs::schema;
     vec![
         Spec {
             name: "apps_list",
             effect: Some(Read),
             description: "The apps: id, name, active release, candidates and running previews.",
-            input: schema(&[], json!({})),
+            input: schema::<inputs::Nothing>(),
         },
         Spec {
             name: "source_list",
             effect: Some(Read),
             description: "The files of an app's workspace (never .git/ or target/; symlinks listed, not followed).",
-            input: schema(
-                &["app"],
-                json!({ "app": app_field(), "under": path_field("a folder to list (default: all)") }),
-            ),
+            input: schema::<inputs::SourceList>(),
         },
         Spec {
             name: "source_read",
             effect: Some(Read),
             description: "A text file of the workspace, at most 256 KiB per page; `nextOffset` says where the next page starts.",
-            input: schema(
-                &["app", "path"],
-                json!({ "app": app_field(), "path": path_field("the file"),
-                        "offset": { "type": "integer", "minimum": 0, "description": "the byte to start at (default 0)" } }),
-            ),
+            input: schema::<inputs::SourceRead>(),
         },
         Spec {
             name: "source_search",
             effect: Some(Read),
             description: "Lines of the workspace's files that match a regular expression (at most 200 matches).",
-            input: schema(
-                &["app", "pattern"],
-                json!({ "app": app_field(),
-                        "pattern": { "type": "string", "description": "a regular expression (Rust regex syntax), at most 1024 bytes" },
-                        "under": path_field("a folder to search (default: all)") }),
-            ),
+            input: schema::<inputs::SourceSearch>(),
         },
         Spec {
             name: "source_edit",
             effect: Some(Write),
             description: "Replace one span of a file with new text. The span must occur exactly once. The person approves the change (shown as a diff) first.",
-            input: schema(
-                &["app", "path", "old", "new"],
-                json!({ "app": app_field(), "path": path_field("the file"),
-                        "old": { "type": "string", "description": "the exact text to replace; it must occur once" },
-                        "new": { "type": "string", "description": "the text to put there" } }),
-            ),
+            input: schema::<inputs::SourceEdit>(),
         },
         Spec {
             name: "source_write",
             effect: Some(Write),
             description: "Write a whole file (made or replaced; at most 1 MiB). The person approves the change (shown as a diff) first.",
-            input: schema(
-                &["app", "path", "content"],
-                json!({ "app": app_field(), "path": path_field("the file"),
-                        "content": { "type": "string", "description": "the file's whole new text" } }),
-            ),
+            input: schema::<inputs::SourceWrite>(),
         },
         Spec {
             name: "source_delete",
             effect: Some(Write),
             description: "Delete one file of the workspace. The person approves it (shown as a diff) first.",
-            input: schema(&["app", "path"], json!({ "app": app_field(), "path": path_field("the file") })),
+            input: schema::<inputs::SourceDelete>(),
         },
         Spec {
             name: "candidate_build",
             effect: Some(Write),
             description: "Build the workspace into a candidate release (confined: no network, writes only its target folder). The compiler's messages are the answer when it fails. The person approves the build first; it never activates anything.",
-            input: schema(&["app"], json!({ "app": app_field() })),
+            input: schema::<inputs::AppOnly>(),
         },
         Spec {
             name: "candidate_explain",
             effect: Some(Read),
             description: "What a release asks for (routes, effects, capabilities, workflows) and how it differs from the active release.",
-            input: schema(&["app"], json!({ "app": app_field(), "release": release_field() })),
+            input: schema::<inputs::Release>(),
         },
         Spec {
             name: "candidate_preview",
             effect: Some(Write),
             description: "Start a preview of a candidate on a copy of the app's data (the person approves it first). Call its routes with preview_call.",
-            input: schema(&["app"], json!({ "app": app_field(), "release": release_field() })),
+            input: schema::<inputs::Release>(),
         },
         Spec {
             name: "preview_stop",
             effect: Some(Write),
             description: "Stop the app's previews (or the one named) and remove their copies of the data.",
-            input: schema(
-                &["app"],
-                json!({ "app": app_field(), "release": { "type": "string", "description": "the preview's release (default: every preview of the app)" } }),
-            ),
+            input: schema::<inputs::PreviewStop>(),
         },
         Spec {
             name: "preview_call",
             effect: None,
             description: "Call a route of a running preview (on its copy of the data). A write asks the person; an external route is refused in a preview.",
-            input: schema(
-                &["app", "route"],
-                json!({ "app": app_field(),
-                        "route": { "type": "string", "description": "the route's name, as candidate_explain lists it" },
-                        "input": { "type": "object", "description": "the route's input (default {})" },
-                        "release": { "type": "string", "description": "the preview's release (default: the newest preview)" } }),
-            ),
+            input: schema::<inputs::PreviewCall>(),
         },
         Spec {
             name: "runs_read",
             effect: Some(Read),
             description: "The app's record: recent calls and actions with their channel, decision, who answered, and outcome.",
-            input: schema(
-                &["app"],
-                json!({ "app": app_field(), "limit": { "type": "integer", "minimum": 1, "maximum": 200, "description": "how many of the newest rows (default 50)" } }),
-            ),
+            input: schema::<inputs::RunsRead>(),
         },
         Spec {
             name: "logs_read",
             effect: Some(Read),
             description: "The app's recent log lines (secrets filtered), newest last.",
-            input: schema(
-                &["app"],
-                json!({ "app": app_field(), "limit": { "type": "integer", "minimum": 1, "maximum": 500, "description": "how many of the newest lines (default 100)" } }),
-            ),
+            input: schema::<inputs::LogsRead>(),
         },
         Spec {
             name: "apps_create",
             effect: Some(External),
             description: "Create a new app from the starter template, in the default place. The person approves it first. Where it lives is the person's choice, never a tool's: no location is accepted.",
-            input: schema(
-                &["app"],
-                json!({ "app": { "type": "string", "description": "the new app's id: lowercase letters, digits and -" } }),
-            ),
+            input: schema::<inputs::AppsCreate>(),
         },
     ]
 }
@@ -264,15 +211,18 @@ impl Engineer {
         if tool == "apps_list" {
             return self.apps_list().await;
         }
-        let app = AppId::parse(str_arg(&args, "app")?).map_err(|e| kinded(ErrorKind::InvalidInput, e))?;
+        let args = Value::Object(args);
+        check_input(tool, &args)?;
+        // Every tool but apps_list names its app (checked above).
+        let named: inputs::Named = inputs::parse(tool, &args)?;
+        let app = AppId::parse(&named.app).map_err(|e| kinded(ErrorKind::InvalidInput, e))?;
         if tool == "apps_create" {
-            return self.apps_create(caller, spec, &app, &Value::Object(args.clone()), progress).await;
+            return self.apps_create(caller, spec, &app, &args, progress).await;
         }
         let paths = self.apps.root().app(&app);
         if !paths.exists() {
             return Err(kinded(ErrorKind::NotFound, crate::error::no_such_app(&app)));
         }
-        let args = Value::Object(args);
         // A change waits for a plan the person has not read, and is the run's
         // alone while a run works on the app.
         let checked;
@@ -459,16 +409,18 @@ impl Engineer {
         let result = blocking(move || {
             Ok(match tool {
                 "source_list" => {
-                    let (entries, truncated) = ws.list(opt_str(&a, "under")?.unwrap_or(""))?;
+                    let i: inputs::SourceList = inputs::parse(tool, &a)?;
+                    let (entries, truncated) = ws.list(i.under.as_deref().unwrap_or(""))?;
                     json!({ "files": entries, "truncated": truncated })
                 }
                 "source_read" => {
-                    let offset = a.get("offset").and_then(Value::as_u64).unwrap_or(0);
-                    let p = ws.read(str_arg_v(&a, "path")?, offset)?;
+                    let i: inputs::SourceRead = inputs::parse(tool, &a)?;
+                    let p = ws.read(&i.path, i.offset.unwrap_or(0))?;
                     json!({ "path": p.path, "bytes": p.bytes, "offset": p.offset, "nextOffset": p.next_offset, "text": p.text })
                 }
                 _ => {
-                    let (matches, more) = ws.search(str_arg_v(&a, "pattern")?, opt_str(&a, "under")?.unwrap_or(""))?;
+                    let i: inputs::SourceSearch = inputs::parse(tool, &a)?;
+                    let (matches, more) = ws.search(&i.pattern, i.under.as_deref().unwrap_or(""))?;
                     json!({ "matches": matches, "more": more })
                 }
             })
@@ -491,12 +443,18 @@ impl Engineer {
         let _one_at_a_time = lock.lock().await;
         let ws = self.workspace(app)?;
         let (tool, a) = (spec.name, args.clone());
-        let change = blocking(move || {
-            let path = str_arg_v(&a, "path")?;
-            match tool {
-                "source_edit" => ws.edit(path, str_arg_v(&a, "old")?, str_arg_v(&a, "new")?),
-                "source_write" => ws.write(path, str_arg_v(&a, "content")?),
-                _ => ws.delete(path),
+        let change = blocking(move || match tool {
+            "source_edit" => {
+                let i: inputs::SourceEdit = inputs::parse_step(tool, &a)?;
+                ws.edit(&i.path, &i.old, &i.new)
+            }
+            "source_write" => {
+                let i: inputs::SourceWrite = inputs::parse_step(tool, &a)?;
+                ws.write(&i.path, &i.content)
+            }
+            _ => {
+                let i: inputs::SourceDelete = inputs::parse_step(tool, &a)?;
+                ws.delete(&i.path)
             }
         })
         .await;
@@ -586,7 +544,8 @@ impl Engineer {
     }
 
     async fn candidate_explain(&self, caller: &Caller, app: &AppId, args: &Value) -> anyhow::Result<Answer> {
-        let (apps, id, which) = (self.apps.clone(), app.clone(), opt_str(args, "release")?.map(str::to_string));
+        let which = inputs::parse::<inputs::Release>("candidate_explain", args)?.release;
+        let (apps, id) = (self.apps.clone(), app.clone());
         let result = blocking(move || {
             let paths = apps.root().app(&id);
             let release = newest_candidate(&paths, &id, which.as_deref())?;
@@ -609,7 +568,8 @@ impl Engineer {
     ) -> anyhow::Result<Answer> {
         let lock = self.lock_of(app);
         let _one_at_a_time = lock.lock().await;
-        let (apps, id, which) = (self.apps.clone(), app.clone(), opt_str(args, "release")?.map(str::to_string));
+        let which = inputs::parse_step::<inputs::Release>(spec.name, args)?.release;
+        let (apps, id) = (self.apps.clone(), app.clone());
         let release = blocking(move || newest_candidate(&apps.root().app(&id), &id, which.as_deref())).await?;
         let pass = self.ask(caller, spec, app, &release, args, None, progress).await?;
         let (apps, id, c, r) = (self.apps.clone(), app.clone(), caller.clone(), release.clone());
@@ -633,7 +593,7 @@ impl Engineer {
     ) -> anyhow::Result<Answer> {
         let lock = self.lock_of(app);
         let _one_at_a_time = lock.lock().await;
-        let which = opt_str(args, "release")?.map(str::to_string);
+        let which = inputs::parse::<inputs::PreviewStop>(spec.name, args)?.release;
         let paths = self.apps.root().app(app);
         let running = crate::lifecycle::previews(&paths)?;
         let named: Vec<&crate::lifecycle::Preview> = running
@@ -658,12 +618,10 @@ impl Engineer {
     }
 
     async fn preview_call(&self, caller: &Caller, app: &AppId, args: &Value) -> anyhow::Result<Answer> {
-        let route = str_arg_v(args, "route")?;
-        let input = args.get("input").cloned().unwrap_or_else(|| json!({}));
-        if !input.is_object() {
-            return Err(kinded(ErrorKind::InvalidInput, "`input` is the route's input: one JSON object"));
-        }
-        let target = Target::Preview(opt_str(args, "release")?.map(str::to_string));
+        let i: inputs::PreviewCall = inputs::parse("preview_call", args)?;
+        let route = i.route.as_str();
+        let input = Value::Object(i.input.unwrap_or_default());
+        let target = Target::Preview(i.release);
         // The call is the route's: the gate decides it on channel ai, in the
         // preview, and records it in the preview's own record.
         let answer = self
@@ -675,7 +633,7 @@ impl Engineer {
     }
 
     async fn runs_read(&self, caller: &Caller, app: &AppId, args: &Value) -> anyhow::Result<Answer> {
-        let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(50).clamp(1, 200) as usize;
+        let limit = inputs::parse::<inputs::RunsRead>("runs_read", args)?.limit.unwrap_or(50).clamp(1, 200) as usize;
         let data = self.apps.root().app(app).data();
         let result = blocking(move || crate::gate::record::read(&data, limit)).await;
         let spec = Spec { name: "runs_read", effect: Some(Effect::Read), description: "", input: json!({}) };
@@ -684,7 +642,7 @@ impl Engineer {
     }
 
     async fn logs_read(&self, caller: &Caller, app: &AppId, args: &Value) -> anyhow::Result<Answer> {
-        let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(100).clamp(1, 500) as usize;
+        let limit = inputs::parse::<inputs::LogsRead>("logs_read", args)?.limit.unwrap_or(100).clamp(1, 500) as usize;
         let lines = crate::caps::log::recent(app.as_str(), limit);
         let result: anyhow::Result<()> = Ok(());
         let spec = Spec { name: "logs_read", effect: Some(Effect::Read), description: "", input: json!({}) };
@@ -777,6 +735,29 @@ impl Drop for Unfinished {
 
 /// Refuses an argument the tool does not take, naming it (a location for
 /// `apps_create` by what it is), and a missing required one.
+/// Checks `args` against the tool's input type (serde: types, required
+/// fields, nothing unknown), before anything runs.
+fn check_input(tool: &str, args: &Value) -> anyhow::Result<()> {
+    use inputs::parse;
+    match tool {
+        "source_list" => parse::<inputs::SourceList>(tool, args).map(drop),
+        "source_read" => parse::<inputs::SourceRead>(tool, args).map(drop),
+        "source_search" => parse::<inputs::SourceSearch>(tool, args).map(drop),
+        "source_edit" => parse::<inputs::SourceEdit>(tool, args).map(drop),
+        "source_write" => parse::<inputs::SourceWrite>(tool, args).map(drop),
+        "source_delete" => parse::<inputs::SourceDelete>(tool, args).map(drop),
+        "candidate_build" => parse::<inputs::AppOnly>(tool, args).map(drop),
+        "candidate_explain" | "candidate_preview" => parse::<inputs::Release>(tool, args).map(drop),
+        "candidate_cycle" => parse::<inputs::CandidateCycle>(tool, args).map(drop),
+        "preview_stop" => parse::<inputs::PreviewStop>(tool, args).map(drop),
+        "preview_call" => parse::<inputs::PreviewCall>(tool, args).map(drop),
+        "runs_read" => parse::<inputs::RunsRead>(tool, args).map(drop),
+        "logs_read" => parse::<inputs::LogsRead>(tool, args).map(drop),
+        "apps_create" => parse::<inputs::AppsCreate>(tool, args).map(drop),
+        _ => Ok(()),
+    }
+}
+
 fn check_fields(spec: &Spec, args: &serde_json::Map<String, Value>) -> anyhow::Result<()> {
     let known = spec.input["properties"].as_object().cloned().unwrap_or_default();
     for k in args.keys() {
@@ -813,26 +794,6 @@ fn check_fields(spec: &Spec, args: &serde_json::Map<String, Value>) -> anyhow::R
         }
     }
     Ok(())
-}
-
-fn str_arg<'a>(args: &'a serde_json::Map<String, Value>, name: &str) -> anyhow::Result<&'a str> {
-    args.get(name)
-        .and_then(Value::as_str)
-        .ok_or_else(|| kinded(ErrorKind::InvalidInput, format!("`{name}` is a string")))
-}
-
-fn str_arg_v<'a>(args: &'a Value, name: &str) -> anyhow::Result<&'a str> {
-    args.get(name)
-        .and_then(Value::as_str)
-        .ok_or_else(|| kinded(ErrorKind::InvalidInput, format!("`{name}` is a string")))
-}
-
-fn opt_str<'a>(args: &'a Value, name: &str) -> anyhow::Result<Option<&'a str>> {
-    match args.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(kinded(ErrorKind::InvalidInput, format!("`{name}` is a string"))),
-    }
 }
 
 /// The release `which` names, or the newest candidate.

@@ -7,7 +7,8 @@
 
 use serde_json::{Value, json};
 
-use super::{Answer, Engineer, Progress, Spec, app_field, blocking, schema};
+use super::inputs::{self, parse, schema};
+use super::{Answer, Engineer, Progress, Spec, blocking};
 use crate::error::{ErrorKind, kinded};
 use crate::gate::Caller;
 use crate::manifest::{AppId, Effect};
@@ -25,14 +26,6 @@ pub const CHANGES: &[&str] = &[
     "candidate_cycle",
 ];
 
-fn plan_field() -> Value {
-    json!({ "type": "integer", "minimum": 1, "description": "the plan's id, as plan_open gave it" })
-}
-
-fn names(what: &str) -> Value {
-    json!({ "type": "array", "items": { "type": "string" }, "maxItems": 100, "description": what })
-}
-
 /// The tools of plans and runs, in the order a client shows them.
 pub fn specs() -> Vec<Spec> {
     use Effect::{Read, Write};
@@ -41,83 +34,55 @@ pub fn specs() -> Vec<Spec> {
             name: "plan_open",
             effect: Some(Read),
             description: "Start writing a plan for one app: the request you were given (in your words), a summary, and the routes, tables and files you expect to change (each is checked against the app: what it does not have is marked for the person). Drafting asks nobody and changes nothing.",
-            input: schema(
-                &["app", "request"],
-                json!({ "app": app_field(),
-                        "request": { "type": "string", "description": "what you were asked to do, as you understood it" },
-                        "summary": { "type": "string", "description": "how you mean to do it, in a few sentences" },
-                        "touches": { "type": "object", "additionalProperties": false, "description": "what the plan changes",
-                                     "properties": { "routes": names("route names"), "tables": names("tables of the app's store"),
-                                                     "files": names("files of the workspace, like src/lib.rs") } } }),
-            ),
+            input: schema::<inputs::PlanOpen>(),
         },
         Spec {
             name: "plan_task",
             effect: Some(Read),
             description: "Add a task to a draft plan (in order; numbered from 1).",
-            input: schema(
-                &["plan", "title"],
-                json!({ "plan": plan_field(),
-                        "title": { "type": "string", "description": "the task, in a line" },
-                        "detail": { "type": "string", "description": "what it involves" } }),
-            ),
+            input: schema::<inputs::PlanTask>(),
         },
         Spec {
             name: "plan_submit",
             effect: Some(Read),
             description: "Submit a draft plan to the person. Until they start or reject it, your edits, builds and previews of its app are refused: call plan_start to ask them to start it.",
-            input: schema(&["plan"], json!({ "plan": plan_field() })),
+            input: schema::<inputs::PlanRef>(),
         },
         Spec {
             name: "plan_read",
             effect: Some(Read),
             description: "One plan (`plan`), or every plan of an app (`app`), with its tasks, what it touches and where it is (draft, submitted, running, finished, stopped, rejected).",
-            input: schema(&[], json!({ "app": app_field(), "plan": plan_field() })),
+            input: schema::<inputs::PlanRead>(),
         },
         Spec {
             name: "plan_start",
             effect: Some(Write),
             description: "Ask the person to start a submitted plan (the card shows it). From their yes until the run ends, your edits, builds and previews of that one app, from this connection, run without asking; anything else asks as usual; activation is always the person's. The run ends with plan_finish, the person's Stop, this connection closing, a question outside it going unanswered, its time limit, or the launcher stopping.",
-            input: schema(&["plan"], json!({ "plan": plan_field() })),
+            input: schema::<inputs::PlanRef>(),
         },
         Spec {
             name: "plan_task_done",
             effect: Some(Read),
             description: "Mark a task of your running plan done, with a note of what you did.",
-            input: schema(
-                &["plan", "task"],
-                json!({ "plan": plan_field(),
-                        "task": { "type": "integer", "minimum": 1, "description": "the task's number" },
-                        "note": { "type": "string", "description": "what you did" } }),
-            ),
+            input: schema::<inputs::PlanTaskDone>(),
         },
         Spec {
             name: "plan_finish",
             effect: Some(Read),
             description: "End your running plan, saying what came of it. The next change asks the person again.",
-            input: schema(
-                &["plan", "outcome"],
-                json!({ "plan": plan_field(),
-                        "outcome": { "type": "string", "description": "what was done, and what was not" } }),
-            ),
+            input: schema::<inputs::PlanFinish>(),
         },
     ]
 }
 
-/// The plan id in `args`.
-fn plan_id(args: &Value) -> anyhow::Result<u64> {
-    args.get("plan")
-        .and_then(Value::as_u64)
-        .filter(|n| *n >= 1)
-        .ok_or_else(|| kinded(ErrorKind::InvalidInput, "`plan` is a plan's id: a whole number from 1"))
-}
-
-fn text<'a>(args: &'a Value, key: &str) -> anyhow::Result<&'a str> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(""),
-        Some(Value::String(s)) => Ok(s),
-        Some(_) => Err(kinded(ErrorKind::InvalidInput, format!("`{key}` is text"))),
-    }
+/// A plan tool's input, read.
+enum Input {
+    Open(inputs::PlanOpen),
+    Task(inputs::PlanTask),
+    Submit(inputs::PlanRef),
+    Read(inputs::PlanRead),
+    Done(inputs::PlanTaskDone),
+    Finish(inputs::PlanFinish),
 }
 
 fn shown(plan: &Plan) -> Value {
@@ -141,26 +106,56 @@ impl Engineer {
             return self.plan_start(caller, spec, &args, progress).await;
         }
         let plans = self.apps.plans().clone();
-        let (apps, tool, a, c) = (self.apps.clone(), spec.name, args.clone(), caller.clone());
+        let tool = spec.name;
         // The app the tool is about, for its record row.
-        let app = match (args.get("app").and_then(Value::as_str), args.get("plan").and_then(Value::as_u64)) {
-            (Some(app), _) => Some(AppId::parse(app).map_err(|e| kinded(ErrorKind::InvalidInput, e))?),
-            (None, Some(id)) => plans.get(id).ok().and_then(|p| AppId::parse(&p.app).ok()),
-            (None, None) => None,
+        let named = |app: &str| AppId::parse(app).map_err(|e| kinded(ErrorKind::InvalidInput, e));
+        let of_plan = |id: u64| plans.get(id).ok().and_then(|p| AppId::parse(&p.app).ok());
+        let (app, input) = match tool {
+            "plan_open" => {
+                let i: inputs::PlanOpen = parse(tool, &args)?;
+                (Some(named(&i.app)?), Input::Open(i))
+            }
+            "plan_task" => {
+                let i: inputs::PlanTask = parse(tool, &args)?;
+                (of_plan(i.plan), Input::Task(i))
+            }
+            "plan_submit" => {
+                let i: inputs::PlanRef = parse(tool, &args)?;
+                (of_plan(i.plan), Input::Submit(i))
+            }
+            "plan_read" => {
+                let i: inputs::PlanRead = parse(tool, &args)?;
+                let app = match (&i.app, i.plan) {
+                    (Some(a), _) => Some(named(a)?),
+                    (None, Some(id)) => of_plan(id),
+                    (None, None) => {
+                        return Err(kinded(ErrorKind::InvalidInput, "plan_read: name an `app` or a `plan`"));
+                    }
+                };
+                (app, Input::Read(i))
+            }
+            "plan_task_done" => {
+                let i: inputs::PlanTaskDone = parse(tool, &args)?;
+                (of_plan(i.plan), Input::Done(i))
+            }
+            _ => {
+                let i: inputs::PlanFinish = parse(tool, &args)?;
+                (of_plan(i.plan), Input::Finish(i))
+            }
         };
         if let Some(app) = &app
             && !self.apps.root().app(app).exists()
         {
             return Err(kinded(ErrorKind::NotFound, crate::error::no_such_app(app)));
         }
-        let on = app.clone();
+        let (apps, on, c) = (self.apps.clone(), app.clone(), caller.clone());
         let result = blocking(move || -> anyhow::Result<Answer> {
-            let me = std::process::id();
-            Ok(match tool {
-                "plan_open" => {
+            Ok(match input {
+                Input::Open(i) => {
                     let app = on.expect("plan_open names its app");
-                    let touches = touches(&apps, &app, a.get("touches"))?;
-                    let plan = plans.open(&app, c.label(), text(&a, "request")?, text(&a, "summary")?, touches)?;
+                    let touches = touches(&apps, &app, i.touches.as_ref())?;
+                    let summary = i.summary.as_deref().unwrap_or("");
+                    let plan = plans.open(&app, c.label(), &i.request, summary, touches)?;
                     let missing = plan.touches.iter().filter(|t| !t.exists).count();
                     let note = if missing == 0 {
                         String::new()
@@ -169,39 +164,31 @@ impl Engineer {
                     };
                     json!({ "message": format!("opened plan {} of {app} (a draft). Add tasks with plan_task, then plan_submit.{note}", plan.id), "plan": shown(&plan) })
                 }
-                "plan_task" => {
-                    let plan = plans.add_task(plan_id(&a)?, text(&a, "title")?, text(&a, "detail")?)?;
+                Input::Task(i) => {
+                    let plan = plans.add_task(i.plan, &i.title, i.detail.as_deref().unwrap_or(""))?;
                     json!({ "message": format!("plan {} has {} task(s)", plan.id, plan.tasks.len()), "plan": shown(&plan) })
                 }
-                "plan_submit" => {
-                    let plan = plans.submit(plan_id(&a)?)?;
+                Input::Submit(i) => {
+                    let plan = plans.submit(i.plan)?;
                     json!({ "message": format!("submitted plan {} to the person; ask them to start it with plan_start. Until they answer, changes of {} are refused", plan.id, plan.app), "plan": shown(&plan) })
                 }
-                "plan_read" => match (on, a.get("plan")) {
-                    (_, Some(_)) => json!({ "plan": shown(&plans.get(plan_id(&a)?)?) }),
+                Input::Read(i) => match (on, i.plan) {
+                    (_, Some(id)) => json!({ "plan": shown(&plans.get(id)?) }),
                     (Some(app), None) => {
                         let list: Vec<Value> = plans.list(&app)?.iter().map(shown).collect();
                         json!({ "plans": list })
                     }
-                    (None, None) => return Err(kinded(ErrorKind::InvalidInput, "name an `app` or a `plan`")),
+                    (None, None) => unreachable!("refused above"),
                 },
-                "plan_task_done" => {
-                    let n = a
-                        .get("task")
-                        .and_then(Value::as_u64)
-                        .and_then(|n| u32::try_from(n).ok())
-                        .ok_or_else(|| kinded(ErrorKind::InvalidInput, "`task` is a task's number"))?;
-                    let plan = plans.task_done(plan_id(&a)?, c.connection(), n, text(&a, "note")?)?;
+                Input::Done(i) => {
+                    let plan = plans.task_done(i.plan, c.connection(), i.task, i.note.as_deref().unwrap_or(""))?;
                     let left = plan.tasks.iter().filter(|t| !t.done).count();
-                    json!({ "message": format!("task {n} of plan {} is done; {left} left", plan.id), "plan": shown(&plan) })
+                    json!({ "message": format!("task {} of plan {} is done; {left} left", i.task, plan.id), "plan": shown(&plan) })
                 }
-                "plan_finish" => {
-                    let outcome = text(&a, "outcome")?;
-                    let plan = plans.finish(plan_id(&a)?, c.connection(), outcome)?;
-                    let _ = me;
+                Input::Finish(i) => {
+                    let plan = plans.finish(i.plan, c.connection(), &i.outcome)?;
                     json!({ "message": format!("finished plan {}; the next change of {} asks the person again", plan.id, plan.app), "plan": shown(&plan) })
                 }
-                _ => unreachable!("every plan tool is handled"),
             })
         })
         .await;
@@ -223,7 +210,7 @@ impl Engineer {
         args: &Value,
         progress: &Progress,
     ) -> anyhow::Result<Answer> {
-        let id = plan_id(args)?;
+        let id = parse::<inputs::PlanRef>(spec.name, args)?.plan;
         let plans = self.apps.plans().clone();
         let plan = plans.get(id)?;
         let app = AppId::parse(&plan.app).map_err(|e| kinded(ErrorKind::InvalidInput, e))?;
@@ -324,8 +311,8 @@ impl Engineer {
 
 /// What `touches` names, each marked by whether the app has it now: routes
 /// of the active release, tables of the store, files of the workspace.
-fn touches(apps: &crate::apps::Apps, app: &AppId, v: Option<&Value>) -> anyhow::Result<Vec<Touch>> {
-    let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(Vec::new()) };
+fn touches(apps: &crate::apps::Apps, app: &AppId, t: Option<&inputs::Touches>) -> anyhow::Result<Vec<Touch>> {
+    let Some(t) = t else { return Ok(Vec::new()) };
     let paths = apps.root().app(app);
     let routes: Vec<String> = crate::release::active(&paths)
         .ok()
@@ -336,16 +323,13 @@ fn touches(apps: &crate::apps::Apps, app: &AppId, v: Option<&Value>) -> anyhow::
     let tables = crate::caps::store::tables_in(&paths.data()).unwrap_or_default();
     let ws = crate::workspace::of(&paths).ok().and_then(|d| super::source::Workspace::open(&d).ok());
     let mut out = Vec::new();
-    for (key, kind) in [("routes", "route"), ("tables", "table"), ("files", "file")] {
-        let list = match v.get(key) {
-            None | Some(Value::Null) => continue,
-            Some(Value::Array(list)) => list,
-            Some(_) => return Err(kinded(ErrorKind::InvalidInput, format!("`touches.{key}` is a list of names"))),
-        };
-        for item in list {
-            let Some(name) = item.as_str().filter(|s| !s.is_empty() && s.len() <= 1024) else {
+    for (key, kind, list) in
+        [("routes", "route", &t.routes), ("tables", "table", &t.tables), ("files", "file", &t.files)]
+    {
+        for name in list {
+            if name.is_empty() || name.len() > 1024 {
                 return Err(kinded(ErrorKind::InvalidInput, format!("`touches.{key}` holds names (1 to 1024 bytes)")));
-            };
+            }
             let exists = match kind {
                 "route" => routes.iter().any(|r| r == name),
                 "table" => tables.iter().any(|t| t == name),
