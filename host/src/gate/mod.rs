@@ -257,7 +257,7 @@ impl fmt::Display for AnsweredBy {
 
 /// One who answers yes in the person's stead, for a while and within limits
 /// the person set: the standing approval ([`Standing`]) and a plan's run
-/// ([`crate::plans::Runs`]). A stand-in never says no: what it does not
+/// ([`crate::plans::Plans`]). A stand-in never says no: what it does not
 /// cover asks the person as usual.
 pub trait StandIn: Send + Sync {
     /// Who answers `knock` yes, if this stand-in covers it now.
