@@ -3,6 +3,8 @@
 //! ```text
 //! <root>/
 //!   config.toml                 optional overrides of config/autoapp.toml
+//!   standing.json               the person's standing approval, when on
+//!   plans.sqlite                the engineer's plans (and which one runs)
 //!   apps/<id>/
 //!     workspace/                the default workspace (or workspace.path, a pointer to a chosen one)
 //!     releases/<release-id>/    immutable: component.wasm, autoapp.toml, migrations/, release.json
