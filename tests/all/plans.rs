@@ -128,6 +128,18 @@ fn plans(t: &TestRoot, app: &str) -> Vec<Value> {
     v["plans"].as_array().unwrap().clone()
 }
 
+/// Plan `id` of notes once it is stopped (within 10 s), or as it is then.
+fn stopped(t: &TestRoot, id: u64) -> Value {
+    for _ in 0..100 {
+        let plan = plans(t, "notes").into_iter().find(|p| p["id"] == id).unwrap();
+        if plan["state"] == "stopped" {
+            return plan;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    plans(t, "notes").into_iter().find(|p| p["id"] == id).unwrap()
+}
+
 const LIST_ARM: &str = r#""entries.list" => json!({ "entries": entries(input["limit"].as_i64().unwrap_or(20))? }),"#;
 
 /// Writes a plan of `app` with one task and submits it; its id.
@@ -283,14 +295,7 @@ fn a_plan_is_read_first_and_its_run_approves_only_its_own_apps_changes_until_it_
     answer(&mut panel, &next_question(&asked), true);
     assert_eq!(a.answer()["ok"], true);
     drop(a);
-    let mut ended = Value::Null;
-    for _ in 0..100 {
-        ended = plans(&t, "notes").into_iter().find(|p| p["id"] == second).unwrap();
-        if ended["state"] == "stopped" {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let ended = stopped(&t, second);
     assert_eq!((ended["state"].as_str(), ended["endedBy"].as_str()), (Some("stopped"), Some("its connection closed")));
 
     // The person stops a run from the terminal; a waiting plan is rejected.
@@ -331,14 +336,7 @@ fn a_plan_is_read_first_and_its_run_approves_only_its_own_apps_changes_until_it_
     let other = call("source_write", json!({ "app": "notes", "path": "NOTES.md", "content": "x" }), None).answer();
     assert_eq!(other["error"]["kind"], "conflict", "a connection outside the session: {other}");
     drop(held);
-    let mut ended = Value::Null;
-    for _ in 0..100 {
-        ended = plans(&t, "notes").into_iter().find(|p| p["id"] == session_plan).unwrap();
-        if ended["state"] == "stopped" {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let ended = stopped(&t, session_plan);
     assert_eq!(ended["endedBy"], "its connection closed");
     let stale = call("plan_read", json!({ "app": "notes" }), Some(&token)).answer();
     assert!(stale["error"]["message"].as_str().unwrap().contains("engineer session is over"), "{stale}");
