@@ -203,6 +203,11 @@ fn a_plan_is_read_first_and_its_run_approves_only_its_own_apps_changes_until_it_
     a.refused("source_edit", edit.clone(), "conflict", "waits for the person to read it");
     assert_eq!(plans(&t, "notes")[0]["state"], "submitted");
 
+    // Another agent may not start it (the person's yes would go to it), nor add to it.
+    let mut b = Agent::connect(&t);
+    b.refused("plan_start", json!({ "plan": plan }), "conflict", "written by another agent's connection");
+    assert!(asked.try_recv().is_err(), "nobody was asked for another agent's start");
+
     // plan_start asks the person; the card shows the plan and its marks.
     a.start("plan_start", json!({ "plan": plan }));
     let q = next_question(&asked);
@@ -256,7 +261,6 @@ fn a_plan_is_read_first_and_its_run_approves_only_its_own_apps_changes_until_it_
     answer(&mut panel, &q, false);
     assert_eq!(a.answer()["error"]["kind"], "denied");
     // Another connection may not change the run's app; the person may not activate it.
-    let mut b = Agent::connect(&t);
     b.refused(
         "source_write",
         json!({ "app": "notes", "path": "NOTES.md", "content": "x" }),

@@ -149,13 +149,15 @@ impl Engineer {
             return Err(kinded(ErrorKind::NotFound, crate::error::no_such_app(app)));
         }
         let (apps, on, c) = (self.apps.clone(), app.clone(), caller.clone());
+        let author = caller.connection().map(|connection| crate::plans::Author { connection, pid: std::process::id() });
         let result = blocking(move || -> anyhow::Result<Answer> {
+            let by = || author.ok_or_else(|| kinded(ErrorKind::InvalidInput, "a plan belongs to its agent's connection; this caller has none"));
             Ok(match input {
                 Input::Open(i) => {
                     let app = on.expect("plan_open names its app");
                     let touches = touches(&apps, &app, i.touches.as_ref())?;
                     let summary = i.summary.as_deref().unwrap_or("");
-                    let plan = plans.open(&app, c.label(), &i.request, summary, touches)?;
+                    let plan = plans.open(&app, by()?, c.label(), &i.request, summary, touches)?;
                     let missing = plan.touches.iter().filter(|t| !t.exists).count();
                     let note = if missing == 0 {
                         String::new()
@@ -165,11 +167,11 @@ impl Engineer {
                     json!({ "message": format!("opened plan {} of {app} (a draft). Add tasks with plan_task, then plan_submit.{note}", plan.id), "plan": shown(&plan) })
                 }
                 Input::Task(i) => {
-                    let plan = plans.add_task(i.plan, &i.title, i.detail.as_deref().unwrap_or(""))?;
+                    let plan = plans.add_task(i.plan, by()?, &i.title, i.detail.as_deref().unwrap_or(""))?;
                     json!({ "message": format!("plan {} has {} task(s)", plan.id, plan.tasks.len()), "plan": shown(&plan) })
                 }
                 Input::Submit(i) => {
-                    let plan = plans.submit(i.plan)?;
+                    let plan = plans.submit(i.plan, by()?)?;
                     json!({ "message": format!("submitted plan {} to the person; ask them to start it with plan_start. Until they answer, changes of {} are refused", plan.id, plan.app), "plan": shown(&plan) })
                 }
                 Input::Read(i) => match (on, i.plan) {
@@ -217,6 +219,16 @@ impl Engineer {
         let Some(connection) = caller.connection() else {
             return Err(kinded(ErrorKind::InvalidInput, "a run is bound to its connection; this caller has none"));
         };
+        let by = crate::plans::Author { connection, pid: std::process::id() };
+        // The person's yes goes to the agent whose plan they read, or to nobody.
+        if !plan.is_by(by) {
+            return Err(kinded(
+                ErrorKind::Conflict,
+                format!(
+                    "plan {id} was written by another agent's connection (or before the launcher restarted); only the agent that wrote a plan starts it: open a plan of your own with plan_open"
+                ),
+            ));
+        }
         if plan.state != crate::plans::State::Submitted {
             let what = match plan.state {
                 crate::plans::State::Draft => "a draft: submit it with plan_submit first".to_string(),
@@ -239,7 +251,7 @@ impl Engineer {
             plan.text()
         );
         let pass = self.ask(caller, spec, &app, "plan", args, Some(&card), progress).await?;
-        let started = blocking(move || plans.start(id, connection, std::process::id())).await;
+        let started = blocking(move || plans.start(id, by)).await;
         self.ran(caller, spec, &app, "plan", Some(&pass), args, &started).await;
         (self.changed)(&app);
         let plan = started?;

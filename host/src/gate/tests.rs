@@ -433,10 +433,11 @@ mod stand_ins {
                         }
                         Op::StartRun { app, conn } => {
                             let a = AppId::parse(APPS[app as usize]).unwrap();
-                            let plan = plans.open(&a, "a", "r", "", Vec::new()).unwrap();
-                            plans.add_task(plan.id, "t", "").unwrap();
-                            plans.submit(plan.id).unwrap();
-                            match plans.start(plan.id, u64::from(conn), std::process::id()) {
+                            let by = crate::plans::Author { connection: u64::from(conn), pid: std::process::id() };
+                            let plan = plans.open(&a, by, "a", "r", "", Vec::new()).unwrap();
+                            plans.add_task(plan.id, by, "t", "").unwrap();
+                            plans.submit(plan.id, by).unwrap();
+                            match plans.start(plan.id, by) {
                                 Ok(_) => { runs.insert(app as usize, (plan.id, u64::from(conn))); }
                                 Err(_) => prop_assert!(runs.contains_key(&(app as usize)), "one run per app"),
                             }

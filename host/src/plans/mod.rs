@@ -111,6 +111,16 @@ pub struct Touch {
     pub exists: bool,
 }
 
+/// The agent a plan belongs to: the control connection (or MCP session) it
+/// was written on, in the launcher of `pid`. Only its author adds to a plan,
+/// submits it and starts it, so the person's yes goes to the agent whose plan
+/// they read, never to another that asks to start it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Author {
+    pub connection: u64,
+    pub pid: u32,
+}
+
 /// A plan, as the tools, the panel and the command line show it.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -137,9 +147,16 @@ pub struct Plan {
     pub touches: Vec<Touch>,
     #[serde(skip)]
     connection: Option<u64>,
+    #[serde(skip)]
+    author: Option<Author>,
 }
 
 impl Plan {
+    /// Whether `by` wrote this plan.
+    pub fn is_by(&self, by: Author) -> bool {
+        self.author == Some(by)
+    }
+
     /// The first task not done yet: what the run is working on.
     pub fn current_task(&self) -> Option<u32> {
         self.tasks.iter().find(|t| !t.done).map(|t| t.n)
@@ -253,7 +270,7 @@ impl Plans {
                    request TEXT NOT NULL, summary TEXT NOT NULL, state TEXT NOT NULL,
                    created_ms INTEGER NOT NULL, submitted_ms INTEGER, started_ms INTEGER,
                    limit_ms INTEGER, ended_ms INTEGER, ended_by TEXT, outcome TEXT,
-                   connection INTEGER, launcher_pid INTEGER);
+                   connection INTEGER, launcher_pid INTEGER, author_connection INTEGER, author_pid INTEGER);
                  CREATE UNIQUE INDEX IF NOT EXISTS one_run_per_app ON plans(app) WHERE state = 'running';
                  CREATE TABLE IF NOT EXISTS tasks (
                    plan INTEGER NOT NULL, n INTEGER NOT NULL, title TEXT NOT NULL, detail TEXT NOT NULL,
@@ -270,7 +287,7 @@ impl Plans {
         let row = conn
             .query_row(
                 "SELECT id, app, client, request, summary, state, created_ms, submitted_ms, started_ms, limit_ms,
-                        ended_ms, ended_by, outcome, connection FROM plans WHERE id = ?1",
+                        ended_ms, ended_by, outcome, connection, author_connection, author_pid FROM plans WHERE id = ?1",
                 [id as i64],
                 |r| {
                     let started: Option<i64> = r.get(8)?;
@@ -294,6 +311,10 @@ impl Plans {
                         ended_by: r.get(11)?,
                         outcome: r.get(12)?,
                         connection: r.get::<_, Option<i64>>(13)?.map(|c| c as u64),
+                        author: match (r.get::<_, Option<i64>>(14)?, r.get::<_, Option<u32>>(15)?) {
+                            (Some(c), Some(pid)) => Some(Author { connection: c as u64, pid }),
+                            _ => None,
+                        },
                         tasks: Vec::new(),
                         touches: Vec::new(),
                     })
@@ -350,6 +371,7 @@ impl Plans {
     pub fn open(
         &self,
         app: &AppId,
+        author: Author,
         client: &str,
         request: &str,
         summary: &str,
@@ -369,8 +391,9 @@ impl Plans {
         let id = self.with(|c| {
             let tx = c.transaction()?;
             tx.execute(
-                "INSERT INTO plans (app, client, request, summary, state, created_ms) VALUES (?1, ?2, ?3, ?4, 'draft', ?5)",
-                params![app.as_str(), client, request, summary, now_ms()],
+                "INSERT INTO plans (app, client, request, summary, state, created_ms, author_connection, author_pid)
+                 VALUES (?1, ?2, ?3, ?4, 'draft', ?5, ?6, ?7)",
+                params![app.as_str(), client, request, summary, now_ms(), author.connection as i64, author.pid],
             )?;
             let id = tx.last_insert_rowid();
             for t in &touches {
@@ -383,6 +406,20 @@ impl Plans {
             Ok(id as u64)
         })?;
         self.get(id)
+    }
+
+    /// Refuses anyone but the plan's author.
+    fn authored(plan: &Plan, by: Author) -> anyhow::Result<()> {
+        if plan.author != Some(by) {
+            return Err(kinded(
+                ErrorKind::Conflict,
+                format!(
+                    "plan {} was written by another agent's connection (or before the launcher restarted); only the agent that wrote a plan adds to it, submits it and starts it: open a plan of your own with plan_open",
+                    plan.id
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Refuses a change to plan `plan` unless it is a draft.
@@ -401,7 +438,7 @@ impl Plans {
     }
 
     /// Adds a task to draft plan `id`; returns the plan.
-    pub fn add_task(&self, id: u64, title: &str, detail: &str) -> anyhow::Result<Plan> {
+    pub fn add_task(&self, id: u64, by: Author, title: &str, detail: &str) -> anyhow::Result<Plan> {
         let title = words("title", title, MAX_TITLE)?;
         let detail = words("detail", detail, MAX_DETAIL)?;
         if title.trim().is_empty() {
@@ -410,6 +447,7 @@ impl Plans {
         self.with(|c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let plan = Self::load(&tx, id)?.ok_or_else(|| not_found(id))?;
+            Self::authored(&plan, by)?;
             Self::draft(&plan)?;
             if plan.tasks.len() >= MAX_TASKS {
                 return Err(kinded(ErrorKind::InvalidInput, format!("a plan has at most {MAX_TASKS} tasks")));
@@ -427,10 +465,11 @@ impl Plans {
 
     /// Submits draft plan `id` to the person. While it waits, the engineer's
     /// changes of its app are refused ([`Plans::waiting`]).
-    pub fn submit(&self, id: u64) -> anyhow::Result<Plan> {
+    pub fn submit(&self, id: u64, by: Author) -> anyhow::Result<Plan> {
         self.with(|c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let plan = Self::load(&tx, id)?.ok_or_else(|| not_found(id))?;
+            Self::authored(&plan, by)?;
             Self::draft(&plan)?;
             if plan.tasks.is_empty() {
                 return Err(kinded(
@@ -461,14 +500,16 @@ impl Plans {
         id.map(|id| self.get(id as u64)).transpose()
     }
 
-    /// Starts submitted plan `id` on control connection `connection` of
-    /// launcher `pid`: the person said yes to `plan_start`. (The tool's own
+    /// Starts submitted plan `id` for its author `by` (the run is bound to
+    /// its connection): the person said yes to `plan_start`. (The tool's own
     /// row records the person's answer.)
-    pub fn start(&self, id: u64, connection: u64, pid: u32) -> anyhow::Result<Plan> {
+    pub fn start(&self, id: u64, by: Author) -> anyhow::Result<Plan> {
+        let (connection, pid) = (by.connection, by.pid);
         let limit = self.limit.as_millis() as i64;
         self.with(|c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let plan = Self::load(&tx, id)?.ok_or_else(|| not_found(id))?;
+            Self::authored(&plan, by)?;
             if plan.state != State::Submitted {
                 let what = match plan.state {
                     State::Draft => "a draft: submit it with plan_submit first".to_string(),

@@ -12,10 +12,17 @@ fn plans(limit: Duration) -> (tempfile::TempDir, Plans) {
     (dir, p)
 }
 
-fn submitted(p: &Plans, a: &AppId) -> Plan {
-    let plan = p.open(a, "agent", "add a due date", "a column and a route", Vec::new()).unwrap();
-    p.add_task(plan.id, "migration", "ALTER TABLE").unwrap();
-    p.submit(plan.id).unwrap()
+/// The agent on control connection `connection` of this process.
+fn on(connection: u64) -> Author {
+    Author { connection, pid: std::process::id() }
+}
+
+/// A plan of `a` written and submitted by the agent on `connection`.
+fn submitted(p: &Plans, a: &AppId, connection: u64) -> Plan {
+    let by = on(connection);
+    let plan = p.open(a, by, "agent", "add a due date", "a column and a route", Vec::new()).unwrap();
+    p.add_task(plan.id, by, "migration", "ALTER TABLE").unwrap();
+    p.submit(plan.id, by).unwrap()
 }
 
 #[test]
@@ -23,17 +30,24 @@ fn a_plan_is_written_as_a_draft_and_leaves_it_only_once() {
     let (_d, p) = plans(Duration::from_secs(60));
     let a = app("notes");
     let touches = vec![Touch { kind: "route".into(), name: "nope".into(), exists: false }];
-    let plan = p.open(&a, "agent", "the person's\u{7} words", "s", touches.clone()).unwrap();
+    let plan = p.open(&a, on(1), "agent", "the person's\u{7} words", "s", touches.clone()).unwrap();
     assert_eq!((plan.state, plan.request.as_str()), (State::Draft, "the person's words"));
     assert_eq!(plan.touches, touches);
-    let e = p.submit(plan.id).unwrap_err();
+    let e = p.submit(plan.id, on(1)).unwrap_err();
     assert_eq!(crate::error::kind_of(&e), ErrorKind::InvalidInput, "no task: {e}");
-    p.add_task(plan.id, "one", "").unwrap();
-    let plan = p.add_task(plan.id, "two", "detail").unwrap();
+    p.add_task(plan.id, on(1), "one", "").unwrap();
+    // Only its author writes it: another connection, or the same number in another launcher.
+    let other_pid = Author { connection: 1, pid: u32::MAX - 1 };
+    for by in [on(2), other_pid] {
+        let e = p.add_task(plan.id, by, "theirs", "").unwrap_err();
+        assert!(e.to_string().contains("written by another agent's connection"), "{e}");
+        assert!(p.submit(plan.id, by).is_err());
+    }
+    let plan = p.add_task(plan.id, on(1), "two", "detail").unwrap();
     assert_eq!(plan.tasks.iter().map(|t| t.n).collect::<Vec<_>>(), [1, 2]);
-    assert_eq!(p.submit(plan.id).unwrap().state, State::Submitted);
+    assert_eq!(p.submit(plan.id, on(1)).unwrap().state, State::Submitted);
     assert_eq!(p.waiting(&a).unwrap().map(|w| w.id), Some(plan.id));
-    for e in [p.add_task(plan.id, "three", "").unwrap_err(), p.submit(plan.id).unwrap_err()] {
+    for e in [p.add_task(plan.id, on(1), "three", "").unwrap_err(), p.submit(plan.id, on(1)).unwrap_err()] {
         assert_eq!(crate::error::kind_of(&e), ErrorKind::Conflict, "{e}");
         assert!(e.to_string().contains("no longer a draft"), "{e}");
     }
@@ -41,8 +55,8 @@ fn a_plan_is_written_as_a_draft_and_leaves_it_only_once() {
     let e = p.of_app(&app("other"), plan.id).unwrap_err();
     assert!(e.to_string().contains("is a plan of notes, not of other"), "{e}");
     // Too long is refused, and nothing is kept.
-    assert!(p.open(&a, "agent", &"x".repeat(MAX_REQUEST + 1), "", Vec::new()).is_err());
-    assert!(p.open(&a, "agent", " ", "", Vec::new()).is_err());
+    assert!(p.open(&a, on(1), "agent", &"x".repeat(MAX_REQUEST + 1), "", Vec::new()).is_err());
+    assert!(p.open(&a, on(1), "agent", " ", "", Vec::new()).is_err());
     assert_eq!(p.list(&a).unwrap().len(), 1);
 }
 
@@ -50,15 +64,18 @@ fn a_plan_is_written_as_a_draft_and_leaves_it_only_once() {
 fn a_run_starts_only_from_a_submitted_plan_one_per_app_and_is_bound_to_its_connection() {
     let (_d, p) = plans(Duration::from_secs(60));
     let a = app("notes");
-    let draft = p.open(&a, "agent", "r", "", Vec::new()).unwrap();
-    let e = p.start(draft.id, 1, std::process::id()).unwrap_err();
+    let draft = p.open(&a, on(1), "agent", "r", "", Vec::new()).unwrap();
+    let e = p.start(draft.id, on(1)).unwrap_err();
     assert!(e.to_string().contains("is a draft: submit it"), "{e}");
-    let first = submitted(&p, &a);
-    let second = submitted(&p, &a);
-    let run = p.start(first.id, 7, std::process::id()).unwrap();
+    let first = submitted(&p, &a, 7);
+    let second = submitted(&p, &a, 8);
+    // The person's yes goes to the plan's author only.
+    let e = p.start(first.id, on(8)).unwrap_err();
+    assert!(e.to_string().contains("written by another agent's connection"), "{e}");
+    let run = p.start(first.id, on(7)).unwrap();
     assert_eq!(run.state, State::Running);
     assert!(run.ends_by.is_some());
-    let e = p.start(second.id, 8, std::process::id()).unwrap_err();
+    let e = p.start(second.id, on(8)).unwrap_err();
     assert!(e.to_string().contains("is running on notes already"), "{e}");
     assert_eq!(p.run_of(&a, Some(7)).unwrap().map(|r| r.id), Some(first.id));
     assert!(p.run_of(&a, Some(8)).unwrap().is_none(), "another connection");
@@ -77,15 +94,15 @@ fn a_run_starts_only_from_a_submitted_plan_one_per_app_and_is_bound_to_its_conne
     // The other waiting plan may start now; the person rejects it instead.
     let rejected = p.reject(&Caller::command_line(), &a, None).unwrap();
     assert_eq!((rejected.id, rejected.state), (second.id, State::Rejected));
-    assert!(p.start(second.id, 8, std::process::id()).is_err());
+    assert!(p.start(second.id, on(8)).is_err());
 }
 
 #[test]
 fn a_run_ends_at_its_time_limit_its_connection_a_stop_and_the_launcher() {
     let (_d, p) = plans(Duration::from_millis(50));
     let a = app("notes");
-    let plan = submitted(&p, &a);
-    p.start(plan.id, 1, std::process::id()).unwrap();
+    let plan = submitted(&p, &a, 1);
+    p.start(plan.id, on(1)).unwrap();
     std::thread::sleep(Duration::from_millis(80));
     assert!(p.running(&a).unwrap().is_none(), "past its limit");
     let ended = p.get(plan.id).unwrap();
@@ -93,12 +110,12 @@ fn a_run_ends_at_its_time_limit_its_connection_a_stop_and_the_launcher() {
 
     let (_d, p) = plans(Duration::from_secs(60));
     let me = std::process::id();
-    let by_conn = submitted(&p, &a);
-    p.start(by_conn.id, 3, me).unwrap();
+    let by_conn = submitted(&p, &a, 3);
+    p.start(by_conn.id, on(3)).unwrap();
     assert!(p.end_connection(4, me).unwrap().is_empty(), "another connection's end changes nothing");
     assert_eq!(p.end_connection(3, me).unwrap().len(), 1);
-    let by_person = submitted(&p, &a);
-    p.start(by_person.id, 5, me).unwrap();
+    let by_person = submitted(&p, &a, 5);
+    p.start(by_person.id, on(5)).unwrap();
     assert_eq!(
         crate::error::kind_of(&p.stop(&Caller::panel(), &a, Some(by_conn.id)).unwrap_err()),
         ErrorKind::Conflict
@@ -106,12 +123,15 @@ fn a_run_ends_at_its_time_limit_its_connection_a_stop_and_the_launcher() {
     assert_eq!(crate::error::kind_of(&p.stop(&Caller::ai("agent"), &a, None).unwrap_err()), ErrorKind::Denied);
     assert_eq!(p.stop(&Caller::panel(), &a, None).unwrap().ended_by.as_deref(), Some("the person (panel)"));
     assert_eq!(crate::error::kind_of(&p.stop(&Caller::panel(), &a, None).unwrap_err()), ErrorKind::NotFound);
-    let by_launcher = submitted(&p, &a);
-    p.start(by_launcher.id, 6, me).unwrap();
+    let by_launcher = submitted(&p, &a, 6);
+    p.start(by_launcher.id, on(6)).unwrap();
     assert_eq!(p.end_launcher(Some(me), "the launcher stopped").unwrap().len(), 1);
     // A run of a launcher that is gone is over.
-    let orphan = submitted(&p, &a);
-    p.start(orphan.id, 6, u32::MAX - 1).unwrap();
+    let gone = Author { connection: 6, pid: u32::MAX - 1 };
+    let orphan = p.open(&a, gone, "agent", "r", "", Vec::new()).unwrap();
+    p.add_task(orphan.id, gone, "t", "").unwrap();
+    p.submit(orphan.id, gone).unwrap();
+    p.start(orphan.id, gone).unwrap();
     assert!(p.running(&a).unwrap().is_none());
     assert_eq!(p.get(orphan.id).unwrap().state, State::Stopped);
 }
@@ -120,8 +140,8 @@ fn a_run_ends_at_its_time_limit_its_connection_a_stop_and_the_launcher() {
 fn plans_and_runs_survive_another_handle_of_the_file() {
     let (d, p) = plans(Duration::from_secs(60));
     let a = app("notes");
-    let plan = submitted(&p, &a);
-    p.start(plan.id, 1, std::process::id()).unwrap();
+    let plan = submitted(&p, &a, 1);
+    p.start(plan.id, on(1)).unwrap();
     // The command line's handle stops what the launcher's runs.
     let other = Plans::new(&crate::root::Root::open(d.path()).unwrap(), Duration::from_secs(60));
     other.stop(&Caller::command_line(), &a, None).unwrap();
@@ -133,8 +153,8 @@ fn plans_and_runs_survive_another_handle_of_the_file() {
 fn a_run_answers_only_its_tools_of_its_app_on_its_connection() {
     let (_d, p) = plans(Duration::from_secs(60));
     let a = app("notes");
-    let plan = submitted(&p, &a);
-    p.start(plan.id, 7, std::process::id()).unwrap();
+    let plan = submitted(&p, &a, 7);
+    p.start(plan.id, on(7)).unwrap();
     let input = serde_json::json!({});
     let (mine, theirs, no_conn) = (Caller::engineer("agent", 7), Caller::engineer("agent", 8), Caller::ai("agent"));
     let mcp = Caller::control("agent");
