@@ -254,4 +254,9 @@ fn each_step_starts_from_an_empty_scratch_folder_and_a_cargo_home_of_links_only(
     assert!(d.join("cargo/registry").is_dir() && p.scratch().join("tmp").is_dir());
     // A second build beside it makes the same home without tripping.
     p.fresh_scratch().unwrap();
+    // A link named as one of them but leading to another is made again too.
+    std::fs::remove_file(home.join("git")).unwrap();
+    std::os::unix::fs::symlink(d.join("cargo/registry"), home.join("git")).unwrap();
+    p.fresh_scratch().unwrap();
+    assert_eq!(std::fs::read_link(home.join("git")).unwrap(), d.join("cargo/git"));
 }
