@@ -68,8 +68,8 @@ enum Command {
     /// `autoapp mcp --engineer`: for an AI agent that *changes* apps (docs/engineer.md).
     /// Its tools read and edit an app's workspace, build candidates, and try them in
     /// previews, on channel ai: every edit, build and preview asks you first (unless
-    /// you turned on `autoapp standing`). Only you activate, grant, remove or turn the
-    /// standing approval on.
+    /// you started its plan, `autoapp plans`, or turned on `autoapp standing`). Only you
+    /// activate, grant, remove or turn the standing approval on.
     #[command(group(clap::ArgGroup::new("who").required(true).args(["app", "engineer"])))]
     Mcp {
         app: Option<String>,
