@@ -188,7 +188,12 @@ fn question(program: &str, name: Option<&str>) -> Command {
 }
 
 fn ask_sysroot(name: Option<&str>) -> Option<PathBuf> {
-    let out = question("rustc", name).args(["--print", "sysroot"]).output().ok()?;
+    ask_sysroot_of("rustc", name)
+}
+
+/// The sysroot `rustc` (a program) says, when it answers with success.
+fn ask_sysroot_of(rustc: &str, name: Option<&str>) -> Option<PathBuf> {
+    let out = question(rustc, name).args(["--print", "sysroot"]).output().ok()?;
     let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
     (out.status.success() && !text.is_empty()).then(|| PathBuf::from(text)).filter(|p| p.is_dir())
 }
@@ -314,6 +319,30 @@ mod tests {
         let c = Choice::Named { name: "0.0.1-never".into(), by: "x".into() };
         let e = resolve(&c).unwrap_err().to_string();
         assert!(e.contains("`0.0.1-never` that x names is not installed"), "{e}");
+    }
+
+    #[test]
+    fn a_sysroot_is_taken_only_from_a_rustc_that_succeeds_naming_a_folder() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let rustc = |name: &str, body: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            // Another test's child may hold the new file a moment ("text file busy").
+            for _ in 0..200 {
+                match Command::new(&p).status() {
+                    Err(e) if e.raw_os_error() == Some(26) => std::thread::sleep(std::time::Duration::from_millis(10)),
+                    _ => break,
+                }
+            }
+            p.display().to_string()
+        };
+        let here = dir.path().display().to_string();
+        assert_eq!(ask_sysroot_of(&rustc("good", &format!("echo {here}")), None), Some(dir.path().to_path_buf()));
+        assert_eq!(ask_sysroot_of(&rustc("failing", &format!("echo {here}; exit 1")), None), None);
+        assert_eq!(ask_sysroot_of(&rustc("silent", "exit 0"), None), None);
+        assert_eq!(ask_sysroot_of(&rustc("nowhere", "echo /no/such/folder"), None), None);
     }
 
     #[test]

@@ -141,6 +141,16 @@ fn the_caps_hold() {
 }
 
 #[test]
+fn has_says_what_the_engineer_may_read() {
+    let f = fixture();
+    let w = Workspace::open(&f.ws).unwrap();
+    assert!(w.has("src/lib.rs") && w.has("src"));
+    for not in ["nope.rs", ".git/config", "target/release/x.wasm", "../outside/secret.txt", "leak.txt", "src/out"] {
+        assert!(!w.has(not), "{not}");
+    }
+}
+
+#[test]
 fn a_listing_is_sorted_skips_git_and_target_and_stops_at_its_cap() {
     let f = fixture();
     let w = Workspace::open(&f.ws).unwrap();
