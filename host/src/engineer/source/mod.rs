@@ -239,7 +239,8 @@ impl Workspace {
     /// The files under `under` (the whole workspace when empty), never
     /// `.git/` or `target/`, never following a symlink.
     pub fn list(&self, under: &str) -> anyhow::Result<(Vec<Entry>, bool)> {
-        let start = if under.is_empty() || under == "." { self.real.clone() } else { self.existing(under)? };
+        // `.` is the workspace too (by its words, it is the empty path).
+        let start = if under.is_empty() { self.real.clone() } else { self.existing(under)? };
         let mut out = Vec::new();
         let mut stack = vec![start];
         let mut truncated = false;

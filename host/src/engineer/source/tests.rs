@@ -134,6 +134,13 @@ fn the_caps_hold() {
     // The longest path is accepted by its words, one byte more is not.
     assert!(Workspace::words(&"a".repeat(MAX_PATH)).is_ok());
     refused(Workspace::words(&"a".repeat(MAX_PATH + 1)), ErrorKind::InvalidInput, "at most 1024 bytes");
+    // The caps are inclusive: exactly MAX_WRITE and MAX_PATTERN are taken.
+    w.write("full.txt", &"x".repeat(MAX_WRITE)).unwrap();
+    assert!(w.search(&"a".repeat(MAX_PATTERN), "").is_ok());
+    // A match says its line (from 1); a pattern is compiled within a bounded size, not at any size.
+    let (found, _) = w.search(r"fn\s+b\(\)", "src").unwrap();
+    assert_eq!((found.len(), found[0].path.as_str(), found[0].line), (1, "src/lib.rs", 2));
+    refused(w.search(r"\w{5000}", ""), ErrorKind::InvalidInput, "not a regular expression this search reads");
     // A search stops at MAX_MATCHES and says there were more.
     std::fs::write(f.ws.join("many.txt"), "hit\n".repeat(MAX_MATCHES + 5)).unwrap();
     let (found, more) = w.search("^hit$", "").unwrap();
