@@ -215,14 +215,34 @@ fn a_write_makes_folders_inside_and_a_delete_removes_one_file() {
     let w = Workspace::open(&f.ws).unwrap();
     let c = w.write("src/routes/new.rs", "pub fn x() {}\n").unwrap();
     assert!(c.shown().unwrap().contains("--- /dev/null"));
+    assert_eq!(c.summary(), "created src/routes/new.rs (14 bytes)");
     c.apply().unwrap();
+    assert_eq!(w.write("src/routes/new.rs", "x").unwrap().summary(), "wrote src/routes/new.rs (1 bytes)");
     assert_eq!(std::fs::read_to_string(f.ws.join("src/routes/new.rs")).unwrap(), "pub fn x() {}\n");
     refused(w.delete("src"), ErrorKind::InvalidInput, "is a folder");
     refused(w.delete("autoapp.toml"), ErrorKind::InvalidInput, "edit it instead");
     let d = w.delete("src/routes/new.rs").unwrap();
     assert!(d.shown().unwrap().contains("+++ /dev/null"));
+    assert_eq!(d.summary(), "deleted src/routes/new.rs");
     d.apply().unwrap();
     assert!(!f.ws.join("src/routes/new.rs").exists());
+    // A file that could not be read when the change is made is not written over.
+    let made = w.write("later.txt", "x").unwrap();
+    std::fs::create_dir(f.ws.join("later.txt")).unwrap();
+    let e = made.apply().unwrap_err();
+    assert!(format!("{e:#}").contains("cannot read `later.txt`"), "{e:#}");
+}
+
+#[test]
+fn a_diff_of_exactly_the_shown_limit_is_shown_and_one_byte_more_is_refused() {
+    let f = fixture();
+    let w = Workspace::open(&f.ws).unwrap();
+    // The diff of a new one-line file grows by one byte with each byte of the line.
+    let base = w.write("big.txt", "x\n").unwrap().shown().unwrap().len() - 1;
+    let at = w.write("big.txt", &format!("{}\n", "x".repeat(MAX_DIFF - base))).unwrap();
+    assert_eq!(at.shown().unwrap().len(), MAX_DIFF);
+    let over = w.write("big.txt", &format!("{}\n", "x".repeat(MAX_DIFF - base + 1))).unwrap();
+    refused(over.shown(), ErrorKind::InvalidInput, "split it");
 }
 
 #[test]
