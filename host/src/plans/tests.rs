@@ -123,6 +123,12 @@ fn a_run_ends_at_its_time_limit_its_connection_a_stop_and_the_launcher() {
     assert_eq!(crate::error::kind_of(&p.stop(&Caller::ai("agent"), &a, None).unwrap_err()), ErrorKind::Denied);
     assert_eq!(p.stop(&Caller::panel(), &a, None).unwrap().ended_by.as_deref(), Some("the person (panel)"));
     assert_eq!(crate::error::kind_of(&p.stop(&Caller::panel(), &a, None).unwrap_err()), ErrorKind::NotFound);
+    // A question of the run's connection that went unanswered ends it; another connection's does not.
+    let unanswered = submitted(&p, &a, 9);
+    p.start(unanswered.id, on(9)).unwrap();
+    assert!(p.end_run_on(8, me, "x").unwrap().is_none());
+    let ended = p.end_run_on(9, me, "a question outside the run went unanswered").unwrap().unwrap();
+    assert_eq!((ended.id, ended.state), (unanswered.id, State::Stopped));
     let by_launcher = submitted(&p, &a, 6);
     p.start(by_launcher.id, on(6)).unwrap();
     assert_eq!(p.end_launcher(Some(me), "the launcher stopped").unwrap().len(), 1);
