@@ -214,7 +214,7 @@ async fn serve(stream: TcpStream, secret: Arc<Secret>, launcher: Arc<Launcher>, 
     // The connection's number, for the life of the launcher: a run the
     // person starts for an engineer here is bound to it, and ends with it.
     let connection = NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let _runs_end = RunsEnd { plans: launcher.apps.plans().clone(), connection };
+    let mut runs_end = RunsEnd { plans: launcher.apps.plans().clone(), connection, may_run: false };
     // Lines are read on a task of their own, so that a tool working for a
     // long time still notices its caller going away (the end of the stream).
     let (tx, lines) = tokio::sync::mpsc::channel::<Result<Vec<u8>, ()>>(QUEUED_LINES);
@@ -245,6 +245,7 @@ async fn serve(stream: TcpStream, secret: Arc<Secret>, launcher: Arc<Launcher>, 
         let answer = match parse_line(&line) {
             Err(e) => refuse(&e),
             Ok(Request::Session) => {
+                runs_end.may_run = true;
                 let token = crate::secret::random_hex();
                 SESSIONS.lock().unwrap_or_else(|p| p.into_inner()).insert(token.clone(), connection);
                 json!({ "ok": true, "session": token })
@@ -253,7 +254,10 @@ async fn serve(stream: TcpStream, secret: Arc<Secret>, launcher: Arc<Launcher>, 
                 let label = if client.trim().is_empty() { "an engineer" } else { &client };
                 // The session's connection, when the call names one that is open.
                 let on = match session {
-                    None => Some(connection),
+                    None => {
+                        runs_end.may_run = true;
+                        Some(connection)
+                    }
                     Some(token) => SESSIONS.lock().unwrap_or_else(|p| p.into_inner()).get(&token).copied(),
                 };
                 let Some(on) = on else {
@@ -291,10 +295,17 @@ static SESSIONS: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<
 struct RunsEnd {
     plans: Arc<crate::plans::Plans>,
     connection: u64,
+    /// Whether a run can be bound to this connection: it opened a session or
+    /// called an engineer's tool as itself. Other connections (`invoke`,
+    /// `status`, a session's per-call connections) have nothing to end.
+    may_run: bool,
 }
 
 impl Drop for RunsEnd {
     fn drop(&mut self) {
+        if !self.may_run {
+            return;
+        }
         SESSIONS.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, c| *c != self.connection);
         match self.plans.end_connection(self.connection, std::process::id()) {
             Ok(ended) => {

@@ -263,7 +263,7 @@ impl EngineerTools {
 
     fn tools() -> Vec<Tool> {
         crate::engineer::tools()
-            .into_iter()
+            .iter()
             .map(|spec| {
                 let schema = spec.input.as_object().cloned().unwrap_or_default();
                 let annotations = match spec.effect {

@@ -25,8 +25,8 @@ pub fn spec() -> Spec {
     }
 }
 
-fn spec_of(name: &str) -> Spec {
-    tools().into_iter().find(|s| s.name == name).expect("a tool of the list")
+fn spec_of(name: &str) -> &'static Spec {
+    tools().iter().find(|s| s.name == name).expect("a tool of the list")
 }
 
 /// Which step of which cycle, for the step's question and record.
@@ -53,17 +53,17 @@ impl Engineer {
         // 1. The edit: its question shows the diff.
         let edit = json!({ "app": app, "path": input.path, "old": input.old, "new": input.new });
         let edit_args = step(&edit, &cycle, 1, "edit");
-        let edited = self.source_change(caller, &spec_of("source_edit"), app, &edit_args, progress, gone).await;
+        let edited = self.source_change(caller, spec_of("source_edit"), app, &edit_args, progress, gone).await;
         let edited = edited.map_err(|e| stopped(e, "step 1 of 3 (the edit)"))?;
         // 2. The build.
         let build_args = step(&json!({ "app": app }), &cycle, 2, "build");
-        let built = self.candidate_build(caller, &spec_of("candidate_build"), app, &build_args, progress, gone).await;
+        let built = self.candidate_build(caller, spec_of("candidate_build"), app, &build_args, progress, gone).await;
         let built = built.map_err(|e| stopped(e, "step 2 of 3 (the build)"))?;
         let release = built["release"].as_str().unwrap_or_default().to_string();
         // 3. The preview of what was built.
         let preview_args = step(&json!({ "app": app, "release": release }), &cycle, 3, "preview");
         let previewed =
-            self.candidate_preview(caller, &spec_of("candidate_preview"), app, &preview_args, progress).await;
+            self.candidate_preview(caller, spec_of("candidate_preview"), app, &preview_args, progress).await;
         previewed.map_err(|e| stopped(e, "step 3 of 3 (the preview)"))?;
         // Then the check, a read in the preview: it asks nobody.
         let checked = match &check {

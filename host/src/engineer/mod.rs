@@ -51,12 +51,16 @@ pub struct Spec {
 }
 
 /// The engineer's tools (DESIGN.md's table), in the order a client shows
-/// them: the app tools, then plans and runs ([`plan::specs`]).
-pub fn tools() -> Vec<Spec> {
-    let mut all = app_tools();
-    all.push(cycle::spec());
-    all.extend(plan::specs());
-    all
+/// them: the app tools, then plans and runs ([`plan::specs`]). Made once:
+/// every call looks its tool up here.
+pub fn tools() -> &'static [Spec] {
+    static TOOLS: std::sync::LazyLock<Vec<Spec>> = std::sync::LazyLock::new(|| {
+        let mut all = app_tools();
+        all.push(cycle::spec());
+        all.extend(plan::specs());
+        all
+    });
+    &TOOLS
 }
 
 fn app_tools() -> Vec<Spec> {

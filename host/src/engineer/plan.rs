@@ -214,40 +214,20 @@ impl Engineer {
     ) -> anyhow::Result<Answer> {
         let id = parse::<inputs::PlanRef>(spec.name, args)?.plan;
         let plans = self.apps.plans().clone();
-        let plan = plans.get(id)?;
-        let app = AppId::parse(&plan.app).map_err(|e| kinded(ErrorKind::InvalidInput, e))?;
         let Some(connection) = caller.connection() else {
             return Err(kinded(ErrorKind::InvalidInput, "a run is bound to its connection; this caller has none"));
         };
         let by = crate::plans::Author { connection, pid: std::process::id() };
-        // The person's yes goes to the agent whose plan they read, or to nobody.
-        if !plan.is_by(by) {
-            return Err(kinded(
-                ErrorKind::Conflict,
-                format!(
-                    "plan {id} was written by another agent's connection (or before the launcher restarted); only the agent that wrote a plan starts it: open a plan of your own with plan_open"
-                ),
-            ));
-        }
-        if plan.state != crate::plans::State::Submitted {
-            let what = match plan.state {
-                crate::plans::State::Draft => "a draft: submit it with plan_submit first".to_string(),
-                s => format!("{}; only a submitted plan starts", s.as_str()),
-            };
-            return Err(kinded(ErrorKind::Conflict, format!("plan {id} is {what}")));
-        }
-        if let Some(other) = plans.running(&app)? {
-            return Err(kinded(
-                ErrorKind::Conflict,
-                format!("plan {} is running on {app} already; one run per app: wait for it to end", other.id),
-            ));
-        }
-        let hours = self.limit_text();
+        // Refused before the person is asked: another agent's plan (their yes
+        // would go to it), one not submitted, or a second run on the app.
+        let plan = plans.check_start(id, by)?;
+        let app = AppId::parse(&plan.app).map_err(|e| kinded(ErrorKind::InvalidInput, e))?;
+        let limit = humantime::format_duration(self.apps.plans().limit());
         let card = format!(
             "{}\nStarting it means one thing: until the run ends, this agent's edits, builds and previews of {app} — only {app}, \
              only from this connection — run without asking you. Anything else asks as usual; activating is yours alone. \
              The run ends when the agent finishes it, you press Stop, its connection closes, a question outside it goes \
-             unanswered, {hours} pass, or the launcher stops.",
+             unanswered, its time limit ({limit}) passes, or the launcher stops.",
             plan.text()
         );
         let pass = self.ask(caller, spec, &app, "plan", args, Some(&card), progress).await?;
@@ -262,17 +242,6 @@ impl Engineer {
         }))
     }
 
-    fn limit_text(&self) -> String {
-        let secs = self.apps.plans().limit().as_secs();
-        if secs.is_multiple_of(3600) {
-            format!("{} hour{}", secs / 3600, if secs == 3600 { "" } else { "s" })
-        } else if secs.is_multiple_of(60) {
-            format!("{} minutes", secs / 60)
-        } else {
-            format!("{secs} seconds")
-        }
-    }
-
     /// The check before a change of `app` ([`CHANGES`]): refused while a plan
     /// of the app waits for the person, or while a run of another connection
     /// works on it. The caller to go on with: labelled with its plan and task
@@ -281,7 +250,7 @@ impl Engineer {
         let (plans, id, c) = (self.apps.plans().clone(), app.clone(), caller.clone());
         blocking(move || {
             if let Some(run) = plans.running(&id)? {
-                if plans.run_of(&id, c.connection())?.is_some() {
+                if run.is_run_of(c.connection()) {
                     return Ok(c.in_run(run.id, run.current_task()));
                 }
                 return Err(kinded(

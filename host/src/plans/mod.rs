@@ -152,9 +152,9 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Whether `by` wrote this plan.
-    pub fn is_by(&self, by: Author) -> bool {
-        self.author == Some(by)
+    /// Whether this is a run started on `connection`.
+    pub fn is_run_of(&self, connection: Option<u64>) -> bool {
+        self.state == State::Running && connection.is_some() && self.connection == connection
     }
 
     /// The first task not done yet: what the run is working on.
@@ -504,37 +504,54 @@ impl Plans {
     /// its connection): the person said yes to `plan_start`. (The tool's own
     /// row records the person's answer.)
     pub fn start(&self, id: u64, by: Author) -> anyhow::Result<Plan> {
-        let (connection, pid) = (by.connection, by.pid);
         let limit = self.limit.as_millis() as i64;
+        self.check_start(id, by)?;
         self.with(|c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let plan = Self::load(&tx, id)?.ok_or_else(|| not_found(id))?;
-            Self::authored(&plan, by)?;
-            if plan.state != State::Submitted {
-                let what = match plan.state {
-                    State::Draft => "a draft: submit it with plan_submit first".to_string(),
-                    s => format!("{}; only a submitted plan starts", s.as_str()),
-                };
-                return Err(kinded(ErrorKind::Conflict, format!("plan {id} is {what}")));
-            }
-            let busy: Option<i64> = tx
-                .query_row("SELECT id FROM plans WHERE app = ?1 AND state = 'running'", [&plan.app], |r| r.get(0))
-                .optional()?;
-            if let Some(other) = busy {
-                return Err(kinded(
-                    ErrorKind::Conflict,
-                    format!("plan {other} is running on {} already; one run per app: wait for it to end", plan.app),
-                ));
-            }
+            // Again inside the transaction: nothing changed it since.
+            Self::startable(&tx, id, by)?;
             tx.execute(
                 "UPDATE plans SET state = 'running', started_ms = ?2, limit_ms = ?3, connection = ?4, launcher_pid = ?5
                  WHERE id = ?1",
-                params![id as i64, now_ms(), limit, connection as i64, pid],
+                params![id as i64, now_ms(), limit, by.connection as i64, by.pid],
             )?;
             tx.commit()?;
             Ok(())
         })?;
         self.get(id)
+    }
+
+    /// Plan `id`, when `by` may start it now (before the person is asked):
+    /// its author's, submitted, and no other run on its app (a run past its
+    /// time limit, or of a launcher that is gone, is ended first).
+    pub fn check_start(&self, id: u64, by: Author) -> anyhow::Result<Plan> {
+        let plan = self.get(id)?;
+        if let Ok(app) = AppId::parse(&plan.app) {
+            self.running(&app)?;
+        }
+        self.with(|c| Self::startable(c, id, by))
+    }
+
+    fn startable(conn: &Connection, id: u64, by: Author) -> anyhow::Result<Plan> {
+        let plan = Self::load(conn, id)?.ok_or_else(|| not_found(id))?;
+        Self::authored(&plan, by)?;
+        if plan.state != State::Submitted {
+            let what = match plan.state {
+                State::Draft => "a draft: submit it with plan_submit first".to_string(),
+                s => format!("{}; only a submitted plan starts", s.as_str()),
+            };
+            return Err(kinded(ErrorKind::Conflict, format!("plan {id} is {what}")));
+        }
+        let busy: Option<i64> = conn
+            .query_row("SELECT id FROM plans WHERE app = ?1 AND state = 'running'", [&plan.app], |r| r.get(0))
+            .optional()?;
+        if let Some(other) = busy {
+            return Err(kinded(
+                ErrorKind::Conflict,
+                format!("plan {other} is running on {} already; one run per app: wait for it to end", plan.app),
+            ));
+        }
+        Ok(plan)
     }
 
     /// Ends running plan `id` (its state becomes `state`), saying what ended
@@ -591,8 +608,7 @@ impl Plans {
 
     /// The run of `app` that `connection` started, if that is what works on it.
     pub fn run_of(&self, app: &AppId, connection: Option<u64>) -> anyhow::Result<Option<Plan>> {
-        let Some(conn) = connection else { return Ok(None) };
-        Ok(self.running(app)?.filter(|p| p.connection == Some(conn)))
+        Ok(self.running(app)?.filter(|p| p.is_run_of(connection)))
     }
 
     /// The run control connection `connection` of launcher `pid` works in,
