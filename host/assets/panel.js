@@ -163,6 +163,8 @@ function appCard(a) {
       el("tbody", {}, ...a.runs.map((r) => el("tr", {}, ...[r.time, r.channel, r.caller, r.route, r.effect, r.decision, r.answered_by, r.outcome, r.reason].map((c) => el("td", { text: c }))))))); 
   }
 
+  card.append(keepBox(a));
+
   const r = a.removal;
   const moves = `Remove moves ${a.id}'s data (its store and its record) and its ${r.releases} release${r.releases === 1 ? "" : "s"} to ${r.trash}; nothing is deleted.`;
   const ws = !r.workspace ? "" : r.workspace_moves ? ` Its workspace (${r.workspace}) is inside the app's folder and moves with it.` : ` Its workspace stays where it is: ${r.workspace}.`;
@@ -171,6 +173,86 @@ function appCard(a) {
   card.append(el("div", { class: "row remove" }, confirmInput,
     el("button", { class: "danger", text: "Remove", onclick: () => act(`removing ${a.id}`, "/api/remove", { app: a.id, confirm: confirmInput.value }) })));
   return card;
+}
+
+// What the person typed or was shown for one app's backup and prune,
+// kept across the redraws events cause.
+const backupTo = {};
+const pruneShown = {};
+let spaceShown = null;
+
+function said(bytes) {
+  const units = ["kB", "MB", "GB", "TB"];
+  if (bytes < 1000) return `${bytes} bytes`;
+  let v = bytes / 1000, u = 0;
+  while (v >= 1000 && u < units.length - 1) { v /= 1000; u++; }
+  return `${v.toFixed(1)} ${units[u]}`;
+}
+
+// An app's housekeeping: Backup (to a folder typed or chosen with the
+// operating system's folder window), its last lines of log, and Prune (the
+// list first; the id typed again removes exactly it).
+function keepBox(a) {
+  const box = el("div", { class: "keep" }, el("h3", { text: "Backup, log and space" }));
+  const to = el("input", { class: "backup-to", "aria-label": `the folder a backup of ${a.id} goes to`, placeholder: "the folder the backup file goes to", value: backupTo[a.id] || "",
+    oninput: (ev) => { backupTo[a.id] = ev.target.value; } });
+  const choose = el("button", { class: "backup-choose", type: "button", text: "Choose…", onclick: async () => {
+    say("a folder window is open: choose a folder there…");
+    try {
+      const o = await api("POST", "/api/choose-folder", { title: `Where should the backup of ${a.id} go?`, start: to.value || null });
+      if (o.folder) { to.value = backupTo[a.id] = o.folder; say(`chosen: ${o.folder}`); } else say("no folder was chosen");
+    } catch (e) { say(e.message, true); }
+  } });
+  const go = el("button", { class: "primary backup-btn", type: "button", text: "Back up", onclick: () => {
+    if (!to.value.trim()) { say("choose the folder the backup goes to first", true); return; }
+    act(`backing up ${a.id}`, "/api/backup", { app: a.id, to: to.value });
+  } });
+  const last = a.last_backup ? `Last backup: ${a.last_backup.taken_at} → ${a.last_backup.file} (${said(a.last_backup.bytes)})` : "Never backed up.";
+  box.append(el("div", { class: "row backup" }, to, choose, go), el("p", { class: "muted last-backup", text: last }));
+
+  box.append(el("h4", { text: "Log: the newest lines" }),
+    a.log.length ? el("pre", { class: "log", text: a.log.join("\n") }) : el("p", { class: "muted log-empty", text: `${a.id} has written no log lines (\`autoapp logs ${a.id} --follow\` follows them).` }));
+
+  const pruneRow = el("div", { class: "row prune" }, el("button", { class: "prune-btn", type: "button", text: "What can be removed?", onclick: async () => {
+    try {
+      pruneShown[a.id] = await api("POST", "/api/prune", { app: a.id });
+      say(`${pruneShown[a.id].items.length} things of ${a.id} can be removed`);
+      refresh();
+    } catch (e) { say(e.message, true); }
+  } }));
+  box.append(pruneRow);
+  const plan = pruneShown[a.id];
+  if (plan) {
+    const list = el("div", { class: "card prune-list" },
+      el("ul", {}, ...plan.items.map((i) => el("li", { class: "prune-item", text: `remove ${i.what} (${said(i.bytes)})` })),
+        ...plan.kept.map((k) => el("li", { class: "muted", text: `keep ${k.kind} ${k.name}: ${k.why}` }))));
+    if (plan.items.length) {
+      const confirmPrune = el("input", { class: "prune-confirm", placeholder: `type ${a.id} to remove these`, "aria-label": `type ${a.id} to remove these` });
+      list.append(el("p", { text: `${plan.items.length} to remove, freeing ${said(plan.bytes)}.` }),
+        el("div", { class: "row" }, confirmPrune, el("button", { class: "danger prune-go", type: "button", text: "Remove these", onclick: async () => {
+          const out = await act(`pruning ${a.id}`, "/api/prune", { app: a.id, confirm: confirmPrune.value, plan: plan.items });
+          if (out) { delete pruneShown[a.id]; refresh(); }
+        } })));
+    } else list.append(el("p", { text: "Nothing to remove." }));
+    box.append(list);
+  }
+  return box;
+}
+
+// The disk: what each app holds, measured when asked.
+function spaceBox() {
+  const box = el("div", { class: "card space" }, el("h3", { text: "Disk space" }),
+    el("button", { class: "space-btn", type: "button", text: "Measure", onclick: async () => {
+      try { spaceShown = await api("GET", "/api/space"); refresh(); } catch (e) { say(e.message, true); }
+    } }));
+  if (spaceShown) {
+    const cols = ["data", "snapshots", "releases", "compiled", "previews", "logs", "workspace", "trash", "other", "total"];
+    box.append(el("table", { class: "space-table" },
+      el("thead", {}, el("tr", {}, el("th", { text: "app" }), ...cols.map((c) => el("th", { text: c })))),
+      el("tbody", {}, ...spaceShown.apps.map((s) => el("tr", { "data-app": s.app }, el("td", { text: s.app }), ...cols.map((c) => el("td", { text: said(s[c]) })))))),
+    el("p", { class: "muted", text: `Trash of removed apps: ${said(spaceShown.trash_of_removed_apps)}; compiled code no release uses: ${said(spaceShown.compiled_unused)}; everything: ${said(spaceShown.root_total)}.` }));
+  }
+  return box;
 }
 
 // Create: a name and where its workspace goes, typed or picked with the
@@ -216,7 +298,7 @@ async function refresh() {
     el("p", { class: "muted standing-said", text: on
       ? `On since ${new Date(state.standing).toLocaleString()}: the engineer's edits, builds and previews run without a question (creating an app still asks). Each is recorded as answered by the standing approval.`
       : "Off: every edit, build and preview of the engineer (`autoapp mcp --engineer`) asks you here first." }));
-  root.replaceChildren(el("div", { class: "row" }, el("h1", { text: "Autoapp" }), quit), note || "", status, standing, createForm,
+  root.replaceChildren(el("div", { class: "row" }, el("h1", { text: "Autoapp" }), quit), note || "", status, standing, createForm, spaceBox(),
     ...(state.apps.length ? state.apps.map(appCard) : [el("p", { text: "No apps yet: create one above (or with `autoapp create <app>`)." })]));
 }
 

@@ -574,7 +574,12 @@ impl Apps {
         let call_store = store.begin(mode, deadline).map_err(|e| {
             CallError::new(ErrorKind::Conflict, format!("the store of {app} is not available ({e:#}); try again"))
         })?;
-        let log = caps::log::CallLog::new(app.as_str(), what, config.log_lines_per_call);
+        let log = caps::log::CallLog::new(
+            app.as_str(),
+            what,
+            config.log_lines_per_call,
+            Some(crate::applog::dir_of(&self.root.app(app).dir)),
+        );
         if effect != Effect::External {
             return Ok(CallPlan {
                 deadline,

@@ -6,6 +6,7 @@
 //! Only what the binary, the end-to-end tests and the benchmarks use is
 //! public; everything else is `pub(crate)`.
 
+pub mod applog;
 pub mod apps;
 pub(crate) mod bindings;
 pub(crate) mod build;
@@ -18,6 +19,7 @@ pub(crate) mod error;
 pub(crate) mod explain;
 pub mod gate;
 pub(crate) mod grants;
+pub mod housekeeping;
 pub(crate) mod launcher;
 pub(crate) mod lifecycle;
 pub mod manifest;

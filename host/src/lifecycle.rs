@@ -114,6 +114,7 @@ impl Apps {
                 ),
             ));
         }
+        let _lock = journal::lock(&paths, true)?;
         let id = release::resolve(&paths, release_prefix)?;
         let previous = release::active(&paths).ok().flatten();
         anyhow::ensure!(
@@ -197,6 +198,7 @@ impl Apps {
 
     fn roll_back(&self, app: &AppId, how: RollbackHow) -> anyhow::Result<RolledBack> {
         let paths = self.ensure_app(app)?;
+        let _lock = journal::lock(&paths, true)?;
         let active =
             release::active(&paths)?.with_context(|| format!("{app} has no active release; nothing to roll back"))?;
         let act = journal::activation(&paths)?
@@ -464,7 +466,11 @@ impl Apps {
     /// the data (a failed move is recorded after it).
     pub fn remove_unserved(&self, caller: &Caller, app: &AppId) -> anyhow::Result<PathBuf> {
         let paths = self.root().app(app);
-        let ready = self.ensure_app(app).and_then(|_| {
+        let (_lock, locked) = match self.ensure_app(app).and_then(|p| journal::lock(&p, true)) {
+            Ok(l) => (Some(l), Ok(())),
+            Err(e) => (None, Err(e)),
+        };
+        let ready = locked.and_then(|()| {
             let trash = self.root().dir().join("trash");
             std::fs::create_dir_all(&trash)?;
             Ok(trash.join(format!("{app}-{}", journal::new_stamp(&paths))))

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use crate::support::{TestRoot, TestServer};
 
-struct Launcher {
-    root: TestRoot,
+pub(crate) struct Launcher {
+    pub(crate) root: TestRoot,
     child: Child,
 }
 
@@ -25,12 +25,12 @@ impl Drop for Launcher {
 }
 
 impl Launcher {
-    fn start(root: TestRoot) -> Launcher {
+    pub(crate) fn start(root: TestRoot) -> Launcher {
         Launcher::start_with(root, &[])
     }
 
     /// The launcher with `env` added to its environment.
-    fn start_with(root: TestRoot, env: &[(&str, &str)]) -> Launcher {
+    pub(crate) fn start_with(root: TestRoot, env: &[(&str, &str)]) -> Launcher {
         let mut child = Command::new(env!("CARGO_BIN_EXE_autoapp"))
             .args(["--root", root.path().to_str().unwrap(), "open"])
             .envs(env.iter().copied())
@@ -52,7 +52,7 @@ impl Launcher {
 
     /// Calls one of the engineer's tools over the control connection, as
     /// `autoapp mcp --engineer` does; returns the answer and the progress lines.
-    fn tool(&self, tool: &str, arguments: Value) -> (Value, Vec<String>) {
+    pub(crate) fn tool(&self, tool: &str, arguments: Value) -> (Value, Vec<String>) {
         let file: Value =
             serde_json::from_str(&std::fs::read_to_string(self.root.path().join("launcher.json")).unwrap()).unwrap();
         let mut s = TcpStream::connect(("127.0.0.1", file["port"].as_u64().unwrap() as u16)).unwrap();
@@ -80,13 +80,13 @@ impl Launcher {
         (answers.pop().unwrap(), progress)
     }
 
-    fn ok(&self, tool: &str, arguments: Value) -> Value {
+    pub(crate) fn ok(&self, tool: &str, arguments: Value) -> Value {
         let (a, _) = self.tool(tool, arguments.clone());
         assert_eq!(a["ok"], true, "{tool} {arguments}: {a}");
         a["output"].clone()
     }
 
-    fn refused(&self, tool: &str, arguments: Value, kind: &str, words: &str) -> String {
+    pub(crate) fn refused(&self, tool: &str, arguments: Value, kind: &str, words: &str) -> String {
         let (a, _) = self.tool(tool, arguments.clone());
         assert_eq!(a["ok"], false, "{tool} {arguments} should be refused: {a}");
         let message = a["error"]["message"].as_str().unwrap().to_string();

@@ -7,13 +7,13 @@ use crate::support::{TestRoot, guest_component, repo};
 
 /// A copy of guests/notes as a workspace of its own, so a test can add a
 /// migration (v2) or a declaration without touching the repository.
-struct Notes {
-    root: TestRoot,
-    ws: tempfile::TempDir,
+pub(crate) struct Notes {
+    pub(crate) root: TestRoot,
+    pub(crate) ws: tempfile::TempDir,
 }
 
 impl Notes {
-    fn new() -> Notes {
+    pub(crate) fn new() -> Notes {
         let root = TestRoot::new();
         let ws = tempfile::Builder::new().prefix("notes-ws-").tempdir().unwrap();
         let src = repo().join("guests/notes");
@@ -25,14 +25,14 @@ impl Notes {
     }
 
     /// Builds the notes component with the workspace's manifest as it is now.
-    fn build(&self) -> String {
+    pub(crate) fn build(&self) -> String {
         let c = guest_component("notes");
         let out = self.root.ok(&["build", "notes", "--component", c.to_str().unwrap(), "--json"]);
         serde_json::from_str::<serde_json::Value>(&out).unwrap()["release"].as_str().unwrap().to_string()
     }
 
     /// v2: a second migration and a new version.
-    fn add_migration(&self) {
+    pub(crate) fn add_migration(&self) {
         std::fs::write(
             self.ws.path().join("migrations/0002_pinned.sql"),
             "ALTER TABLE notes ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;\n",
@@ -46,13 +46,13 @@ impl Notes {
         });
     }
 
-    fn edit_manifest(&self, f: impl Fn(&str) -> String) {
+    pub(crate) fn edit_manifest(&self, f: impl Fn(&str) -> String) {
         let p = self.ws.path().join("autoapp.toml");
         let text = std::fs::read_to_string(&p).unwrap();
         std::fs::write(&p, f(&text)).unwrap();
     }
 
-    fn titles(&self, extra: &[&str]) -> Vec<String> {
+    pub(crate) fn titles(&self, extra: &[&str]) -> Vec<String> {
         let mut args = vec!["call", "notes", "notes.list", "{}"];
         args.extend_from_slice(extra);
         let v: serde_json::Value = serde_json::from_str(&self.root.ok(&args)).unwrap();
@@ -62,32 +62,32 @@ impl Notes {
         t
     }
 
-    fn add(&self, title: &str) {
+    pub(crate) fn add(&self, title: &str) {
         self.root.call("notes", "notes.add", &serde_json::json!({ "title": title }).to_string());
     }
 
-    fn active(&self) -> String {
+    pub(crate) fn active(&self) -> String {
         let v: serde_json::Value = serde_json::from_str(&self.root.ok(&["candidates", "notes", "--json"])).unwrap();
         v["active"]["id"].as_str().unwrap().to_string()
     }
 
-    fn app_dir(&self) -> std::path::PathBuf {
+    pub(crate) fn app_dir(&self) -> std::path::PathBuf {
         self.root.path().join("apps/notes")
     }
 
     /// Migrations applied to the live data.
-    fn applied(&self) -> usize {
+    pub(crate) fn applied(&self) -> usize {
         applied_in(&self.app_dir().join("data"))
     }
 
     /// Migrations the active release declares.
-    fn declared(&self) -> usize {
+    pub(crate) fn declared(&self) -> usize {
         let v: serde_json::Value =
             serde_json::from_str(&self.root.ok(&["explain", "notes", &self.active(), "--json"])).unwrap();
         v["migrations"].as_array().unwrap().len()
     }
 
-    fn folders_starting(&self, prefix: &str) -> Vec<String> {
+    pub(crate) fn folders_starting(&self, prefix: &str) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(self.app_dir())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -12,6 +12,7 @@ mod engineer;
 mod examples;
 mod foundation;
 mod gate;
+mod housekeeping;
 mod lifecycle;
 mod many_callers;
 mod panel_create;

@@ -1,8 +1,10 @@
 //! The `log` capability, and the guest's own stdout/stderr.
 //!
-//! Lines go to the host's `tracing` log with the app id and route, bounded per
-//! call (`log_lines_per_call`) and per line ([`MAX_LINE`]).
+//! Lines are sanitised, bounded per call (`log_lines_per_call`) and per line
+//! ([`MAX_LINE`]), and go to the app's log file (`applog`, given to the call
+//! as a folder) and to the host's `tracing` log with the app id and route.
 
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -12,33 +14,11 @@ use crate::bindings::app::autoapp::app::log::{Host, Level};
 /// The longest line kept; the rest is cut.
 pub const MAX_LINE: usize = 4096;
 
-/// How many of an app's newest log lines this process keeps for the
-/// engineer's `logs_read` (they also go to the host's log).
-const KEPT_PER_APP: usize = 500;
-
-/// The newest log lines of each app, sanitised, newest last.
-static RECENT: std::sync::LazyLock<Mutex<std::collections::HashMap<String, std::collections::VecDeque<String>>>> =
-    std::sync::LazyLock::new(Mutex::default);
-
-fn keep(app: &str, line: String) {
-    let mut recent = RECENT.lock().expect("recent log lines");
-    let lines = recent.entry(app.to_string()).or_default();
-    if lines.len() == KEPT_PER_APP {
-        lines.pop_front();
-    }
-    lines.push_back(line);
-}
-
-/// The newest `limit` log lines `app` wrote in this process, oldest first.
-pub fn recent(app: &str, limit: usize) -> Vec<String> {
-    let recent = RECENT.lock().expect("recent log lines");
-    let Some(lines) = recent.get(app) else { return Vec::new() };
-    lines.iter().skip(lines.len().saturating_sub(limit)).cloned().collect()
-}
-
 /// One call's log.
 pub struct CallLog {
     app: String,
+    /// Where the app's log file is (`applog`); none: the host's log only.
+    file: Option<PathBuf>,
     route: String,
     written: u32,
     max: u32,
@@ -46,8 +26,8 @@ pub struct CallLog {
 }
 
 impl CallLog {
-    pub fn new(app: &str, route: &str, max: u32) -> CallLog {
-        CallLog { app: app.to_string(), route: route.to_string(), written: 0, max, dropped: 0 }
+    pub fn new(app: &str, route: &str, max: u32, file: Option<PathBuf>) -> CallLog {
+        CallLog { app: app.to_string(), file, route: route.to_string(), written: 0, max, dropped: 0 }
     }
 
     /// How many lines were dropped over the cap.
@@ -85,7 +65,7 @@ impl Host for CallLog {
             return;
         }
         log.written += 1;
-        let message = crate::sanitize::secrets(cut(&message)).escape_debug().to_string();
+        let message = crate::sanitize::secrets(cut(&message));
         let (app, route) = (log.app.as_str(), log.route.as_str());
         let name = match level {
             Level::Debug => "debug",
@@ -93,10 +73,12 @@ impl Host for CallLog {
             Level::Warn => "warn",
             Level::Error => "error",
         };
-        keep(
-            app,
-            format!("{} {name} {route}: {message}", humantime::format_rfc3339_seconds(std::time::SystemTime::now())),
-        );
+        if let Some(dir) = &log.file
+            && let Err(e) = crate::applog::append(dir, &crate::applog::Line::new(name, route, &message))
+        {
+            tracing::warn!(app, "cannot write the app's log file: {e:#}");
+        }
+        let message = message.escape_debug().to_string();
         match level {
             Level::Debug => tracing::debug!(target: "app", app, route, "{message}"),
             Level::Info => tracing::info!(target: "app", app, route, "{message}"),

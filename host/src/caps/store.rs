@@ -394,6 +394,50 @@ pub fn copy_data(from: &Path, to: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Copies the SQLite database at `from` to a new file `to` with SQLite's
+/// online backup, in one step: the copy is the database as of one moment (a
+/// read transaction), taken while other connections and processes go on
+/// writing (write-ahead log), and every write committed before it began is
+/// in it. `to` is synced before this returns.
+pub fn back_up_file(from: &Path, to: &Path) -> anyhow::Result<()> {
+    let src = Connection::open_with_flags(from, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .with_context(|| format!("cannot open {}", from.display()))?;
+    src.busy_timeout(std::time::Duration::from_secs(10))?;
+    let mut dst = Connection::open(to).with_context(|| format!("cannot create {}", to.display()))?;
+    {
+        let backup = rusqlite::backup::Backup::new(&src, &mut dst)?;
+        // All pages at once: a step-by-step copy restarts whenever another
+        // connection writes, and may never finish under steady writes.
+        loop {
+            match backup.step(-1).with_context(|| format!("cannot copy {}", from.display()))? {
+                rusqlite::backup::StepResult::Done => break,
+                _ => std::thread::sleep(std::time::Duration::from_millis(20)),
+            }
+        }
+    }
+    // A plain file, whole by itself (no -wal beside it).
+    dst.pragma_update(None, "journal_mode", "DELETE")?;
+    dst.close().map_err(|(_, e)| e)?;
+    std::fs::File::open(to)?.sync_all()?;
+    Ok(())
+}
+
+/// SQLite's own check of the database file at `path` (`PRAGMA
+/// integrity_check`): an error naming the first problems when it is not ok.
+pub fn check_integrity(path: &Path) -> anyhow::Result<()> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    integrity(path).with_context(|| format!("{name} fails SQLite's integrity check"))
+}
+
+fn integrity(path: &Path) -> anyhow::Result<()> {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let mut stmt = conn.prepare("PRAGMA integrity_check(5)")?;
+    let found: Vec<String> = stmt.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+    anyhow::ensure!(found == ["ok"], "{}", found.join("; "));
+    Ok(())
+}
+
 /// The migrations applied to the store in `data`, without keeping it open.
 pub fn applied_in(data: &Path) -> anyhow::Result<Vec<Applied>> {
     let path = data.join(STORE_FILE);

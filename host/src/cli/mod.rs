@@ -3,6 +3,7 @@
 //! the person.
 
 mod demo;
+mod housekeeping;
 mod plans;
 
 use std::io::Write as _;
@@ -120,6 +121,86 @@ enum Command {
         app: String,
         /// The plan's id (default: the running plan for stop, the waiting one for reject).
         plan: Option<u64>,
+    },
+    /// Write one file holding a consistent copy of an app: its data, active release, grants and record.
+    ///
+    /// The data is copied with SQLite's online backup, as of one moment, while a
+    /// launcher may go on serving and writing. The file (a zstd-compressed tar) lists
+    /// every part with its SHA-256; `autoapp restore` checks them all before it
+    /// places anything. The app's workspace (its source) is not in it.
+    Backup {
+        app: String,
+        /// The new file, or a folder to write `<app>-<time>.autoapp-backup` in
+        /// [default: the current folder]. An existing file is never written over.
+        #[arg(long, value_name = "FILE")]
+        to: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Place an app from a backup file, as a new app (never over an existing one).
+    ///
+    /// Every part's hash, the release's id, SQLite's integrity check and the
+    /// migrations are checked before anything is placed; the app appears whole in
+    /// one step, or not at all. Grants of folders or programs this computer does
+    /// not have are left out and named, to grant again.
+    Restore {
+        /// The backup file (`autoapp backup` wrote it).
+        file: PathBuf,
+        /// Restore it under this id instead of the backup's own.
+        #[arg(long = "as", value_name = "APP")]
+        as_id: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show how much disk each app uses: data, snapshots, releases, compiled code, previews, logs, trash.
+    Space {
+        /// One app [default: every app, and the whole root].
+        app: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove what no rollback can use any more: old snapshots, old releases, their compiled code.
+    ///
+    /// Never removed: the active release; the release and the data snapshot a
+    /// rollback of the last activation needs; a release `rollback --downgrade` can
+    /// use; a preview's release and copy; a release built in the last day (unless
+    /// --keep is given). Prints exactly what it removes and how much it frees, then
+    /// asks (unless --yes). docs/releases.md, "Prune".
+    Prune {
+        /// One app [default: every app, and compiled code no release uses].
+        app: Option<String>,
+        /// Print what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Keep the N newest of the releases and of the snapshots prune could remove
+        /// (releases built in the last day are then no exception).
+        #[arg(long, value_name = "N")]
+        keep: Option<usize>,
+        /// Also empty the trash (removed apps).
+        #[arg(long)]
+        trash: bool,
+        /// Do not ask on the terminal.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Show the lines an app's calls wrote to its log (secrets filtered), oldest first.
+    ///
+    /// Kept in <root>/apps/<app>/logs/ across restarts, at most 2 MiB per app (a
+    /// file of 1 MiB and the one before it).
+    Logs {
+        app: String,
+        /// Keep printing lines as the app writes them (Ctrl+C ends).
+        #[arg(long, short)]
+        follow: bool,
+        /// One JSON object per line: time, level, route, message.
+        #[arg(long)]
+        json: bool,
+        /// Only lines from this time on: 2026-12-01T09:00:00Z, or a span back from now (10m, 2h, 3days).
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// How many of the newest lines to print.
+        #[arg(long, short = 'n', default_value_t = 100, value_name = "N")]
+        lines: usize,
     },
     /// Make a new app from the starter template (or register an existing workspace).
     ///
@@ -371,6 +452,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
     for r in crate::lifecycle::recover(&root).map_err(|e| format!("{e:#}"))? {
         eprintln!("autoapp: recovered {}: an interrupted {:?} (at step {:?}) was {}", r.app, r.op, r.step, r.outcome);
     }
+    for said in crate::housekeeping::backup::recover(&root, &Caller::command_line()).map_err(|e| format!("{e:#}"))? {
+        eprintln!("autoapp: recovered: {said}");
+    }
     match cli.command {
         Command::Create { app, at } => create(root, app, at),
         Command::Wit { out } => wit(out),
@@ -396,6 +480,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Standing { action, json } => standing(root, action, json),
         Command::Plans { app, json } => plans::list(root, app, json),
         Command::Plan { action, app, plan } => plans::act(root, action, app, plan),
+        Command::Backup { app, to, json } => housekeeping::backup(root, app, to, json),
+        Command::Restore { file, as_id, json } => housekeeping::restore(root, file, as_id, json),
+        Command::Space { app, json } => housekeeping::space(root, app, json),
+        Command::Prune { app, dry_run, keep, trash, yes } => {
+            housekeeping::prune(root, app, dry_run, crate::housekeeping::Options { keep, trash }, yes)
+        }
+        Command::Logs { app, follow, json, since, lines } => housekeeping::logs(root, app, follow, json, since, lines),
         Command::Demo => demo::run(&root).map_err(|e| Failure { code: 1, message: format!("{e:#}") }),
     }
 }

@@ -138,7 +138,9 @@ impl Step {
 pub fn reach(app: &AppPaths, j: &mut Journal, step: Step, point: &str) -> anyhow::Result<()> {
     j.step = step;
     write_step(app, j)?;
-    fault(&format!("{point}:{}", step.name()));
+    let point = format!("{point}:{}", step.name());
+    fault(&point);
+    pause(&point);
     Ok(())
 }
 
@@ -208,6 +210,49 @@ pub fn rename(from: &Path, to: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// An app's lock (`<app>/.lock`, `flock`): activation, rollback, prune and
+/// removal hold it alone, a backup shares it; held until dropped, and let go
+/// by the kernel when the process ends however it ends.
+#[derive(Debug)]
+pub struct AppLock {
+    _file: std::fs::File,
+}
+
+const LOCK: &str = ".lock";
+
+/// Takes `app`'s lock alone (`exclusive`) or shared, at once or not at all:
+/// a conflict says another change of the app is under way.
+pub fn lock(app: &AppPaths, exclusive: bool) -> anyhow::Result<AppLock> {
+    let path = app.dir.join(LOCK);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let taken = if exclusive { file.try_lock() } else { file.try_lock_shared() };
+    match taken {
+        Ok(()) => Ok(AppLock { _file: file }),
+        Err(std::fs::TryLockError::WouldBlock) => Err(crate::error::kinded(
+            crate::error::ErrorKind::Conflict,
+            format!(
+                "another change of {} (an activation, rollback, prune, removal or backup) is under way; try again when it is done",
+                app.id
+            ),
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(e).with_context(|| format!("cannot lock {}", path.display())),
+    }
+}
+
+/// Pauses here for a few seconds when the test-only pause named `point` is
+/// set (`AUTOAPP_PAUSE`, debug builds only), so a test can act while an
+/// operation is half done.
+pub fn pause(point: &str) {
+    if cfg!(debug_assertions) && std::env::var("AUTOAPP_PAUSE").is_ok_and(|f| f == point) {
+        std::thread::sleep(std::time::Duration::from_secs(4));
+    }
+}
+
 /// Stops the process here when the test-only fault named `point` is set.
 ///
 /// Read only in debug builds (tests); a release build ignores the variable.
@@ -242,6 +287,10 @@ pub fn recover(root: &Root, applied_in: AppliedIn<'_>) -> anyhow::Result<Vec<Rec
     for id in root.app_ids()? {
         let app = root.app(&id);
         let Some(j) = journal(&app)? else { continue };
+        // An operation that holds the app's lock is not interrupted: it is
+        // under way in another process, which finishes it.
+        let Ok(_lock) = lock(&app, true) else { continue };
+        let Some(j) = journal(&app)?.filter(|again| again.stamp == j.stamp) else { continue };
         let outcome = recover_one(&app, &j, applied_in)
             .with_context(|| format!("cannot recover the interrupted {:?} of {id}", j.op))?;
         tracing::warn!(app = %id, op = ?j.op, step = ?j.step, outcome, "recovered an interrupted operation");

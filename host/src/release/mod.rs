@@ -110,6 +110,21 @@ pub fn write(app: &AppPaths, inputs: &ReleaseInputs<'_>) -> anyhow::Result<(Rele
     Ok((info, true))
 }
 
+/// Makes every file of a release folder read-only, as `write` leaves it.
+pub fn seal(dir: &Path) -> anyhow::Result<()> {
+    make_read_only(dir)
+}
+
+/// Every file under `dir`, by its path inside it, sorted.
+pub fn files_of(dir: &Path) -> anyhow::Result<Vec<String>> {
+    let mut out: Vec<String> = walk(dir)?
+        .into_iter()
+        .filter_map(|p| p.strip_prefix(dir).ok().map(|r| r.to_string_lossy().into_owned()))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
 fn make_read_only(dir: &Path) -> anyhow::Result<()> {
     for entry in walk(dir)? {
         let mut perms = fs::metadata(&entry)?.permissions();
@@ -172,7 +187,7 @@ pub fn list(app: &AppPaths) -> anyhow::Result<Vec<ReleaseInfo>> {
     Ok(out)
 }
 
-fn is_release_id(s: &str) -> bool {
+pub fn is_release_id(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 

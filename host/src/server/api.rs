@@ -53,7 +53,10 @@ pub fn router(launcher: Arc<Launcher>, site: Arc<Site>) -> Router {
             .route("/api/create", post(create))
             .route("/api/standing", post(standing))
             .route("/api/plan", post(plan))
-            .route("/api/choose-folder", post(choose_folder)),
+            .route("/api/choose-folder", post(choose_folder))
+            .route("/api/backup", post(backup))
+            .route("/api/space", get(space))
+            .route("/api/prune", post(prune)),
         _ => common
             .route("/", get(|| async { html(page::app()) }))
             .route("/api/info", get(info))
@@ -311,6 +314,12 @@ async fn state(State(ctx): State<Ctx>) -> Response {
                     "workspace": crate::workspace::of(&paths).ok().map(|w| w.display().to_string()),
                     "workspace_moves": !paths.workspace_pointer().exists(),
                 },
+                "last_backup": crate::housekeeping::backup::last(&paths),
+                "log": crate::applog::tail(&crate::applog::dir_of(&paths.dir), LOG_LINES_SHOWN)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(crate::applog::Line::text)
+                    .collect::<Vec<_>>(),
                 "workflows": if active.is_some() {
                     crate::workflows::status(root, &id, chrono::Local::now()).unwrap_or_default()
                 } else {
@@ -687,4 +696,104 @@ async fn remove(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) -> R
     .await;
     ctx.launcher.announce(LauncherEvent::Changed { app: b.app });
     res
+}
+
+/// How many of an app's newest log lines the panel shows.
+const LOG_LINES_SHOWN: usize = 10;
+
+#[derive(Deserialize)]
+struct BackupBody {
+    app: String,
+    /// A folder (typed or chosen with the folder window), or a new file.
+    to: String,
+}
+
+/// Backup from the panel (channel `user`): a new file in the folder chosen.
+async fn backup(State(ctx): State<Ctx>, axum::Json(b): axum::Json<BackupBody>) -> Response {
+    let id = match AppId::parse(&b.app) {
+        Ok(i) => i,
+        Err(e) => return error(ErrorKind::InvalidInput, e),
+    };
+    let to = match typed_folder(b.to.trim()) {
+        Ok(p) => p,
+        Err(why) => return error(ErrorKind::InvalidInput, why),
+    };
+    let res = blocking(&ctx, move |apps| {
+        let done = crate::housekeeping::back_up(apps.root(), &Caller::panel(), &id, Some(&to))?;
+        Ok(format!(
+            "backed up {id} to {} ({}); `autoapp restore` places it again",
+            done.file.display(),
+            crate::housekeeping::said(done.bytes)
+        ))
+    })
+    .await;
+    ctx.launcher.announce(LauncherEvent::Changed { app: b.app });
+    res
+}
+
+/// What each app holds on disk.
+async fn space(State(ctx): State<Ctx>) -> Response {
+    let apps = ctx.launcher.apps.clone();
+    match tokio::task::spawn_blocking(move || crate::housekeeping::space::of(apps.root(), None)).await {
+        Ok(Ok(s)) => axum::Json(s).into_response(),
+        Ok(Err(e)) => refusal(e),
+        Err(e) => error(ErrorKind::Internal, e.to_string()),
+    }
+}
+
+#[derive(Deserialize)]
+struct PruneBody {
+    app: String,
+    keep: Option<usize>,
+    #[serde(default)]
+    trash: bool,
+    /// Absent: only the list (a dry run). Present: the app's id typed again,
+    /// with the list the person read (`plan`): only what is in it and still
+    /// removable is removed.
+    confirm: Option<String>,
+    plan: Option<Vec<crate::housekeeping::prune::Item>>,
+}
+
+/// Prune from the panel: first the list, then — the id typed again — exactly it.
+async fn prune(State(ctx): State<Ctx>, axum::Json(b): axum::Json<PruneBody>) -> Response {
+    let id = match AppId::parse(&b.app) {
+        Ok(i) => i,
+        Err(e) => return error(ErrorKind::InvalidInput, e),
+    };
+    let opts = crate::housekeeping::Options { keep: b.keep, trash: b.trash };
+    let apps = ctx.launcher.apps.clone();
+    let confirm = b.confirm.clone();
+    let shown = b.plan;
+    if confirm.is_some() && confirm.as_deref() != Some(id.as_str()) {
+        return error(ErrorKind::InvalidInput, format!("type the app's id, {id}, to prune it"));
+    }
+    let app = id.clone();
+    let result = tokio::task::spawn_blocking(move || -> anyhow::Result<Value> {
+        let root = apps.root();
+        let Some(items) = shown.filter(|_| confirm.is_some()) else {
+            return Ok(serde_json::to_value(crate::housekeeping::prune::plan(root, Some(&app), opts)?)?);
+        };
+        let bytes = items.iter().map(|i| i.bytes).sum();
+        let seen = crate::housekeeping::Plan { items, kept: Vec::new(), bytes };
+        let done = crate::housekeeping::prune::run(root, &Caller::panel(), Some(&app), opts, &seen)?;
+        let removed: Vec<&crate::housekeeping::prune::Item> = done.removed.iter().collect();
+        let mut message = format!(
+            "removed {} of {app}; freed {}",
+            crate::housekeeping::prune::counted(&removed),
+            crate::housekeeping::said(done.bytes)
+        );
+        if !done.skipped.is_empty() {
+            message.push_str(&format!("; {} left (no longer removable)", done.skipped.len()));
+        }
+        Ok(json!({ "message": message, "removed": done.removed, "skipped": done.skipped }))
+    })
+    .await;
+    if b.confirm.is_some() {
+        ctx.launcher.announce(LauncherEvent::Changed { app: id.to_string() });
+    }
+    match result {
+        Ok(Ok(v)) => axum::Json(v).into_response(),
+        Ok(Err(e)) => refusal(e),
+        Err(e) => error(ErrorKind::Internal, e.to_string()),
+    }
 }

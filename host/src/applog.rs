@@ -1,0 +1,305 @@
+//! An app's log file: the lines its calls wrote (`autoapp:app/log`), already
+//! sanitised, kept in `apps/<id>/logs/` for the person (`autoapp logs`, the
+//! panel) and the engineer (`logs_read`), across restarts.
+//!
+//! One JSON object per line in `app.log`. When a write takes `app.log` past
+//! [`FILE_LIMIT`] it becomes `app.log.1` (replacing the one before), so an
+//! app's log never holds more than twice that. Every process that runs calls
+//! (the launcher, `autoapp call`) appends whole lines (`O_APPEND`); the
+//! rotation is done under a lock file so two processes never rotate twice.
+
+use std::fs;
+use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+/// The size past which `app.log` is rotated: an app's log holds at most
+/// twice this (`app.log` and `app.log.1`).
+pub const FILE_LIMIT: u64 = 1 << 20;
+
+const CURRENT: &str = "app.log";
+const ROTATED: &str = "app.log.1";
+const ROTATE_LOCK: &str = ".rotate.lock";
+
+/// One line of an app's log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Line {
+    /// UTC, RFC 3339 with microseconds.
+    pub time: String,
+    /// `debug`, `info`, `warn` or `error`.
+    pub level: String,
+    /// The route (or `page:<name>`) whose call wrote it.
+    pub route: String,
+    /// The app's words, sanitised (secrets `[redacted]`), at most 4 KiB.
+    pub message: String,
+}
+
+impl Line {
+    pub fn new(level: &str, route: &str, message: &str) -> Line {
+        Line {
+            time: humantime::format_rfc3339_micros(SystemTime::now()).to_string(),
+            level: level.to_string(),
+            route: route.to_string(),
+            message: message.to_string(),
+        }
+    }
+
+    /// `<time> <level> <route>: <message>`, with the message's control
+    /// characters escaped so a line cannot pass for another on a terminal.
+    pub fn text(&self) -> String {
+        format!("{} {} {}: {}", self.time, self.level, self.route.escape_debug(), self.message.escape_debug())
+    }
+
+    fn at(&self) -> Option<SystemTime> {
+        humantime::parse_rfc3339_weak(&self.time).ok()
+    }
+}
+
+/// The folder of an app's log, given the app's folder.
+pub fn dir_of(app_dir: &Path) -> PathBuf {
+    app_dir.join("logs")
+}
+
+/// Appends `line` to the log in `dir`, rotating it when it grows past the limit.
+pub fn append(dir: &Path, line: &Line) -> anyhow::Result<()> {
+    let mut text = serde_json::to_string(line)?;
+    text.push('\n');
+    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let path = dir.join(CURRENT);
+    let mut f = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    // One write of the whole line: appends of other processes never cut into it.
+    f.write_all(text.as_bytes()).with_context(|| format!("cannot write {}", path.display()))?;
+    if f.metadata()?.len() > FILE_LIMIT {
+        rotate(dir)?;
+    }
+    Ok(())
+}
+
+fn rotate(dir: &Path) -> anyhow::Result<()> {
+    let lock = fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(ROTATE_LOCK))?;
+    lock.lock()?;
+    // Another process may have rotated while this one waited.
+    let path = dir.join(CURRENT);
+    if fs::metadata(&path).map(|m| m.len()).unwrap_or(0) > FILE_LIMIT {
+        fs::rename(&path, dir.join(ROTATED)).context("cannot rotate the app's log")?;
+    }
+    Ok(())
+}
+
+/// Parses the lines of a log file's text; a torn or foreign line is skipped.
+fn parse(text: &str) -> impl Iterator<Item = Line> + '_ {
+    text.lines().filter_map(|l| serde_json::from_str(l).ok())
+}
+
+fn read_file(path: &Path) -> anyhow::Result<String> {
+    match fs::read(path) {
+        Ok(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// The newest `limit` lines in `dir` at or after `since`, oldest first.
+pub fn read(dir: &Path, since: Option<SystemTime>, limit: usize) -> anyhow::Result<Vec<Line>> {
+    let old = read_file(&dir.join(ROTATED))?;
+    let new = read_file(&dir.join(CURRENT))?;
+    let mut lines: Vec<Line> =
+        parse(&old).chain(parse(&new)).filter(|l| since.is_none_or(|s| l.at().is_some_and(|t| t >= s))).collect();
+    let skip = lines.len().saturating_sub(limit);
+    lines.drain(..skip);
+    Ok(lines)
+}
+
+/// The newest `limit` lines in `dir`, reading only the ends of the files.
+pub fn tail(dir: &Path, limit: usize) -> anyhow::Result<Vec<Line>> {
+    // A line is at most a 4 KiB message with its time, level and route.
+    let want = (limit as u64 + 1) * 5 * 1024;
+    let mut lines = tail_of(&dir.join(CURRENT), want)?;
+    if lines.len() < limit {
+        let mut older = tail_of(&dir.join(ROTATED), want)?;
+        older.append(&mut lines);
+        lines = older;
+    }
+    let skip = lines.len().saturating_sub(limit);
+    lines.drain(..skip);
+    Ok(lines)
+}
+
+fn tail_of(path: &Path, want: u64) -> anyhow::Result<Vec<Line>> {
+    let mut f = match fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let len = f.metadata()?.len();
+    let start = len.saturating_sub(want);
+    f.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    let text = String::from_utf8_lossy(&bytes);
+    // Past the first newline when the read began inside a line.
+    let text = if start > 0 { text.split_once('\n').map(|(_, rest)| rest).unwrap_or("") } else { &text };
+    Ok(parse(text).collect())
+}
+
+/// Follows the log in `dir`: calls `each` with every line appended from now
+/// on (through rotations), polling every `every`, until `each` returns false.
+pub fn follow(dir: &Path, every: Duration, mut each: impl FnMut(Line) -> bool) -> anyhow::Result<()> {
+    let path = dir.join(CURRENT);
+    let open_at_end = || -> anyhow::Result<Option<(fs::File, u64)>> {
+        match fs::File::open(&path) {
+            Ok(mut f) => {
+                let end = f.seek(SeekFrom::End(0))?;
+                Ok(Some((f, end)))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("cannot open {}", path.display())),
+        }
+    };
+    let mut current = open_at_end()?;
+    let mut pending = String::new();
+    loop {
+        // What was appended to the file this handle has open (the current
+        // one, or the one a rotation just renamed).
+        if let Some((f, _)) = current.as_mut() {
+            let mut more = Vec::new();
+            f.read_to_end(&mut more)?;
+            pending.push_str(&String::from_utf8_lossy(&more));
+            while let Some(end) = pending.find('\n') {
+                let line: String = pending.drain(..=end).collect();
+                if let Ok(l) = serde_json::from_str::<Line>(&line)
+                    && !each(l)
+                {
+                    return Ok(());
+                }
+            }
+        }
+        std::thread::sleep(every);
+        let rotated = match (&current, fs::metadata(&path)) {
+            (Some((f, _)), Ok(m)) => {
+                use std::os::unix::fs::MetadataExt as _;
+                f.metadata()?.ino() != m.ino()
+            }
+            (None, Ok(_)) => true,
+            (_, Err(_)) => false,
+        };
+        if rotated {
+            // Read the rest of the old file first, then the new one from its start.
+            if let Some((f, _)) = current.as_mut() {
+                let mut more = Vec::new();
+                f.read_to_end(&mut more)?;
+                pending.push_str(&String::from_utf8_lossy(&more));
+                for line in pending.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
+                    if let Ok(l) = serde_json::from_str::<Line>(line)
+                        && !each(l)
+                    {
+                        return Ok(());
+                    }
+                }
+                pending.clear();
+            }
+            current = fs::File::open(&path).ok().map(|f| (f, 0));
+        }
+    }
+}
+
+/// Reads a `--since` value: an RFC 3339 time (`2026-12-01T09:00:00Z`) or a
+/// span back from now (`10m`, `2h`, `1day`).
+pub fn parse_since(given: &str) -> Result<SystemTime, String> {
+    if let Ok(t) = humantime::parse_rfc3339_weak(given) {
+        return Ok(t);
+    }
+    match humantime::parse_duration(given) {
+        Ok(d) => Ok(SystemTime::now().checked_sub(d).unwrap_or(SystemTime::UNIX_EPOCH)),
+        Err(_) => Err(format!(
+            "`{}` is not a time: give one like 2026-12-01T09:00:00Z (UTC), or a span back from now like 10m, 2h or 3days",
+            given.escape_debug()
+        )),
+    }
+}
+
+/// How many bytes the log in `dir` holds.
+pub fn bytes(dir: &Path) -> u64 {
+    [CURRENT, ROTATED].iter().filter_map(|n| fs::metadata(dir.join(n)).ok()).map(|m| m.len()).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_rotates_past_its_limit_and_stays_bounded() {
+        let d = tempfile::tempdir().unwrap();
+        let message = "x".repeat(4000);
+        let n = (3 * FILE_LIMIT / 4000) as usize;
+        for i in 0..n {
+            append(d.path(), &Line::new("info", "r", &format!("{i} {message}"))).unwrap();
+        }
+        assert!(bytes(d.path()) <= 2 * FILE_LIMIT + 5000, "bounded: {}", bytes(d.path()));
+        assert!(d.path().join(ROTATED).is_file());
+        let last = read(d.path(), None, 3).unwrap();
+        assert_eq!(tail(d.path(), 3).unwrap(), last, "the tail reads the same lines");
+        assert_eq!(tail(d.path(), 400).unwrap(), read(d.path(), None, 400).unwrap(), "across both files");
+        assert_eq!(last.len(), 3);
+        assert!(last[2].message.starts_with(&format!("{} ", n - 1)), "newest last");
+        // Nothing between the two files is lost: what is kept is a run of consecutive lines.
+        let all = read(d.path(), None, usize::MAX).unwrap();
+        let first: usize = all[0].message.split(' ').next().unwrap().parse().unwrap();
+        for (k, l) in all.iter().enumerate() {
+            assert!(l.message.starts_with(&format!("{} ", first + k)));
+        }
+    }
+
+    #[test]
+    fn since_keeps_later_lines_and_a_torn_line_is_skipped() {
+        let d = tempfile::tempdir().unwrap();
+        let mut old = Line::new("info", "r", "old");
+        old.time = "2020-01-01T00:00:00.000000Z".into();
+        append(d.path(), &old).unwrap();
+        fs::OpenOptions::new().append(true).open(d.path().join(CURRENT)).unwrap().write_all(b"{\"time\":\"20").unwrap();
+        fs::OpenOptions::new().append(true).open(d.path().join(CURRENT)).unwrap().write_all(b"\n").unwrap();
+        append(d.path(), &Line::new("warn", "r", "new\nforged 2020 line")).unwrap();
+        let all = read(d.path(), None, 10).unwrap();
+        assert_eq!(all.len(), 2);
+        let since = read(d.path(), Some(parse_since("1h").unwrap()), 10).unwrap();
+        assert_eq!(since.len(), 1);
+        assert_eq!(since[0].message, "new\nforged 2020 line");
+        assert!(!since[0].text().contains('\n'), "escaped on a terminal: {}", since[0].text());
+        assert!(parse_since("yesterday-ish").is_err());
+        assert!(parse_since("2021-01-01T00:00:00Z").is_ok());
+    }
+
+    #[test]
+    fn follow_sees_lines_written_after_it_starts_and_through_a_rotation() {
+        let d = tempfile::tempdir().unwrap();
+        append(d.path(), &Line::new("info", "r", "before")).unwrap();
+        let dir = d.path().to_path_buf();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            append(&dir, &Line::new("info", "r", "after-1")).unwrap();
+            // Fill past the limit: the next line lands in a new file.
+            let big = "y".repeat(4000);
+            for _ in 0..(FILE_LIMIT / 4000 + 1) {
+                append(&dir, &Line::new("debug", "r", &big)).unwrap();
+            }
+            append(&dir, &Line::new("info", "r", "after-2")).unwrap();
+        });
+        let mut seen = Vec::new();
+        follow(d.path(), Duration::from_millis(20), |l| {
+            if !l.message.starts_with('y') {
+                seen.push(l.message);
+            }
+            seen.len() < 2
+        })
+        .unwrap();
+        writer.join().unwrap();
+        assert_eq!(seen, ["after-1", "after-2"]);
+    }
+}

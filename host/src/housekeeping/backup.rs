@@ -1,0 +1,607 @@
+//! `autoapp backup` and `autoapp restore`.
+//!
+//! A backup is one file: a tar archive compressed with zstd, whose first entry
+//! is `backup.json` (format, version, app, when, the active release, and every
+//! other entry's size and SHA-256), then `data/*.sqlite` (each a consistent
+//! copy made with SQLite's online backup while the app may be serving and
+//! writing), `release/…` (the active release's folder: component, manifest,
+//! migrations, release.json) and `grants.json`.
+//!
+//! A restore reads it whole into a staging folder `apps/.restore-<id>-<pid>/`
+//! and checks everything before anything is placed: only listed names, no
+//! more bytes than listed, every hash, the release's id recomputed from its
+//! files, SQLite's integrity check of each database, the release's migrations
+//! applied to the data. Grants that name a folder or a program this computer
+//! does not have are left out, and said. Then the staging folder becomes
+//! `apps/<id>` in one rename that never replaces anything. A crash before
+//! that rename leaves a staging folder, removed by [`recover`] at the next
+//! command; after it, the app is whole, and a marker left in it makes
+//! [`recover`] write the restore's row if the crash came before it.
+
+use std::io::{Read as _, Write as _};
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+use crate::caps::store;
+use crate::error::{ErrorKind, kinded};
+use crate::gate::Caller;
+use crate::gate::record::recorded;
+use crate::grants::Grants;
+use crate::manifest::{AppId, MANIFEST_FILE};
+use crate::release::{self, COMPONENT_FILE, ReleaseInputs, journal, short};
+use crate::root::{AppPaths, Root, sync_dir, write_atomic};
+
+/// What `backup.json` calls the format.
+pub const FORMAT: &str = "autoapp-backup";
+/// The version this Autoapp writes and the newest it reads.
+pub const VERSION: u32 = 1;
+/// The file name's ending.
+pub const EXTENSION: &str = "autoapp-backup";
+
+const MANIFEST: &str = "backup.json";
+const GRANTS: &str = "grants.json";
+/// The most `backup.json` may be.
+const MAX_MANIFEST: u64 = 4 << 20;
+/// The marker a restored app holds until its row is written.
+const RESTORED_MARKER: &str = ".restored.json";
+/// Where the app's last backup is said.
+const LAST_BACKUP: &str = "last-backup.json";
+
+/// `backup.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: String,
+    pub version: u32,
+    /// The Autoapp that wrote it.
+    pub autoapp: String,
+    pub app: String,
+    pub taken_at: String,
+    /// The active release when it was taken.
+    pub release: String,
+    pub files: Vec<Entry>,
+}
+
+/// One file of a backup.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Entry {
+    pub path: String,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+/// What a backup did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BackedUp {
+    pub app: String,
+    pub file: PathBuf,
+    pub bytes: u64,
+    pub release: String,
+    pub taken_at: String,
+}
+
+/// What a restore did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Restored {
+    pub app: String,
+    pub release: String,
+    /// When the backup was taken, and of which app.
+    pub taken_at: String,
+    pub backup_of: String,
+    /// Capabilities the release asks for that are not granted here: the
+    /// person grants them again (`autoapp grant`).
+    pub grant_again: Vec<String>,
+}
+
+/// The file name a backup of `app` gets when only a folder is given.
+pub fn default_name(app: &AppId) -> String {
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string().replace([':', '-'], "");
+    format!("{app}-{stamp}.{EXTENSION}")
+}
+
+/// The app's last backup, if it has one.
+pub fn last(paths: &AppPaths) -> Option<BackedUp> {
+    let text = std::fs::read_to_string(paths.dir.join(LAST_BACKUP)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Backs `app` up to `to` (a new file, or a folder to write a new file in;
+/// default: the current folder), recorded in the app's record.
+pub fn back_up(root: &Root, caller: &Caller, app: &AppId, to: Option<&Path>) -> anyhow::Result<BackedUp> {
+    let paths = root.app(app);
+    if !paths.exists() {
+        return Err(kinded(ErrorKind::NotFound, crate::error::no_such_app(app)));
+    }
+    let done = write_backup(root, &paths, to);
+    let arguments = serde_json::json!({ "to": to });
+    let b = recorded(&paths, caller, "backup", arguments, done, |b| {
+        (b.release.clone(), format!("wrote {} ({})", b.file.display(), super::said(b.bytes)))
+    })?;
+    write_atomic(&paths.dir.join(LAST_BACKUP), serde_json::to_string_pretty(&b)?.as_bytes())?;
+    Ok(b)
+}
+
+fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>) -> anyhow::Result<BackedUp> {
+    let app = &paths.id;
+    // Shared: other backups go on; an activation, rollback or prune waits.
+    let _lock = journal::lock(paths, false)?;
+    let release = release::active(paths)?.with_context(|| {
+        format!("{app} has no active release, so it has no data to back up yet; activate one with `autoapp activate {app} RELEASE`")
+    })?;
+    let file = destination(app, to)?;
+    let staging = root.dir().join("cache").join(format!("backup-{app}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    let partial = file.with_file_name(format!(
+        ".{}.partial-{}",
+        file.file_name().unwrap_or_default().to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| {
+        std::fs::create_dir_all(staging.join("data"))?;
+        let taken_at = humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string();
+        // The data first: each database as of one moment, while the app may write.
+        let mut files: Vec<(String, PathBuf)> = Vec::new();
+        let mut names: Vec<String> = std::fs::read_dir(paths.data())
+            .with_context(|| format!("cannot read {}", paths.data().display()))?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".sqlite"))
+            .collect();
+        names.sort();
+        for name in names {
+            let copy = staging.join("data").join(&name);
+            store::back_up_file(&paths.data().join(&name), &copy)?;
+            files.push((format!("data/{name}"), copy));
+        }
+        journal::pause("backup:copied");
+        let dir = paths.release(&release);
+        for rel in release::files_of(&dir)? {
+            files.push((format!("release/{rel}"), dir.join(&rel)));
+        }
+        let grants = paths.dir.join(GRANTS);
+        if grants.is_file() {
+            files.push((GRANTS.to_string(), grants));
+        }
+        let mut entries = Vec::new();
+        for (name, path) in &files {
+            let (bytes, sha256) = hash_file(path)?;
+            entries.push(Entry { path: name.clone(), bytes, sha256 });
+        }
+        let manifest = Manifest {
+            format: FORMAT.into(),
+            version: VERSION,
+            autoapp: env!("CARGO_PKG_VERSION").into(),
+            app: app.to_string(),
+            taken_at: taken_at.clone(),
+            release: release.clone(),
+            files: entries,
+        };
+        let out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&partial)
+            .with_context(|| format!("cannot create {}", partial.display()))?;
+        let mut tar = tar::Builder::new(zstd::Encoder::new(out, 3)?);
+        let text = serde_json::to_vec_pretty(&manifest)?;
+        append(&mut tar, MANIFEST, &mut text.as_slice(), text.len() as u64)?;
+        for (name, path) in &files {
+            let f = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let len = f.metadata()?.len();
+            append(&mut tar, name, &mut f.take(len), len)?;
+        }
+        let out = tar.into_inner()?.finish()?;
+        out.sync_all()?;
+        drop(out);
+        journal::fault("backup:written");
+        // Never over a file that appeared meanwhile.
+        rename_new(&partial, &file).with_context(|| format!("cannot name the backup {}", file.display()))?;
+        if let Some(parent) = file.parent() {
+            sync_dir(parent)?;
+        }
+        let bytes = std::fs::metadata(&file)?.len();
+        Ok(BackedUp { app: app.to_string(), file: file.clone(), bytes, release: release.clone(), taken_at })
+    })();
+    let _ = std::fs::remove_dir_all(&staging);
+    if result.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    result.map_err(|e: anyhow::Error| e.context(format!("no backup of {app} was written")))
+}
+
+/// Where a backup goes: `to` (a new file), or a new file in the folder `to`
+/// (default: the current one).
+fn destination(app: &AppId, to: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let file = match to {
+        None => std::env::current_dir().context("cannot find the current folder")?.join(default_name(app)),
+        Some(p) if p.is_dir() => p.join(default_name(app)),
+        Some(p) => p.to_path_buf(),
+    };
+    let file = if file.is_absolute() { file } else { std::env::current_dir()?.join(file) };
+    if file.exists() {
+        return Err(kinded(
+            ErrorKind::Conflict,
+            format!(
+                "{} exists; a backup never writes over a file: choose another name, or a folder (`--to DIR`)",
+                file.display()
+            ),
+        ));
+    }
+    let parent = file.parent().context("a backup file has a folder")?;
+    anyhow::ensure!(parent.is_dir(), "the folder {} does not exist; create it, or choose another", parent.display());
+    Ok(file)
+}
+
+fn append<W: std::io::Write>(
+    tar: &mut tar::Builder<W>,
+    name: &str,
+    data: &mut dyn std::io::Read,
+    len: u64,
+) -> anyhow::Result<()> {
+    let mut header = tar::Header::new_gnu();
+    header.set_size(len);
+    header.set_mode(0o644);
+    header.set_entry_type(tar::EntryType::Regular);
+    header.set_mtime(0);
+    tar.append_data(&mut header, name, data).with_context(|| format!("cannot write {name} to the backup"))?;
+    Ok(())
+}
+
+fn hash_file(path: &Path) -> anyhow::Result<(u64, String)> {
+    let mut f = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut h = Sha256::new();
+    let bytes = std::io::copy(&mut f, &mut h)?;
+    Ok((bytes, hex::encode(h.finalize())))
+}
+
+/// Renames `from` to `to` unless `to` exists (atomically: never replaces).
+fn rename_new(from: &Path, to: &Path) -> anyhow::Result<()> {
+    rustix::fs::renameat_with(rustix::fs::CWD, from, rustix::fs::CWD, to, rustix::fs::RenameFlags::NOREPLACE)
+        .map_err(std::io::Error::from)?;
+    Ok(())
+}
+
+/// Why a backup file cannot be restored: said to the person as is.
+fn damaged(file: &Path, why: impl std::fmt::Display) -> anyhow::Error {
+    kinded(
+        ErrorKind::InvalidInput,
+        format!(
+            "{} cannot be restored: {why}. Nothing was placed. Use another copy of the backup, or take a new one with `autoapp backup`",
+            file.display()
+        ),
+    )
+}
+
+/// Restores the backup `file` as a new app (`as_id`, default the backup's
+/// own id); recorded in the restored app's record.
+pub fn restore(root: &Root, caller: &Caller, file: &Path, as_id: Option<&AppId>) -> anyhow::Result<Restored> {
+    let (manifest, mut archive) = open(file)?;
+    let id = match as_id {
+        Some(id) => id.clone(),
+        None => AppId::parse(&manifest.app).map_err(|e| damaged(file, format!("its app id is not one: {e}")))?,
+    };
+    let target = root.app(&id);
+    if target.exists() {
+        return Err(kinded(
+            ErrorKind::Conflict,
+            format!(
+                "there is already an app `{id}`; a restore never replaces one. Restore under another id with `autoapp restore {} --as {id}-restored`, or remove {id} first (`autoapp remove {id} --yes {id}`)",
+                file.display()
+            ),
+        ));
+    }
+    std::fs::create_dir_all(root.apps_dir())?;
+    let staging = root.apps_dir().join(format!(".restore-{id}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    let placed = place(root, file, &manifest, &mut archive, &staging, &id);
+    let grant_again = match placed {
+        Ok(g) => g,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(e);
+        }
+    };
+    let restored = Restored {
+        app: id.to_string(),
+        release: manifest.release.clone(),
+        taken_at: manifest.taken_at.clone(),
+        backup_of: manifest.app.clone(),
+        grant_again,
+    };
+    record_restore(&target, caller, file, &restored, "")?;
+    Ok(restored)
+}
+
+type Archive = tar::Archive<zstd::Decoder<'static, std::io::BufReader<std::fs::File>>>;
+
+/// Opens a backup and reads its `backup.json`, checking format and version.
+fn open(file: &Path) -> anyhow::Result<(Manifest, Archive)> {
+    let mut f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+    let mut magic = [0u8; 4];
+    if f.read_exact(&mut magic).is_err() || magic != [0x28, 0xb5, 0x2f, 0xfd] {
+        return Err(damaged(file, "it is not an Autoapp backup (it is not a zstd-compressed archive)"));
+    }
+    let f = std::fs::File::open(file)?;
+    let mut archive = tar::Archive::new(zstd::Decoder::new(f)?);
+    let manifest: Manifest = {
+        let mut entries = archive.entries().map_err(|e| damaged(file, format!("it cannot be read ({e})")))?;
+        let first = entries
+            .next()
+            .ok_or_else(|| damaged(file, "it is empty"))?
+            .map_err(|e| damaged(file, format!("it cannot be read ({e})")))?;
+        let name = first.path().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        if name != MANIFEST {
+            return Err(damaged(file, format!("it does not start with {MANIFEST} (it starts with {name:?})")));
+        }
+        let mut text = Vec::new();
+        first.take(MAX_MANIFEST).read_to_end(&mut text).map_err(|e| damaged(file, format!("it ends early ({e})")))?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&text).map_err(|e| damaged(file, format!("its {MANIFEST} is not JSON ({e})")))?;
+        if v["format"] != FORMAT {
+            return Err(damaged(file, format!("its {MANIFEST} is not of an Autoapp backup")));
+        }
+        match v["version"].as_u64() {
+            Some(n) if n > u64::from(VERSION) => {
+                return Err(kinded(
+                    ErrorKind::InvalidInput,
+                    format!(
+                        "{} was written by a newer Autoapp ({}, backup format {n}); this one ({}) reads format {VERSION} and older. Nothing was placed: restore it with a newer Autoapp",
+                        file.display(),
+                        v["autoapp"].as_str().unwrap_or("?"),
+                        env!("CARGO_PKG_VERSION")
+                    ),
+                ));
+            }
+            Some(n) if n == u64::from(VERSION) => {}
+            _ => return Err(damaged(file, format!("its format version {} is not one Autoapp wrote", v["version"]))),
+        }
+        serde_json::from_value(v).map_err(|e| damaged(file, format!("its {MANIFEST} is damaged ({e})")))?
+    };
+    // The archive is read again from its start, past the manifest, by `place`.
+    let f = std::fs::File::open(file)?;
+    let archive = tar::Archive::new(zstd::Decoder::new(f)?);
+    Ok((manifest, archive))
+}
+
+/// Which staging path a backup entry goes to, when it is one a backup holds.
+fn staged_path(name: &str, release: &str) -> Option<PathBuf> {
+    let p = Path::new(name);
+    if !p.components().all(|c| matches!(c, Component::Normal(_))) {
+        return None;
+    }
+    if name == GRANTS {
+        return Some(PathBuf::from(GRANTS));
+    }
+    if let Some(db) = name.strip_prefix("data/") {
+        let ok = db.ends_with(".sqlite")
+            && !db.contains('/')
+            && db.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        return ok.then(|| PathBuf::from("data").join(db));
+    }
+    let rel = name.strip_prefix("release/")?;
+    Some(PathBuf::from("releases").join(release).join(rel))
+}
+
+/// Unpacks, checks and places the backup; answers what to grant again.
+fn place(
+    root: &Root,
+    file: &Path,
+    manifest: &Manifest,
+    archive: &mut Archive,
+    staging: &Path,
+    id: &AppId,
+) -> anyhow::Result<Vec<String>> {
+    if !release::is_release_id(&manifest.release) {
+        return Err(damaged(file, "its release id is not one"));
+    }
+    std::fs::create_dir_all(staging).with_context(|| format!("cannot create {}", staging.display()))?;
+    journal::fault("restore:begun");
+    let mut seen = std::collections::BTreeSet::new();
+    let entries = archive.entries().map_err(|e| damaged(file, format!("it cannot be read ({e})")))?;
+    for (n, entry) in entries.enumerate() {
+        let entry = entry.map_err(|e| damaged(file, format!("it ends early or is damaged ({e})")))?;
+        let name = entry.path().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        if n == 0 {
+            continue; // backup.json, read by `open`
+        }
+        if !entry.header().entry_type().is_file() {
+            return Err(damaged(file, format!("it holds {name:?}, which is not a plain file")));
+        }
+        let listed = manifest
+            .files
+            .iter()
+            .find(|f| f.path == name)
+            .ok_or_else(|| damaged(file, format!("it holds {name:?}, which its {MANIFEST} does not list")))?;
+        let rel = staged_path(&name, &manifest.release)
+            .ok_or_else(|| damaged(file, format!("it holds {name:?}, which is not a file a backup holds")))?;
+        if !seen.insert(name.clone()) {
+            return Err(damaged(file, format!("it holds {name:?} twice")));
+        }
+        let path = staging.join(&rel);
+        std::fs::create_dir_all(path.parent().expect("a staged file has a folder"))?;
+        let mut out = std::fs::File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
+        let mut h = Sha256::new();
+        let mut reader = entry.take(listed.bytes + 1);
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut total = 0u64;
+        loop {
+            let k = reader.read(&mut buf).map_err(|e| damaged(file, format!("{name} ends early ({e})")))?;
+            if k == 0 {
+                break;
+            }
+            total += k as u64;
+            if total > listed.bytes {
+                return Err(damaged(file, format!("{name} is larger than its {MANIFEST} says: it was changed")));
+            }
+            h.update(&buf[..k]);
+            out.write_all(&buf[..k])
+                .with_context(|| format!("cannot write {}; nothing was restored", path.display()))?;
+        }
+        out.sync_all().with_context(|| format!("cannot write {}; nothing was restored", path.display()))?;
+        if total != listed.bytes || hex::encode(h.finalize()) != listed.sha256 {
+            return Err(damaged(
+                file,
+                format!("{name} does not match its hash in {MANIFEST}: it was changed or damaged"),
+            ));
+        }
+    }
+    for f in &manifest.files {
+        if !seen.contains(&f.path) {
+            return Err(damaged(file, format!("{} is missing: the file is cut short", f.path)));
+        }
+    }
+    journal::fault("restore:unpacked");
+
+    // The release: its id is its files' hash, as every release's is.
+    let paths = AppPaths { id: id.clone(), dir: staging.to_path_buf() };
+    let rid = &manifest.release;
+    let rdir = paths.release(rid);
+    let rmanifest = crate::manifest::load(&rdir.join(MANIFEST_FILE))
+        .map_err(|e| damaged(file, format!("its release's autoapp.toml is not valid ({e})")))?;
+    let manifest_text = std::fs::read_to_string(rdir.join(MANIFEST_FILE))?;
+    let migrations = release::migrations(&paths, rid, &rmanifest).map_err(|e| damaged(file, format!("{e:#}")))?;
+    let component = std::fs::read(rdir.join(COMPONENT_FILE))
+        .map_err(|e| damaged(file, format!("its release has no component ({e})")))?;
+    let inputs = ReleaseInputs {
+        component: &component,
+        manifest_text: &manifest_text,
+        manifest: &rmanifest,
+        migrations: &migrations,
+        source: "",
+    };
+    if release::release_id(&inputs) != *rid {
+        return Err(damaged(file, "its release's files do not make its release id"));
+    }
+    let info = release::info(&paths, rid).map_err(|e| damaged(file, format!("{e:#}")))?;
+    if info.id != *rid {
+        return Err(damaged(file, "its release.json names another release"));
+    }
+    release::seal(&rdir)?;
+    // The data: SQLite's own check, and the release's migrations applied.
+    for f in manifest.files.iter().filter(|f| f.path.starts_with("data/")) {
+        store::check_integrity(&staging.join(&f.path)).map_err(|e| damaged(file, format!("{e:#}")))?;
+    }
+    let applied = store::applied_in(&paths.data()).map_err(|e| damaged(file, format!("{e:#}")))?;
+    if applied.len() != migrations.len() || !store::is_prefix(&migrations, &applied) {
+        return Err(damaged(file, "its data does not have exactly its release's migrations applied"));
+    }
+    journal::fault("restore:verified");
+
+    // Grants of folders and programs this computer has; the rest are said.
+    let mut grants: Grants = match std::fs::read_to_string(staging.join(GRANTS)) {
+        Ok(t) => serde_json::from_str(&t).map_err(|e| damaged(file, format!("its grants.json is damaged ({e})")))?,
+        Err(_) => Grants::default(),
+    };
+    grants.files.retain(|_, g| g.path.is_dir());
+    grants.spawn.retain(|_, p| p.is_file());
+    write_atomic(&staging.join(GRANTS), serde_json::to_string_pretty(&grants)?.as_bytes())?;
+    let grant_again = crate::grants::ungranted(&paths, &rmanifest)?;
+    release::set_active(&paths, rid)?;
+    journal::set_activation(
+        &paths,
+        &journal::Activation {
+            release: rid.clone(),
+            previous: None,
+            snapshot: None,
+            activated_at: release::now_rfc3339(),
+            first_write_at: None,
+        },
+    )?;
+    let marker = serde_json::json!({ "file": file, "taken_at": manifest.taken_at, "backup_of": manifest.app, "release": rid, "grant_again": grant_again });
+    write_atomic(&staging.join(RESTORED_MARKER), marker.to_string().as_bytes())?;
+    sync_dir(staging)?;
+    journal::fault("restore:staged");
+
+    // One rename places the whole app, and never over another.
+    let target = root.app(id);
+    rename_new(staging, &target.dir).map_err(|e| {
+        kinded(
+            ErrorKind::Conflict,
+            format!("cannot place {id} ({e:#}): an app `{id}` appeared meanwhile; nothing was placed"),
+        )
+    })?;
+    sync_dir(&root.apps_dir())?;
+    journal::fault("restore:placed");
+    Ok(grant_again)
+}
+
+fn record_restore(target: &AppPaths, caller: &Caller, file: &Path, r: &Restored, by: &str) -> anyhow::Result<()> {
+    let arguments = serde_json::json!({ "file": file });
+    let summary = format!(
+        "restored from a backup of {} taken at {} (release {}){by}{}",
+        r.backup_of,
+        r.taken_at,
+        short(&r.release),
+        if r.grant_again.is_empty() {
+            String::new()
+        } else {
+            format!("; to grant again: {}", r.grant_again.join(", "))
+        }
+    );
+    recorded(target, caller, "restore", arguments, Ok(()), |_| (r.release.clone(), summary))?;
+    match std::fs::remove_file(target.dir.join(RESTORED_MARKER)) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).context("cannot finish the restore"),
+    }
+    sync_dir(&target.dir)
+}
+
+/// Finishes what a crash left of restores: a staging folder is removed
+/// (nothing was placed); a placed app whose row was not written gets it.
+/// Answers one sentence per thing done.
+pub fn recover(root: &Root, caller: &Caller) -> anyhow::Result<Vec<String>> {
+    let mut said = Vec::new();
+    let Ok(entries) = std::fs::read_dir(root.apps_dir()) else { return Ok(said) };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(rest) = name.strip_prefix(".restore-") {
+            // Another restore running now owns its folder (its pid is in the name).
+            let pid = rest.rsplit('-').next().and_then(|p| p.parse::<u32>().ok());
+            if pid.is_some_and(|p| p != std::process::id() && Path::new(&format!("/proc/{p}")).exists()) {
+                continue;
+            }
+            std::fs::remove_dir_all(entry.path())
+                .with_context(|| format!("cannot remove {}", entry.path().display()))?;
+            said.push(format!("an interrupted restore ({name}) was undone: nothing of it was placed"));
+        }
+    }
+    for id in root.app_ids()? {
+        let paths = root.app(&id);
+        let Ok(text) = std::fs::read_to_string(paths.dir.join(RESTORED_MARKER)) else { continue };
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        let r = Restored {
+            app: id.to_string(),
+            release: v["release"].as_str().unwrap_or_default().to_string(),
+            taken_at: v["taken_at"].as_str().unwrap_or_default().to_string(),
+            backup_of: v["backup_of"].as_str().unwrap_or_default().to_string(),
+            grant_again: serde_json::from_value(v["grant_again"].clone()).unwrap_or_default(),
+        };
+        let file = PathBuf::from(v["file"].as_str().unwrap_or_default());
+        record_restore(&paths, caller, &file, &r, " (recorded by recovery)")?;
+        said.push(format!("the restore of {id} was finished: it was placed whole"));
+    }
+    Ok(said)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_names_a_backup_holds_are_staged() {
+        let r = "a".repeat(64);
+        assert_eq!(staged_path("grants.json", &r), Some(PathBuf::from("grants.json")));
+        assert_eq!(staged_path("data/app.sqlite", &r), Some(PathBuf::from("data/app.sqlite")));
+        assert_eq!(
+            staged_path("release/migrations/001.sql", &r),
+            Some(PathBuf::from(format!("releases/{r}/migrations/001.sql")))
+        );
+        for bad in
+            ["../x", "/etc/passwd", "data/../../x.sqlite", "data/x.txt", "data/a/b.sqlite", "release/../../x", "other"]
+        {
+            assert_eq!(staged_path(bad, &r), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,421 @@
+//! `autoapp prune`: removes what no rollback can use any more.
+//!
+//! Never removed: the active release; the release and the snapshot a rollback
+//! of the last activation needs (`activation.json`); a release an older-schema
+//! downgrade can still use (`reads_newer_schema`, its migrations a prefix of
+//! the applied ones); a release a preview runs, and every preview's copy of the
+//! data; a release built in the last day, unless `--keep N` says how many to
+//! keep. Removed: other `data-prev-*` snapshots, the data rollbacks set aside,
+//! other releases, their compiled code when no release in the root uses it,
+//! leftovers of interrupted copies and removals, and with `--trash` the trash.
+//!
+//! A prune is planned, shown, then done: under every app's lock the plan is
+//! made again and only what is in both the shown plan and the new one is
+//! removed (anything that became needed meanwhile stays, and is said). Each
+//! removal renames first (`.pruning-<name>`), so a crash leaves either the
+//! thing whole or a leftover the next prune removes.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+use super::space::compiled_files;
+use super::{Part, bytes_under, part_of, said, trash_of};
+use crate::caps::store;
+use crate::error::{ErrorKind, kinded};
+use crate::gate::Caller;
+use crate::gate::record::recorded;
+use crate::manifest::AppId;
+use crate::release::{self, journal, short};
+use crate::root::{AppPaths, Root};
+
+/// How long a new release is kept when `--keep` is not given.
+pub const RECENT: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// What the person asked.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Keep the N newest of the releases and of the snapshots prune could
+    /// remove (and then a release built in the last day is no exception).
+    pub keep: Option<usize>,
+    /// Also empty the trash (of the app, or every entry).
+    pub trash: bool,
+}
+
+/// One thing prune removes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Item {
+    /// The app it belongs to; none for compiled code and the trash of removed apps.
+    pub app: Option<String>,
+    /// `snapshot`, `set-aside`, `release`, `compiled`, `trash`, `leftover`.
+    pub kind: String,
+    pub path: PathBuf,
+    pub bytes: u64,
+    /// What it is, in words.
+    pub what: String,
+}
+
+/// One thing prune keeps though it looked at it, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Kept {
+    pub app: String,
+    pub kind: String,
+    pub name: String,
+    pub why: String,
+}
+
+/// What a prune removes, and what it keeps.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub items: Vec<Item>,
+    pub kept: Vec<Kept>,
+    /// The bytes the items free.
+    pub bytes: u64,
+}
+
+/// What a prune did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pruned {
+    pub removed: Vec<Item>,
+    /// Shown but no longer removable when the prune was done (with why).
+    pub skipped: Vec<(Item, String)>,
+    pub bytes: u64,
+}
+
+/// Plans a prune of `app` (or of every app and the root's shared parts).
+pub fn plan(root: &Root, app: Option<&AppId>, opts: Options) -> anyhow::Result<Plan> {
+    // An app whose lock is taken is being changed now: said before its journal is read.
+    for id in scope(root, app)? {
+        drop(journal::lock(&root.app(&id), true)?);
+    }
+    plan_locked(root, app, opts)
+}
+
+/// [`plan`], for a caller that holds the locks.
+fn plan_locked(root: &Root, app: Option<&AppId>, opts: Options) -> anyhow::Result<Plan> {
+    let ids = scope(root, app)?;
+    let mut items = Vec::new();
+    let mut kept = Vec::new();
+    let mut removed_releases = Vec::new();
+    for id in &ids {
+        let paths = root.app(id);
+        if let Some(j) = journal::journal(&paths)? {
+            return Err(kinded(
+                ErrorKind::Conflict,
+                format!(
+                    "an interrupted {:?} of {id} (step {:?}) waits for recovery; run any command again and it is finished or undone first, then prune",
+                    j.op, j.step
+                ),
+            ));
+        }
+        plan_app(&paths, opts, &mut items, &mut kept, &mut removed_releases)?;
+    }
+    // Compiled code that no release left in the root uses.
+    let gone: BTreeSet<&str> =
+        removed_releases.iter().map(|r: &release::ReleaseInfo| r.component_sha256.as_str()).collect();
+    let removed_ids: BTreeSet<&str> = removed_releases.iter().map(|r| r.id.as_str()).collect();
+    let mut used = BTreeSet::new();
+    for id in root.app_ids()? {
+        for r in release::list(&root.app(&id)).unwrap_or_default() {
+            if !removed_ids.contains(r.id.as_str()) {
+                used.insert(r.component_sha256);
+            }
+        }
+    }
+    for (sha, path, bytes) in compiled_files(root) {
+        let orphan = app.is_none() && !used.contains(&sha);
+        if (gone.contains(sha.as_str()) || orphan) && !used.contains(&sha) {
+            let what = if gone.contains(sha.as_str()) {
+                "compiled code of a release removed here".to_string()
+            } else {
+                "compiled code no release uses".to_string()
+            };
+            items.push(Item { app: None, kind: "compiled".into(), path, bytes, what });
+        }
+    }
+    // Removals a crash interrupted in the shared folders.
+    for dir in [root.compiled_cache(), root.dir().join("trash")] {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(".pruning-") {
+                items.push(Item {
+                    app: None,
+                    kind: "leftover".into(),
+                    bytes: bytes_under(&entry.path()),
+                    path: entry.path(),
+                    what: format!("{name}: left by an interrupted removal"),
+                });
+            }
+        }
+    }
+    if opts.trash {
+        let live: Vec<AppId> = root.app_ids()?;
+        for entry in trash_of(root, app) {
+            let owner = live.iter().find(|id| trash_of(root, Some(id)).contains(&entry)).map(|id| id.to_string());
+            let name = entry.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            items.push(Item {
+                app: owner.or_else(|| app.map(|a| a.to_string())),
+                kind: "trash".into(),
+                bytes: bytes_under(&entry),
+                path: entry,
+                what: format!("{name}: an app removed to the trash"),
+            });
+        }
+    }
+    let bytes = items.iter().map(|i| i.bytes).sum();
+    Ok(Plan { items, kept, bytes })
+}
+
+fn scope(root: &Root, app: Option<&AppId>) -> anyhow::Result<Vec<AppId>> {
+    match app {
+        Some(id) if !root.app(id).exists() => Err(kinded(ErrorKind::NotFound, crate::error::no_such_app(id))),
+        Some(id) => Ok(vec![id.clone()]),
+        None => root.app_ids(),
+    }
+}
+
+fn plan_app(
+    paths: &AppPaths,
+    opts: Options,
+    items: &mut Vec<Item>,
+    kept: &mut Vec<Kept>,
+    removed_releases: &mut Vec<release::ReleaseInfo>,
+) -> anyhow::Result<()> {
+    let app = paths.id.to_string();
+    let keep = |kept: &mut Vec<Kept>, kind: &str, name: &str, why: &str| {
+        kept.push(Kept { app: app.clone(), kind: kind.into(), name: name.into(), why: why.into() })
+    };
+    let active = release::active(paths)?;
+    let activation = journal::activation(paths)?.filter(|a| Some(&a.release) == active.as_ref());
+    let needed_snapshot = activation.as_ref().and_then(|a| a.snapshot.clone());
+    let needed_previous = activation.as_ref().and_then(|a| a.previous.clone());
+    let previewed: BTreeSet<String> = crate::lifecycle::previews(paths)?.into_iter().map(|p| p.release).collect();
+    let applied = store::applied_in(&paths.data()).unwrap_or_default();
+
+    // Snapshots, data set aside, and leftovers of the app's folder.
+    let mut snapshots = Vec::new();
+    for entry in std::fs::read_dir(&paths.dir)?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(part) = part_of(&name) else { continue };
+        if part == Part::Snapshot && needed_snapshot.as_deref() == Some(name.as_str()) {
+            keep(kept, "snapshot", &name, "a rollback of the last activation puts it back");
+            continue;
+        }
+        let (kind, what) = match part {
+            Part::Snapshot => ("snapshot", format!("{name}: the data before an activation no rollback goes back to")),
+            Part::SetAside if name.starts_with("data-discarded-") => {
+                ("set-aside", format!("{name}: the writes a rollback --restore discarded"))
+            }
+            Part::SetAside => ("set-aside", format!("{name}: the data a rollback set aside")),
+            Part::Leftover => ("leftover", format!("{name}: left by an interrupted copy or removal")),
+        };
+        let item = Item {
+            app: Some(app.clone()),
+            kind: kind.into(),
+            bytes: bytes_under(&entry.path()),
+            path: entry.path(),
+            what,
+        };
+        if part == Part::Leftover {
+            items.push(item);
+        } else {
+            snapshots.push((name, item));
+        }
+    }
+    // Newest first (their names end in the time they were made).
+    snapshots.sort_by(|a, b| stamp_of(&b.0).cmp(stamp_of(&a.0)));
+    for (n, (name, item)) in snapshots.into_iter().enumerate() {
+        if opts.keep.is_some_and(|k| n < k) {
+            keep(kept, &item.kind, &name, "one of the newest you asked to keep (--keep)");
+        } else {
+            items.push(item);
+        }
+    }
+
+    // Releases, newest first.
+    let mut releases = release::list(paths)?;
+    releases.reverse();
+    let now = SystemTime::now();
+    let mut removable = 0;
+    for r in releases {
+        let name = short(&r.id).to_string();
+        let why = if Some(&r.id) == active.as_ref() {
+            Some("the active release".to_string())
+        } else if needed_previous.as_deref() == Some(r.id.as_str()) {
+            Some("a rollback of the last activation goes back to it".to_string())
+        } else if previewed.contains(&r.id) {
+            Some("a preview of it is running".to_string())
+        } else if downgrade_can_use(paths, &r.id, &applied) {
+            Some("a rollback --downgrade can still use it (it reads the newer schema)".to_string())
+        } else if opts.keep.is_none() && built_within(&r.created_at, now, RECENT) {
+            Some("built in the last day (pass --keep N to choose how many releases to keep)".to_string())
+        } else if opts.keep.is_some_and(|k| removable < k) {
+            removable += 1;
+            Some("one of the newest you asked to keep (--keep)".to_string())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            keep(kept, "release", &name, &why);
+            continue;
+        }
+        let dir = paths.release(&r.id);
+        items.push(Item {
+            app: Some(app.clone()),
+            kind: "release".into(),
+            bytes: bytes_under(&dir),
+            path: dir,
+            what: format!("release {name} {} built {}", r.version, r.created_at),
+        });
+        removed_releases.push(r);
+    }
+    // Releases a crash left half written or half removed.
+    if let Ok(entries) = std::fs::read_dir(paths.releases()) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(".tmp-") || name.starts_with(".pruning-") {
+                items.push(Item {
+                    app: Some(app.clone()),
+                    kind: "leftover".into(),
+                    bytes: bytes_under(&entry.path()),
+                    path: entry.path(),
+                    what: format!("releases/{name}: left by an interrupted build or removal"),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn stamp_of(name: &str) -> &str {
+    name.trim_start_matches("data-prev-").trim_start_matches("data-next-").trim_start_matches("data-discarded-")
+}
+
+fn built_within(created_at: &str, now: SystemTime, span: Duration) -> bool {
+    humantime::parse_rfc3339_weak(created_at).is_ok_and(|t| now.duration_since(t).map_or(true, |age| age < span))
+}
+
+/// Whether `rollback --downgrade` could go to release `id` on this data.
+fn downgrade_can_use(paths: &AppPaths, id: &str, applied: &[store::Applied]) -> bool {
+    let Ok(manifest) = release::manifest(paths, id) else { return false };
+    if !manifest.reads_newer_schema {
+        return false;
+    }
+    release::migrations(paths, id, &manifest).is_ok_and(|m| store::is_prefix(&m, applied))
+}
+
+/// Does the prune the person saw (`shown`): under every app's lock, plans
+/// again and removes what is in both. Each app's row says what went.
+pub fn run(root: &Root, caller: &Caller, app: Option<&AppId>, opts: Options, shown: &Plan) -> anyhow::Result<Pruned> {
+    let ids = scope(root, app)?;
+    // Every lock first: a conflict anywhere removes nothing.
+    let mut locks = Vec::new();
+    for id in &ids {
+        locks.push(journal::lock(&root.app(id), true)?);
+    }
+    let fresh = plan_locked(root, app, opts)?;
+    let mut removed = Vec::new();
+    let mut skipped = Vec::new();
+    let mut failed = None;
+    for item in &shown.items {
+        if !fresh.items.iter().any(|f| f.path == item.path && f.kind == item.kind) {
+            let same_app = |k: &&Kept| item.app.as_deref() == Some(k.app.as_str());
+            let named = |k: &&Kept| item.path.ends_with(&k.name) || item.what.contains(&k.name);
+            let why = match fresh.kept.iter().find(|k| same_app(k) && named(k)) {
+                Some(k) => format!("kept now: {}", k.why),
+                None => "no longer there".to_string(),
+            };
+            skipped.push((item.clone(), why));
+            continue;
+        }
+        match remove(&item.path) {
+            Ok(()) => removed.push(item.clone()),
+            Err(e) => {
+                failed = Some(e.context(format!("cannot remove {}", item.path.display())));
+                break;
+            }
+        }
+    }
+    let bytes = removed.iter().map(|i| i.bytes).sum();
+    for id in &ids {
+        let mine: Vec<&Item> = removed.iter().filter(|i| i.app.as_deref() == Some(id.as_str())).collect();
+        if mine.is_empty() && failed.is_none() {
+            continue;
+        }
+        let freed: u64 = mine.iter().map(|i| i.bytes).sum();
+        let summary = format!("removed {}; freed {}", counted(&mine), said(freed));
+        let outcome: anyhow::Result<()> = match &failed {
+            Some(e) => Err(anyhow::anyhow!("{summary}, then stopped: {e:#}")),
+            None => Ok(()),
+        };
+        let arguments = serde_json::json!({ "keep": opts.keep, "trash": opts.trash });
+        let active = release::active(&root.app(id)).ok().flatten().unwrap_or_default();
+        let _ = recorded(&root.app(id), caller, "prune", arguments, outcome, |_| (active, summary.clone()));
+    }
+    drop(locks);
+    if let Some(e) = failed {
+        return Err(e.context(format!("the prune stopped after freeing {}", said(bytes))));
+    }
+    Ok(Pruned { removed, skipped, bytes })
+}
+
+/// "2 snapshots, 1 release", or "nothing".
+pub fn counted(items: &[&Item]) -> String {
+    let mut parts = Vec::new();
+    for (kind, one, many) in [
+        ("snapshot", "snapshot", "snapshots"),
+        ("set-aside", "set-aside data folder", "set-aside data folders"),
+        ("release", "release", "releases"),
+        ("compiled", "compiled file", "compiled files"),
+        ("trash", "trash entry", "trash entries"),
+        ("leftover", "leftover", "leftovers"),
+    ] {
+        let n = items.iter().filter(|i| i.kind == kind).count();
+        if n > 0 {
+            parts.push(format!("{n} {}", if n == 1 { one } else { many }));
+        }
+    }
+    if parts.is_empty() { "nothing".to_string() } else { parts.join(", ") }
+}
+
+/// Removes `path`: renamed to `.pruning-<name>` beside it first, so a crash
+/// leaves the thing whole or a leftover, never half of it in its place.
+fn remove(path: &Path) -> anyhow::Result<()> {
+    let name = path.file_name().context("a path to remove has a name")?.to_string_lossy().into_owned();
+    let parent = path.parent().context("a path to remove has a folder")?;
+    let doomed =
+        if name.starts_with(".pruning-") { path.to_path_buf() } else { parent.join(format!(".pruning-{name}")) };
+    if doomed != path {
+        std::fs::rename(path, &doomed).with_context(|| format!("cannot move {} aside", path.display()))?;
+        crate::root::sync_dir(parent)?;
+    }
+    journal::fault("prune:moved");
+    let meta = std::fs::symlink_metadata(&doomed)?;
+    if meta.is_dir() {
+        make_writable(&doomed);
+        std::fs::remove_dir_all(&doomed)?;
+    } else {
+        std::fs::remove_file(&doomed)?;
+    }
+    Ok(())
+}
+
+/// A release's files are read-only; their folders are not, so removing them
+/// works as it is. This only matters where read-only folders were made.
+fn make_writable(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755));
+        if let Ok(entries) = std::fs::read_dir(&d) {
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push(e.path());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,565 @@
+//! Housekeeping: backups that restore (taken while writers write, checked
+//! before anything is placed, all or nothing at every step), prune's list
+//! being exactly what it removes, and the app's log file for the person and
+//! the engineer.
+
+use std::io::{BufRead as _, BufReader, Read as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::lifecycle::Notes;
+use crate::support::TestRoot;
+
+/// Notes, activated, with `titles` written.
+fn notes_with(titles: &[&str]) -> Notes {
+    let n = Notes::new();
+    let v1 = n.build();
+    n.root.ok(&["activate", "notes", &v1]);
+    for t in titles {
+        n.add(t);
+    }
+    n
+}
+
+fn backup(root: &TestRoot, app: &str, to: &Path) -> PathBuf {
+    let out = root.ok(&["backup", app, "--to", to.to_str().unwrap(), "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    PathBuf::from(v["file"].as_str().unwrap())
+}
+
+fn leftovers(root: &TestRoot) -> Vec<String> {
+    std::fs::read_dir(root.path().join("apps"))
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default()
+}
+
+/// 16 writers write through separate processes; a backup taken meanwhile
+/// holds every write acknowledged before it began, and restores on a fresh
+/// root into an app that answers the same reads.
+#[test]
+fn a_backup_taken_while_sixteen_writers_write_holds_every_acknowledged_write_and_restores_on_a_fresh_root() {
+    let n = notes_with(&["before"]);
+    let root = std::sync::Arc::new(n.root.path().to_path_buf());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let started = Instant::now();
+    let writers: Vec<_> = (0..16)
+        .map(|w| {
+            let (root, stop) = (root.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut acked = Vec::new();
+                let mut k = 0;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    let title = format!("w{w}-{k}");
+                    let out = Command::new(env!("CARGO_BIN_EXE_autoapp"))
+                        .args(["--root", root.to_str().unwrap(), "call", "notes", "notes.add"])
+                        .arg(json!({ "title": title }).to_string())
+                        .env("AUTOAPP_LOG", "off")
+                        .output()
+                        .unwrap();
+                    // Acknowledged: the call answered ok; when, from the test's clock.
+                    if out.status.success() {
+                        acked.push((title, started.elapsed()));
+                    }
+                    k += 1;
+                }
+                acked
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    let dir = tempfile::tempdir().unwrap();
+    let began = started.elapsed();
+    let file = backup(&n.root, "notes", dir.path());
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let acked: Vec<(String, Duration)> = writers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+    let before: Vec<&String> = acked.iter().filter(|(_, at)| *at < began).map(|(t, _)| t).collect();
+    assert!(before.len() >= 16, "the writers wrote before the backup began: {}", before.len());
+    assert!(acked.iter().any(|(_, at)| *at > began), "and went on writing while it was taken");
+
+    // A fresh root: the restore checks every hash and SQLite's integrity first.
+    let fresh = TestRoot::new();
+    let said = fresh.ok(&["restore", file.to_str().unwrap()]);
+    assert!(said.contains("restored notes from a backup of notes"), "{said}");
+    let restored: Vec<String> = fresh.call("notes", "notes.list", r#"{"limit":500}"#)["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["title"].as_str().unwrap().to_string())
+        .collect();
+    for t in &before {
+        assert!(restored.contains(t), "{t} was acknowledged before the backup began but is not in it");
+    }
+    assert!(restored.contains(&"before".to_string()));
+    // Every restored note was written by a writer (nothing made up, nothing torn).
+    let all: Vec<&String> = acked.iter().map(|(t, _)| t).collect();
+    for t in restored.iter().filter(|t| *t != "before") {
+        assert!(all.contains(&t), "{t} was never acknowledged");
+    }
+    let record = fresh.ok(&["runs", "notes", "--json", "--limit", "5"]);
+    assert!(record.contains("\"restore\""), "the restore is recorded: {record}");
+    let original = n.root.ok(&["runs", "notes", "--json", "--limit", "100000"]);
+    assert!(original.contains("\"backup\""), "the backup is recorded: {original}");
+}
+
+/// A kill at every step of a restore leaves the app whole or absent, and
+/// the next command finishes or undoes it.
+#[test]
+fn a_kill_at_every_step_of_a_restore_leaves_nothing_half_placed() {
+    let n = notes_with(&["one", "two"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    for (point, placed) in [
+        ("restore:begun", false),
+        ("restore:unpacked", false),
+        ("restore:verified", false),
+        ("restore:staged", false),
+        ("restore:placed", true),
+    ] {
+        let fresh = TestRoot::new();
+        let out = Command::new(env!("CARGO_BIN_EXE_autoapp"))
+            .args(["--root", fresh.path().to_str().unwrap(), "restore", file.to_str().unwrap()])
+            .env("AUTOAPP_FAULT", point)
+            .env("AUTOAPP_LOG", "off")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{point}: the restore was killed");
+        // The next command recovers first.
+        let recovered = fresh.run(&["space"]);
+        let stderr = String::from_utf8_lossy(&recovered.stderr);
+        assert!(!leftovers(&fresh).iter().any(|n| n.starts_with(".restore-")), "{point}: {:?}", leftovers(&fresh));
+        if placed {
+            assert!(stderr.contains("the restore of notes was finished"), "{point}: {stderr}");
+            let titles = fresh.call("notes", "notes.list", "{}");
+            assert_eq!(titles["notes"].as_array().unwrap().len(), 2, "{point}: whole");
+            let record = fresh.ok(&["runs", "notes", "--json"]);
+            assert!(record.contains("recorded by recovery"), "{point}: {record}");
+        } else {
+            assert!(stderr.contains("an interrupted restore"), "{point}: {stderr}");
+            assert!(!fresh.path().join("apps/notes").exists(), "{point}: nothing placed");
+            // And the restore can simply be done again.
+            fresh.ok(&["restore", file.to_str().unwrap()]);
+            assert_eq!(fresh.call("notes", "notes.list", "{}")["notes"].as_array().unwrap().len(), 2);
+        }
+    }
+}
+
+/// A backup's entries: (name, bytes), in order.
+type Entries = Vec<(String, Vec<u8>)>;
+
+/// The archive's entries.
+fn entries(file: &Path) -> Entries {
+    let mut a = tar::Archive::new(zstd::Decoder::new(std::fs::File::open(file).unwrap()).unwrap());
+    a.entries()
+        .unwrap()
+        .map(|e| {
+            let mut e = e.unwrap();
+            let name = e.path().unwrap().to_string_lossy().into_owned();
+            let mut bytes = Vec::new();
+            e.read_to_end(&mut bytes).unwrap();
+            (name, bytes)
+        })
+        .collect()
+}
+
+/// Writes `entries` as a backup file (names as given, even hostile ones).
+fn write_entries(file: &Path, entries: &Entries) {
+    let mut tar = tar::Builder::new(zstd::Encoder::new(std::fs::File::create(file).unwrap(), 3).unwrap());
+    for (name, bytes) in entries {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(bytes.len() as u64);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        // `set_path` refuses `..`; a hostile file is written byte by byte.
+        let raw = name.as_bytes();
+        h.as_old_mut().name[..raw.len()].copy_from_slice(raw);
+        h.set_cksum();
+        tar.append(&h, bytes.as_slice()).unwrap();
+    }
+    tar.into_inner().unwrap().finish().unwrap();
+}
+
+fn sha(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// Rewrites the manifest's entry for `path` to match `bytes` (a tamperer who
+/// knows the format).
+fn relisted(manifest: &[u8], path: &str, bytes: &[u8]) -> Vec<u8> {
+    let mut m: Value = serde_json::from_slice(manifest).unwrap();
+    for f in m["files"].as_array_mut().unwrap() {
+        if f["path"] == path {
+            f["bytes"] = json!(bytes.len());
+            f["sha256"] = json!(sha(bytes));
+        }
+    }
+    serde_json::to_vec(&m).unwrap()
+}
+
+#[test]
+fn a_damaged_tampered_or_foreign_backup_is_refused_and_nothing_is_placed() {
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    assert_eq!(good[0].0, "backup.json");
+    let names: Vec<&str> = good.iter().map(|(n, _)| n.as_str()).collect();
+    for expected in [
+        "data/app.sqlite",
+        "data/runs.sqlite",
+        "release/component.wasm",
+        "release/autoapp.toml",
+        "release/release.json",
+    ] {
+        assert!(names.contains(&expected), "{expected} in {names:?}");
+    }
+    let manifest = good[0].1.clone();
+    let with = |f: &dyn Fn(&mut Entries)| -> PathBuf {
+        let mut e = good.clone();
+        f(&mut e);
+        let p = dir.path().join(format!(
+            "case-{}.autoapp-backup",
+            sha(&serde_json::to_vec(&e.iter().map(|(n, b)| (n, sha(b))).collect::<Vec<_>>()).unwrap())
+        ));
+        write_entries(&p, &e);
+        p
+    };
+    let index = |name: &str| good.iter().position(|(n, _)| n == name).unwrap();
+    let bytes = std::fs::read(&file).unwrap();
+    let truncated = dir.path().join("truncated.autoapp-backup");
+    std::fs::write(&truncated, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let not_a_backup = dir.path().join("notes.txt");
+    std::fs::write(&not_a_backup, "hello").unwrap();
+
+    let mut cases: Vec<(&str, PathBuf, &str)> =
+        vec![("truncated", truncated, "cannot be restored"), ("not a backup", not_a_backup, "not an Autoapp backup")];
+    // A byte of the data changed, the manifest left as it was.
+    let data = index("data/app.sqlite");
+    cases.push((
+        "tampered data",
+        with(&|e| {
+            let last = e[data].1.len() - 10;
+            e[data].1[last] ^= 0xff;
+        }),
+        "does not match its hash",
+    ));
+    // The manifest made to agree with a changed component: the release's id gives it away.
+    let comp = index("release/component.wasm");
+    cases.push((
+        "a component swapped with its hash",
+        with(&|e| {
+            e[comp].1.extend_from_slice(b"\0evil");
+            e[0].1 = relisted(&manifest, "release/component.wasm", &e[comp].1);
+        }),
+        "do not make its release id",
+    ));
+    // A database whose pages are garbage, hash recomputed: SQLite's own check.
+    cases.push((
+        "a corrupt database with its hash",
+        with(&|e| {
+            let db = &mut e[data].1;
+            for b in db.iter_mut().skip(4096).take(4096) {
+                *b = 0x5a;
+            }
+            e[0].1 = relisted(&manifest, "data/app.sqlite", &e[data].1);
+        }),
+        "integrity",
+    ));
+    cases.push((
+        "an entry the manifest does not list",
+        with(&|e| e.push(("../../evil.sh".into(), b"#!/bin/sh\n".to_vec()))),
+        "does not list",
+    ));
+    cases.push((
+        "a missing entry",
+        with(&|e| {
+            e.remove(data);
+        }),
+        "is missing",
+    ));
+    let version = |v: u64| {
+        let mut m: Value = serde_json::from_slice(&manifest).unwrap();
+        m["version"] = json!(v);
+        m["autoapp"] = json!("9.9.9");
+        serde_json::to_vec(&m).unwrap()
+    };
+    cases.push(("from a newer Autoapp", with(&|e| e[0].1 = version(2)), "written by a newer Autoapp (9.9.9"));
+    cases.push(("of another format version", with(&|e| e[0].1 = version(0)), "is not one Autoapp wrote"));
+    cases.push((
+        "of another format",
+        with(&|e| {
+            let mut m: Value = serde_json::from_slice(&manifest).unwrap();
+            m["format"] = json!("something-else");
+            e[0].1 = serde_json::to_vec(&m).unwrap();
+        }),
+        "not of an Autoapp backup",
+    ));
+
+    for (case, path, words) in cases {
+        let fresh = TestRoot::new();
+        let said = fresh.refused(&["restore", path.to_str().unwrap()]);
+        assert!(said.contains(words), "{case}: `{said}` should say `{words}`");
+        assert!(!fresh.path().join("apps/notes").exists(), "{case}: nothing placed");
+        assert!(leftovers(&fresh).is_empty(), "{case}: no staging left: {:?}", leftovers(&fresh));
+        assert!(!fresh.path().join("evil.sh").exists() && !fresh.path().parent().unwrap().join("evil.sh").exists());
+    }
+
+    // Over an existing app: refused, with how to pick another id; --as places it beside.
+    let said = n.root.refused(&["restore", file.to_str().unwrap()]);
+    assert!(said.contains("already an app `notes`") && said.contains("--as notes-restored"), "{said}");
+    n.root.ok(&["restore", file.to_str().unwrap(), "--as", "notes-copy"]);
+    // The same reads, field for field.
+    assert_eq!(n.root.call("notes-copy", "notes.list", "{}"), n.root.call("notes", "notes.list", "{}"));
+    assert_eq!(n.titles(&[]), ["one"], "the original untouched");
+}
+
+/// Runs `autoapp` with the file size limited (as a full disk would stop a
+/// write) and SIGXFSZ ignored, so a write fails instead of killing it.
+fn with_small_disk(root: &TestRoot, args: &[&str]) -> std::process::Output {
+    let mut cmd = format!(
+        "trap '' XFSZ; ulimit -f 40; exec '{}' --root '{}'",
+        env!("CARGO_BIN_EXE_autoapp"),
+        root.path().display()
+    );
+    for a in args {
+        cmd.push_str(&format!(" '{a}'"));
+    }
+    Command::new("sh").args(["-c", &cmd]).env("AUTOAPP_LOG", "off").output().unwrap()
+}
+
+#[test]
+fn a_full_disk_during_backup_or_restore_leaves_no_partial_file_and_the_app_untouched() {
+    let n = notes_with(&[]);
+    // Enough rows that the data is larger than the limit.
+    let body = "x".repeat(19_000);
+    for i in 0..4 {
+        n.root.call("notes", "notes.add", &json!({ "title": format!("n{i}"), "body": body }).to_string());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = with_small_disk(&n.root, &["backup", "notes", "--to", dir.path().to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("no backup of notes was written"), "{stderr}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no partial file");
+    assert!(
+        !n.root.path().join("cache").read_dir().unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with("backup-"))
+    );
+    assert_eq!(n.titles(&[]).len(), 4, "the app untouched");
+
+    let file = backup(&n.root, "notes", dir.path());
+    let fresh = TestRoot::new();
+    let out = with_small_disk(&fresh, &["restore", file.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("nothing was restored") || stderr.contains("Nothing was placed"), "{stderr}");
+    assert!(leftovers(&fresh).is_empty(), "{:?}", leftovers(&fresh));
+    fresh.ok(&["restore", file.to_str().unwrap()]);
+}
+
+/// `prune --dry-run`'s list, as `prune --yes` then removes it.
+fn listed(out: &str) -> Vec<String> {
+    out.lines().filter(|l| l.starts_with("remove  ")).map(str::to_string).collect()
+}
+
+#[test]
+fn prunes_dry_run_lists_exactly_what_prune_removes_and_a_rollback_after_it_still_works() {
+    let n = notes_with(&["one"]);
+    let mut releases = vec![n.active()];
+    for (was, v) in [("0.1.0", "0.1.1"), ("0.1.1", "0.1.2"), ("0.1.2", "0.1.3")] {
+        n.edit_manifest(|m| m.replacen(&format!("version = \"{was}\""), &format!("version = \"{v}\""), 1));
+        let r = n.build();
+        n.root.ok(&["activate", "notes", &r]);
+        n.add(&format!("after {v}"));
+        releases.push(r);
+    }
+    // A candidate, built now.
+    n.edit_manifest(|m| m.replacen("version = \"0.1.3\"", "version = \"0.2.0\"", 1));
+    let candidate = n.build();
+    // A rollback set some data aside, and an orphan compiled file in the shared cache.
+    let snapshots = n.folders_starting("data-prev-");
+    assert_eq!(snapshots.len(), 4);
+    let orphan = n.root.path().join("cache/compiled").join(format!("{}-0123456789abcdef.cwasm", "e".repeat(64)));
+    std::fs::write(&orphan, vec![0u8; 1000]).unwrap();
+
+    // Without --keep, everything built in the last day stays.
+    let out = n.root.ok(&["prune", "notes", "--dry-run"]);
+    assert!(out.contains("built in the last day"), "{out}");
+    assert!(!listed(&out).iter().any(|l| l.contains("release ")), "{out}");
+
+    let dry = n.root.ok(&["prune", "notes", "--dry-run", "--keep", "0"]);
+    let shown = listed(&dry);
+    assert!(dry.contains("a dry run: nothing was removed"));
+    // Kept: the active release, the one a rollback goes back to, the last snapshot.
+    assert!(dry.contains(&format!("release {}: the active release", &releases[3][..12])), "{dry}");
+    assert!(
+        dry.contains(&format!("release {}: a rollback of the last activation goes back to it", &releases[2][..12])),
+        "{dry}"
+    );
+    assert!(
+        dry.contains(&format!("snapshot {}: a rollback of the last activation puts it back", snapshots[3])),
+        "{dry}"
+    );
+    for r in [&releases[0], &releases[1], &candidate] {
+        assert!(shown.iter().any(|l| l.contains(&format!("release {}", &r[..12]))), "{r} listed: {shown:?}");
+    }
+    for s in &snapshots[..3] {
+        assert!(shown.iter().any(|l| l.contains(s.as_str())), "{s} listed: {shown:?}");
+    }
+    assert!(!shown.iter().any(|l| l.contains("compiled")), "a one-app prune leaves code others may use: {shown:?}");
+    assert_eq!(n.folders_starting("data-prev-").len(), 4, "the dry run removed nothing");
+
+    // Not on a terminal, without --yes: asks, so refuses.
+    let said = n.root.refused(&["prune", "notes", "--keep", "0"]);
+    assert!(said.contains("--yes"), "{said}");
+
+    let done = n.root.ok(&["prune", "notes", "--keep", "0", "--yes"]);
+    assert_eq!(listed(&done), shown, "prune removes exactly the dry run's list");
+    assert!(done.contains("removed 3 snapshots, 3 releases"), "{done}");
+    assert_eq!(n.folders_starting("data-prev-"), [snapshots[3].clone()]);
+    let left: Vec<String> = std::fs::read_dir(n.app_dir().join("releases"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+    let record = n.root.ok(&["runs", "notes", "--json", "--limit", "3"]);
+    assert!(record.contains("\"prune\"") && record.contains("removed 3 snapshots, 3 releases"), "{record}");
+
+    // The rollback of the last activation still works, with its snapshot.
+    n.root.ok(&["rollback", "notes", "--restore", "--yes"]);
+    assert_eq!(n.active(), releases[2]);
+    assert_eq!(n.titles(&[]), ["after 0.1.1", "after 0.1.2", "one"]);
+
+    // The whole root: compiled code no release uses goes too.
+    let all = n.root.ok(&["prune", "--dry-run"]);
+    assert!(listed(&all).iter().any(|l| l.contains("compiled code no release uses")), "{all}");
+    n.root.ok(&["prune", "--yes"]);
+    assert!(!orphan.exists());
+    // The code of the releases left is still there: the app is served.
+    assert_eq!(n.titles(&[]).len(), 3);
+}
+
+#[test]
+fn a_prune_during_an_activation_is_refused_and_removes_nothing() {
+    let n = notes_with(&["one"]);
+    let v1 = n.active();
+    n.edit_manifest(|m| m.replacen("version = \"0.1.0\"", "version = \"0.1.1\"", 1));
+    let v2 = n.build();
+    n.root.ok(&["activate", "notes", &v2]);
+    n.root.ok(&["activate", "notes", &v1]);
+    let before = n.folders_starting("data-prev-");
+    // An activation paused half way (debug builds: AUTOAPP_PAUSE).
+    let mut activation = Command::new(env!("CARGO_BIN_EXE_autoapp"))
+        .args(["--root", n.root.path().to_str().unwrap(), "activate", "notes", &v2])
+        .env("AUTOAPP_PAUSE", "activate:snapshotted")
+        .env("AUTOAPP_LOG", "off")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let journal = n.app_dir().join("journal.json");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(&journal).is_ok_and(|j| j.contains("snapshotted")) {
+        assert!(Instant::now() < deadline, "the activation reached its snapshot");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The journal is there: prune says so (a conflict), removes nothing.
+    let said = n.root.fails_with(1, &["prune", "notes", "--keep", "0", "--yes"]);
+    assert!(said.contains("is under way"), "{said}");
+    // Nor is the activation taken for an interrupted one and "recovered" under its feet.
+    assert!(!said.contains("recovered"), "{said}");
+    assert!(activation.wait().unwrap().success());
+    let after = n.folders_starting("data-prev-");
+    assert_eq!(
+        after.len(),
+        before.len() + 1,
+        "nothing removed, the activation's snapshot added: {before:?} → {after:?}"
+    );
+
+    // The lock itself (held by another process for its whole step): a conflict.
+    let lock = std::fs::OpenOptions::new().write(true).open(n.app_dir().join(".lock")).unwrap();
+    lock.lock().unwrap();
+    let said = n.root.refused(&["prune", "notes", "--keep", "0", "--yes"]);
+    assert!(said.contains("is under way"), "{said}");
+    let said = n.root.refused(&["activate", "notes", &v1]);
+    assert!(said.contains("is under way"), "{said}");
+    drop(lock);
+    n.root.ok(&["prune", "notes", "--keep", "0", "--yes"]);
+}
+
+#[test]
+fn logs_follow_sees_a_line_the_app_writes_and_since_filters() {
+    let n = notes_with(&["first"]);
+    let out = n.root.ok(&["logs", "notes"]);
+    assert!(out.contains("info notes.add: added note 1"), "{out}");
+    assert!(n.root.ok(&["logs", "notes", "--since", "2999-01-01T00:00:00Z"]).trim().is_empty());
+    let said = n.root.fails_with(2, &["logs", "notes", "--since", "last tuesday"]);
+    assert!(said.contains("is not a time"), "{said}");
+
+    let mut follow = Command::new(env!("CARGO_BIN_EXE_autoapp"))
+        .args(["--root", n.root.path().to_str().unwrap(), "logs", "notes", "--follow", "--json", "-n", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = follow.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    n.add("second");
+    let line = rx.recv_timeout(Duration::from_secs(10)).expect("logs --follow printed the new line");
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["message"], "added note 2");
+    assert_eq!(v["route"], "notes.add");
+    assert_eq!(v["level"], "info");
+    let _ = follow.kill();
+    let _ = follow.wait();
+}
+
+#[test]
+fn logs_read_returns_lines_written_before_the_launcher_started() {
+    let Notes { root, ws } = notes_with(&["a", "b"]);
+    // The lines were written by `autoapp call`, before this launcher existed.
+    let launcher = crate::engineer::Launcher::start(root);
+    let out = launcher.ok("logs_read", json!({ "app": "notes" }));
+    let lines: Vec<&str> = out["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(
+        lines[0].ends_with("notes.add: added note 1") && lines[1].ends_with("notes.add: added note 2"),
+        "{lines:?}"
+    );
+    drop(ws);
+}
+
+#[test]
+fn space_says_what_each_app_holds() {
+    let n = notes_with(&["one"]);
+    let v: Value = serde_json::from_str(&n.root.ok(&["space", "--json"])).unwrap();
+    let a = &v["apps"][0];
+    assert_eq!(a["app"], "notes");
+    for part in ["data", "snapshots", "releases", "compiled", "logs"] {
+        assert!(a[part].as_u64().unwrap() > 0, "{part}: {a}");
+    }
+    let sum: u64 = ["data", "snapshots", "releases", "compiled", "previews", "logs", "workspace", "trash", "other"]
+        .iter()
+        .map(|p| a[p].as_u64().unwrap())
+        .sum();
+    assert_eq!(a["total"].as_u64().unwrap(), sum);
+    assert!(v["root_total"].as_u64().unwrap() >= sum - a["compiled"].as_u64().unwrap());
+    let text = n.root.ok(&["space", "notes"]);
+    assert!(text.contains("notes") && text.contains("total"), "{text}");
+    let said = n.root.refused(&["space", "nope"]);
+    assert!(said.contains("there is no app `nope`"), "{said}");
+}
