@@ -10,7 +10,12 @@
 //!     releases/<release-id>/    immutable: component.wasm, autoapp.toml, migrations/, release.json
 //!     active                    the active release's id
 //!     data/                     app.sqlite (the app's store), runs.sqlite (the gate's record)
+//!     data-prev-<time>/         the data before an activation (kept until `autoapp prune`)
+//!     logs/                     app.log (+ app.log.1): the app's log lines, at most 2 MiB
+//!     last-backup.json          where and when it was last backed up
+//!     .lock                     held by an activation, rollback, prune, removal (alone) or backup
 //!   cache/compiled/             precompiled components, by component hash and engine
+//!   trash/<id>-<time>/          removed apps (`autoapp prune --trash` empties it)
 //! ```
 
 use std::fs;

@@ -102,7 +102,8 @@ fn a_backup_taken_while_sixteen_writers_write_holds_every_acknowledged_write_and
     let record = fresh.ok(&["runs", "notes", "--json", "--limit", "5"]);
     assert!(record.contains("\"restore\""), "the restore is recorded: {record}");
     let original = n.root.ok(&["runs", "notes", "--json", "--limit", "100000"]);
-    assert!(original.contains("\"backup\""), "the backup is recorded: {original}");
+    let name = file.file_name().unwrap().to_string_lossy();
+    assert!(original.contains(&format!("wrote {name}")), "the backup is recorded with its file: {original}");
 }
 
 /// A kill at every step of a restore leaves the app whole or absent, and

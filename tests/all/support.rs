@@ -50,22 +50,33 @@ impl TestRoot {
         self.dir.path()
     }
 
-    /// Runs `autoapp --root <root> args...`.
-    pub fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_autoapp"))
-            .arg("--root")
+    /// `autoapp --root <root>`, ready for arguments.
+    fn command(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_autoapp"));
+        c.arg("--root")
             .arg(self.path())
-            .args(args)
             .env("CARGO_TARGET_DIR", guest_target())
             .env_remove("AUTOAPP_ROOT")
-            .env("AUTOAPP_LOG", "warn")
-            .output()
-            .expect("the autoapp binary runs")
+            .env("AUTOAPP_LOG", "warn");
+        c
+    }
+
+    /// Runs `autoapp --root <root> args...`.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command().args(args).output().expect("the autoapp binary runs")
     }
 
     /// Runs and expects success; returns stdout.
     pub fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
+        self.check_ok(args, self.run(args))
+    }
+
+    /// [`TestRoot::ok`] in the folder `cwd`.
+    pub fn ok_at(&self, cwd: &Path, args: &[&str]) -> String {
+        self.check_ok(args, self.command().args(args).current_dir(cwd).output().expect("the autoapp binary runs"))
+    }
+
+    fn check_ok(&self, args: &[&str], out: Output) -> String {
         assert!(
             out.status.success(),
             "autoapp {args:?} failed with {:?}\nstdout: {}\nstderr: {}",

@@ -148,7 +148,7 @@ fn app_tools() -> Vec<Spec> {
         Spec {
             name: "logs_read",
             effect: Some(Read),
-            description: "The app's recent log lines (secrets filtered), newest last.",
+            description: "The app's newest log lines (secrets filtered), newest last, from its log file (kept across restarts).",
             input: schema::<inputs::LogsRead>(),
         },
         Spec {
@@ -869,7 +869,10 @@ mod tests {
                 "plan_finish"
             ]
         );
-        for never in ["activate", "rollback", "remove", "grant", "revoke", "standing", "panel", "quit"] {
+        for never in [
+            "activate", "rollback", "remove", "grant", "revoke", "standing", "panel", "quit", "backup", "restore",
+            "prune",
+        ] {
             assert!(!names.iter().any(|n| n.contains(never)), "{never} is never a tool");
         }
         for t in tools() {

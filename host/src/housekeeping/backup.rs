@@ -117,7 +117,9 @@ pub fn back_up(root: &Root, caller: &Caller, app: &AppId, to: Option<&Path>) -> 
     let done = write_backup(root, &paths, to);
     let arguments = serde_json::json!({ "to": to });
     let b = recorded(&paths, caller, "backup", arguments, done, |b| {
-        (b.release.clone(), format!("wrote {} ({})", b.file.display(), super::said(b.bytes)))
+        // The file's name (a whole path would read as a secret to the record's sanitiser).
+        let name = b.file.file_name().unwrap_or_default().to_string_lossy();
+        (b.release.clone(), format!("wrote {name} ({})", super::said(b.bytes)))
     })?;
     write_atomic(&paths.dir.join(LAST_BACKUP), serde_json::to_string_pretty(&b)?.as_bytes())?;
     Ok(b)
