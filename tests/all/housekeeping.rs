@@ -106,6 +106,73 @@ fn a_backup_taken_while_sixteen_writers_write_holds_every_acknowledged_write_and
     assert!(original.contains(&format!("wrote {name}")), "the backup is recorded with its file: {original}");
 }
 
+/// The same through a serving launcher: 16 writers on 16 connections of the
+/// app's tab, the backup taken by another process meanwhile, the restored
+/// store read directly.
+#[test]
+fn a_backup_taken_while_the_launcher_serves_sixteen_writers_holds_every_write_acknowledged_before_it() {
+    let t = TestRoot::with_config("opener = \"none\"\n");
+    t.install("bench");
+    let served = crate::support::Served::start(&t, &["serve", "bench"]);
+    let tab = served.tab("bench");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let started = Instant::now();
+    let writers: Vec<_> = (0..16)
+        .map(|w| {
+            let (mut h, stop) = (crate::support::beside(&tab), stop.clone());
+            std::thread::spawn(move || {
+                let mut acked = Vec::new();
+                let mut i = 0;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    let key = format!("w{w}-{i}");
+                    i += 1;
+                    let r = h.request("POST", "/api/call/put", Some(&json!({ "key": key }).to_string())).unwrap();
+                    if r.status == 200 {
+                        acked.push((key, started.elapsed()));
+                    }
+                }
+                acked
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1000));
+    let dir = tempfile::tempdir().unwrap();
+    let began = started.elapsed();
+    let file = backup(&t, "bench", dir.path());
+    let took = started.elapsed() - began;
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let acked: Vec<(String, Duration)> = writers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+    let before: Vec<&String> = acked.iter().filter(|(_, at)| *at < began).map(|(k, _)| k).collect();
+    let during = acked.iter().filter(|(_, at)| *at >= began && *at < began + took).count();
+    assert!(before.len() >= 100, "{} writes acknowledged before the backup began", before.len());
+    assert!(during > 0, "the writers went on while it was taken ({took:?})");
+    served.stop();
+
+    let fresh = TestRoot::new();
+    fresh.ok(&["restore", file.to_str().unwrap()]);
+    let conn = rusqlite::Connection::open(fresh.path().join("apps/bench/data/app.sqlite")).unwrap();
+    let keys: std::collections::HashSet<String> = conn
+        .prepare("SELECT key FROM rows")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    for k in &before {
+        assert!(keys.contains(*k), "{k} was acknowledged before the backup began but is not in it");
+    }
+    let all: std::collections::HashSet<&String> = acked.iter().map(|(k, _)| k).collect();
+    assert!(keys.iter().all(|k| all.contains(k)), "every row in the backup was acknowledged (or was being)");
+    eprintln!(
+        "backup while serving: {} writes before it, {during} during its {took:?}, {} rows in it",
+        before.len(),
+        keys.len()
+    );
+    let count = fresh.call("bench", "count", "{}");
+    assert_eq!(count["rows"].as_u64().unwrap() as usize, keys.len(), "the restored app reads its rows");
+}
+
 /// A kill at every step of a restore leaves the app whole or absent, and
 /// the next command finishes or undoes it.
 #[test]
@@ -445,6 +512,20 @@ fn prunes_dry_run_lists_exactly_what_prune_removes_and_a_rollback_after_it_still
     assert!(!orphan.exists());
     // The code of the releases left is still there: the app is served.
     assert_eq!(n.titles(&[]).len(), 3);
+
+    // The trash goes only with --trash.
+    n.root.ok(&["restore", &backup(&n.root, "notes", n.root.path()).display().to_string(), "--as", "spare"]);
+    n.root.ok(&["remove", "spare", "--yes", "spare"]);
+    let trash = n.root.path().join("trash");
+    assert_eq!(std::fs::read_dir(&trash).unwrap().count(), 1);
+    assert!(!listed(&n.root.ok(&["prune", "--dry-run"])).iter().any(|l| l.contains("spare-")));
+    let with_trash = n.root.ok(&["prune", "--trash", "--dry-run"]);
+    assert!(
+        listed(&with_trash).iter().any(|l| l.contains("spare-") && l.contains("an app removed to the trash")),
+        "{with_trash}"
+    );
+    n.root.ok(&["prune", "--trash", "--yes"]);
+    assert_eq!(std::fs::read_dir(&trash).unwrap().count(), 0);
 }
 
 #[test]
