@@ -67,7 +67,13 @@ pub fn dir_of(app_dir: &Path) -> PathBuf {
 pub fn append(dir: &Path, line: &Line) -> anyhow::Result<()> {
     let mut text = serde_json::to_string(line)?;
     text.push('\n');
-    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    // Only the log folder is made: an app folder that went (to the trash)
+    // while a call was in flight is not made again by its last lines.
+    match fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
+    }
     let path = dir.join(CURRENT);
     let mut f = fs::OpenOptions::new()
         .create(true)
@@ -98,32 +104,62 @@ fn parse(text: &str) -> impl Iterator<Item = Line> + '_ {
     text.lines().filter_map(|l| serde_json::from_str(l).ok())
 }
 
-fn read_file(path: &Path) -> anyhow::Result<String> {
-    match fs::read(path) {
-        Ok(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+/// The rotation's lock, held while the two files are read together: no
+/// rotation moves a file between the reads.
+fn rotation_lock(dir: &Path) -> anyhow::Result<Option<fs::File>> {
+    match fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(ROTATE_LOCK)) {
+        Ok(f) => {
+            f.lock()?;
+            Ok(Some(f))
+        }
+        // No log folder yet: nothing to read, nothing to rotate.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot lock {}", dir.display())),
     }
+}
+
+/// Bytes `[from, to)` of `path` (to its end when `to` is none).
+fn read_range(path: &Path, from: u64, to: Option<u64>) -> anyhow::Result<String> {
+    let mut f = match fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    f.seek(SeekFrom::Start(from))?;
+    let mut bytes = Vec::new();
+    match to {
+        Some(to) => f.take(to.saturating_sub(from)).read_to_end(&mut bytes)?,
+        None => f.read_to_end(&mut bytes)?,
+    };
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+fn keep_last(lines: impl Iterator<Item = Line>, since: Option<SystemTime>, limit: usize) -> Vec<Line> {
+    let mut lines: Vec<Line> = lines.filter(|l| since.is_none_or(|s| l.at().is_some_and(|t| t >= s))).collect();
+    let skip = lines.len().saturating_sub(limit);
+    lines.drain(..skip);
+    lines
 }
 
 /// The newest `limit` lines in `dir` at or after `since`, oldest first.
 pub fn read(dir: &Path, since: Option<SystemTime>, limit: usize) -> anyhow::Result<Vec<Line>> {
-    let old = read_file(&dir.join(ROTATED))?;
-    let new = read_file(&dir.join(CURRENT))?;
-    let mut lines: Vec<Line> =
-        parse(&old).chain(parse(&new)).filter(|l| since.is_none_or(|s| l.at().is_some_and(|t| t >= s))).collect();
-    let skip = lines.len().saturating_sub(limit);
-    lines.drain(..skip);
-    Ok(lines)
+    let _lock = rotation_lock(dir)?;
+    let old = read_range(&dir.join(ROTATED), 0, None)?;
+    let new = read_range(&dir.join(CURRENT), 0, None)?;
+    Ok(keep_last(parse(&old).chain(parse(&new)), since, limit))
 }
 
 /// The newest `limit` lines in `dir`, reading only the ends of the files.
 pub fn tail(dir: &Path, limit: usize) -> anyhow::Result<Vec<Line>> {
-    // A line is at most a 4 KiB message with its time, level and route.
-    let want = (limit as u64 + 1) * 5 * 1024;
-    let mut lines = tail_of(&dir.join(CURRENT), want)?;
-    if lines.len() < limit {
-        let mut older = tail_of(&dir.join(ROTATED), want)?;
+    let _lock = rotation_lock(dir)?;
+    // A line is at most a 4 KiB message, escaped (up to six bytes for one),
+    // with its time, level and route.
+    let want = (limit as u64 + 1) * 26 * 1024;
+    let (mut lines, whole) = tail_of(&dir.join(CURRENT), want)?;
+    // The file before it only when this one was read from its start: else
+    // lines between the two would be skipped.
+    if lines.len() < limit && whole {
+        let (mut older, _) = tail_of(&dir.join(ROTATED), want)?;
         older.append(&mut lines);
         lines = older;
     }
@@ -132,39 +168,67 @@ pub fn tail(dir: &Path, limit: usize) -> anyhow::Result<Vec<Line>> {
     Ok(lines)
 }
 
-fn tail_of(path: &Path, want: u64) -> anyhow::Result<Vec<Line>> {
-    let mut f = match fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+/// The lines in the last `want` bytes of `path`, and whether that was all of it.
+fn tail_of(path: &Path, want: u64) -> anyhow::Result<(Vec<Line>, bool)> {
+    let len = match fs::metadata(path) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), true)),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
-    let len = f.metadata()?.len();
     let start = len.saturating_sub(want);
-    f.seek(SeekFrom::Start(start))?;
-    let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes)?;
-    let text = String::from_utf8_lossy(&bytes);
+    let text = read_range(path, start, None)?;
     // Past the first newline when the read began inside a line.
     let text = if start > 0 { text.split_once('\n').map(|(_, rest)| rest).unwrap_or("") } else { &text };
-    Ok(parse(text).collect())
+    Ok((parse(text).collect(), start == 0))
 }
 
-/// Follows the log in `dir`: calls `each` with every line appended from now
-/// on (through rotations), polling every `every`, until `each` returns false.
-pub fn follow(dir: &Path, every: Duration, mut each: impl FnMut(Line) -> bool) -> anyhow::Result<()> {
+/// Prints the log in `dir` and follows it: calls `each` with the newest
+/// `limit` lines at or after `since`, then with every line appended from
+/// then on (through rotations), polling every `every`, until `each` returns
+/// false. The history and the following meet exactly: none is lost or twice.
+pub fn follow(
+    dir: &Path,
+    since: Option<SystemTime>,
+    limit: usize,
+    every: Duration,
+    mut each: impl FnMut(Line) -> bool,
+) -> anyhow::Result<()> {
     let path = dir.join(CURRENT);
-    let open_at_end = || -> anyhow::Result<Option<(fs::File, u64)>> {
-        match fs::File::open(&path) {
+    let (history, mut current) = {
+        let _lock = rotation_lock(dir)?;
+        let current = match fs::File::open(&path) {
             Ok(mut f) => {
                 let end = f.seek(SeekFrom::End(0))?;
-                Ok(Some((f, end)))
+                Some((f, end))
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e).with_context(|| format!("cannot open {}", path.display())),
-        }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e).with_context(|| format!("cannot open {}", path.display())),
+        };
+        let old = read_range(&dir.join(ROTATED), 0, None)?;
+        let new = match &current {
+            Some((_, end)) => read_range(&path, 0, Some(*end))?,
+            None => String::new(),
+        };
+        (keep_last(parse(&old).chain(parse(&new)), since, limit), current)
     };
-    let mut current = open_at_end()?;
+    for l in history {
+        if !each(l) {
+            return Ok(());
+        }
+    }
     let mut pending = String::new();
+    // Sends every whole line of `pending` to `each`; false when it said stop.
+    let drain = |pending: &mut String, each: &mut dyn FnMut(Line) -> bool| -> bool {
+        while let Some(end) = pending.find('\n') {
+            let line: String = pending.drain(..=end).collect();
+            if let Ok(l) = serde_json::from_str::<Line>(&line)
+                && !each(l)
+            {
+                return false;
+            }
+        }
+        true
+    };
     loop {
         // What was appended to the file this handle has open (the current
         // one, or the one a rotation just renamed).
@@ -172,13 +236,8 @@ pub fn follow(dir: &Path, every: Duration, mut each: impl FnMut(Line) -> bool) -
             let mut more = Vec::new();
             f.read_to_end(&mut more)?;
             pending.push_str(&String::from_utf8_lossy(&more));
-            while let Some(end) = pending.find('\n') {
-                let line: String = pending.drain(..=end).collect();
-                if let Ok(l) = serde_json::from_str::<Line>(&line)
-                    && !each(l)
-                {
-                    return Ok(());
-                }
+            if !drain(&mut pending, &mut each) {
+                return Ok(());
             }
         }
         std::thread::sleep(every);
@@ -191,17 +250,13 @@ pub fn follow(dir: &Path, every: Duration, mut each: impl FnMut(Line) -> bool) -
             (_, Err(_)) => false,
         };
         if rotated {
-            // Read the rest of the old file first, then the new one from its start.
+            // The rest of the old file first, then the new one from its start.
             if let Some((f, _)) = current.as_mut() {
                 let mut more = Vec::new();
                 f.read_to_end(&mut more)?;
                 pending.push_str(&String::from_utf8_lossy(&more));
-                for line in pending.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
-                    if let Ok(l) = serde_json::from_str::<Line>(line)
-                        && !each(l)
-                    {
-                        return Ok(());
-                    }
+                if !drain(&mut pending, &mut each) {
+                    return Ok(());
                 }
                 pending.clear();
             }
@@ -292,7 +347,7 @@ mod tests {
             append(&dir, &Line::new("info", "r", "after-2")).unwrap();
         });
         let mut seen = Vec::new();
-        follow(d.path(), Duration::from_millis(20), |l| {
+        follow(d.path(), None, 0, Duration::from_millis(20), |l| {
             if !l.message.starts_with('y') {
                 seen.push(l.message);
             }

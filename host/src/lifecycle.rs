@@ -88,6 +88,21 @@ impl Apps {
         Ok(paths)
     }
 
+    /// The app's lock, alone; and again no journal under it (a crash between
+    /// `ensure_app`'s look and the lock would have left one).
+    fn lock_app(&self, paths: &AppPaths) -> anyhow::Result<journal::AppLock> {
+        let lock = journal::lock(paths, true)?;
+        if let Some(j) = journal::journal(paths)? {
+            anyhow::bail!(
+                "an interrupted {:?} of {} (step {:?}) is waiting for recovery; run the command again and it will be finished or undone first",
+                j.op,
+                paths.id,
+                j.step
+            );
+        }
+        Ok(lock)
+    }
+
     /// Makes `release_prefix` the active release of `app`: refuses an
     /// ungranted capability or migrations that do not extend the applied ones;
     /// then snapshots the data, applies the new migrations and switches, each
@@ -114,7 +129,7 @@ impl Apps {
                 ),
             ));
         }
-        let _lock = journal::lock(&paths, true)?;
+        let _lock = self.lock_app(&paths)?;
         let id = release::resolve(&paths, release_prefix)?;
         let previous = release::active(&paths).ok().flatten();
         anyhow::ensure!(
@@ -198,7 +213,7 @@ impl Apps {
 
     fn roll_back(&self, app: &AppId, how: RollbackHow) -> anyhow::Result<RolledBack> {
         let paths = self.ensure_app(app)?;
-        let _lock = journal::lock(&paths, true)?;
+        let _lock = self.lock_app(&paths)?;
         let active =
             release::active(&paths)?.with_context(|| format!("{app} has no active release; nothing to roll back"))?;
         let act = journal::activation(&paths)?

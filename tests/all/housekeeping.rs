@@ -342,6 +342,25 @@ fn a_damaged_tampered_or_foreign_backup_is_refused_and_nothing_is_placed() {
         with(&|e| e.push(("../../evil.sh".into(), b"#!/bin/sh\n".to_vec()))),
         "does not list",
     ));
+    // A name that `Path::join` would read as absolute (`release//…`), listed
+    // with its hash: never written, anywhere.
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("planted");
+    let sneaky = format!("release//{}", target.display().to_string().trim_start_matches('/'));
+    cases.push((
+        "an entry whose name leads out through an empty part",
+        with(&|e| {
+            let body = b"planted".to_vec();
+            let mut m: Value = serde_json::from_slice(&manifest).unwrap();
+            m["files"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({ "path": sneaky, "bytes": body.len(), "sha256": sha(&body) }));
+            e[0].1 = serde_json::to_vec(&m).unwrap();
+            e.push((sneaky.clone(), body));
+        }),
+        "which is not a file a backup holds",
+    ));
     cases.push((
         "a missing entry",
         with(&|e| {
@@ -371,10 +390,29 @@ fn a_damaged_tampered_or_foreign_backup_is_refused_and_nothing_is_placed() {
         let fresh = TestRoot::new();
         let said = fresh.refused(&["restore", path.to_str().unwrap()]);
         assert!(said.contains(words), "{case}: `{said}` should say `{words}`");
+        assert!(!target.exists(), "{case}: a file was planted outside the root");
         assert!(!fresh.path().join("apps/notes").exists(), "{case}: nothing placed");
         assert!(leftovers(&fresh).is_empty(), "{case}: no staging left: {:?}", leftovers(&fresh));
         assert!(!fresh.path().join("evil.sh").exists() && !fresh.path().parent().unwrap().join("evil.sh").exists());
     }
+
+    // Grants travel, each said; one naming a folder this computer lacks does not.
+    let grants = json!({
+        "network": [{ "scheme": "https", "host": "example.com", "wildcard": false, "port": 443 }],
+        "files": { "docs": { "path": "/nonexistent/autoapp-docs", "access": "read" } },
+    });
+    std::fs::write(n.app_dir().join("grants.json"), grants.to_string()).unwrap();
+    let with_grants = backup(&n.root, "notes", dir.path());
+    let said = n.root.ok(&["restore", with_grants.to_str().unwrap(), "--as", "notes-granted"]);
+    assert!(said.contains("granted, as in the backup: network:https://example.com"), "{said}");
+    assert!(!said.contains("autoapp-docs"), "{said}");
+    let kept: Value =
+        serde_json::from_str(&std::fs::read_to_string(n.root.path().join("apps/notes-granted/grants.json")).unwrap())
+            .unwrap();
+    assert_eq!(kept["network"], grants["network"]);
+    assert_eq!(kept["files"], json!({}));
+    let record = n.root.ok(&["runs", "notes-granted", "--json"]);
+    assert!(record.contains("grants kept from the backup: network:https://example.com"), "{record}");
 
     // Over an existing app: refused, with how to pick another id; --as places it beside.
     let said = n.root.refused(&["restore", file.to_str().unwrap()]);

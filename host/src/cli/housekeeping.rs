@@ -42,6 +42,12 @@ pub(super) fn restore(root: Root, file: PathBuf, as_id: Option<String>, json: bo
         r.taken_at,
         short(&r.release)
     );
+    for g in &r.grants_kept {
+        println!("granted, as in the backup: {g}");
+    }
+    if !r.grants_kept.is_empty() {
+        println!("(`autoapp revoke {} CAPABILITY` takes any of them back)", r.app);
+    }
     if r.grant_again.is_empty() {
         println!("everything its release asks for is granted; `autoapp open` serves it");
     } else {
@@ -173,17 +179,19 @@ pub(super) fn logs(
         // A closed pipe (`| head`) ends the command quietly.
         writeln!(out, "{text}").and_then(|()| out.flush()).is_ok()
     };
+    if follow {
+        // The newest lines, then each new one as it is written (Ctrl+C ends).
+        crate::applog::follow(&dir, since, lines, std::time::Duration::from_millis(250), |l| print(&l))?;
+        return Ok(());
+    }
     let shown = crate::applog::read(&dir, since, lines)?;
-    if shown.is_empty() && !follow && !json {
+    if shown.is_empty() && lines > 0 && !json {
         eprintln!("{id} has written no log lines{}", if since.is_some() { " since then" } else { "" });
     }
     for l in &shown {
         if !print(l) {
-            return Ok(());
+            break;
         }
-    }
-    if follow {
-        crate::applog::follow(&dir, std::time::Duration::from_millis(250), |l| print(&l))?;
     }
     Ok(())
 }

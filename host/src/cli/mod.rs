@@ -122,17 +122,17 @@ enum Command {
         /// The plan's id (default: the running plan for stop, the waiting one for reject).
         plan: Option<u64>,
     },
-    /// Write one file holding a consistent copy of an app: its data, active release, grants and record.
+    /// Write one file holding a copy of an app: its data, active release, grants and record.
     ///
-    /// The data is copied with SQLite's online backup, as of one moment, while a
-    /// launcher may go on serving and writing. The file (a zstd-compressed tar) lists
+    /// Each database (the app's store, its record) is copied with SQLite's online
+    /// backup, as of one moment, while a launcher may go on serving and writing. The file (a zstd-compressed tar) lists
     /// every part with its SHA-256; `autoapp restore` checks them all before it
     /// places anything. The app's workspace (its source) is not in it.
     Backup {
         app: String,
         /// The new file, or a folder to write `<app>-<time>.autoapp-backup` in
         /// [default: the current folder]. An existing file is never written over.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE|DIR")]
         to: Option<PathBuf>,
         #[arg(long)]
         json: bool,
@@ -141,8 +141,9 @@ enum Command {
     ///
     /// Every part's hash, the release's id, SQLite's integrity check and the
     /// migrations are checked before anything is placed; the app appears whole in
-    /// one step, or not at all. Grants of folders or programs this computer does
-    /// not have are left out and named, to grant again.
+    /// one step, or not at all. The backup's grants are kept and each is named;
+    /// grants of folders or programs this computer does not have are left out and
+    /// named, to grant again.
     Restore {
         /// The backup file (`autoapp backup` wrote it).
         file: PathBuf,

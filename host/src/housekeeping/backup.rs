@@ -47,6 +47,8 @@ const GRANTS: &str = "grants.json";
 const MAX_MANIFEST: u64 = 4 << 20;
 /// The marker a restored app holds until its row is written.
 const RESTORED_MARKER: &str = ".restored.json";
+/// In a backup's copy folder: where its partial file is (for recovery).
+const PARTIAL_NOTE: &str = "partial";
 /// Where the app's last backup is said.
 const LAST_BACKUP: &str = "last-backup.json";
 
@@ -83,7 +85,7 @@ pub struct BackedUp {
 }
 
 /// What a restore did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Restored {
     pub app: String,
     pub release: String,
@@ -93,6 +95,22 @@ pub struct Restored {
     /// Capabilities the release asks for that are not granted here: the
     /// person grants them again (`autoapp grant`).
     pub grant_again: Vec<String>,
+    /// The grants the backup carried that hold on this computer, kept: said,
+    /// so that a backup from elsewhere never grants anything unseen.
+    pub grants_kept: Vec<String>,
+}
+
+/// Each grant in words: `network:<origin>`, `files:<name> → <path> (read)`,
+/// `spawn:<program> → <path>`.
+fn grant_lines(g: &Grants) -> Vec<String> {
+    let access =
+        |a: crate::manifest::Access| if a == crate::manifest::Access::Write { "read and write" } else { "read" };
+    g.network
+        .iter()
+        .map(|o| format!("network:{o}"))
+        .chain(g.files.iter().map(|(n, f)| format!("files:{n} → {} ({})", f.path.display(), access(f.access))))
+        .chain(g.spawn.iter().map(|(n, p)| format!("spawn:{n} → {}", p.display())))
+        .collect()
 }
 
 /// The file name a backup of `app` gets when only a folder is given.
@@ -129,19 +147,28 @@ fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>) -> anyhow::Res
     let app = &paths.id;
     // Shared: other backups go on; an activation, rollback or prune waits.
     let _lock = journal::lock(paths, false)?;
+    if let Some(j) = journal::journal(paths)? {
+        return Err(kinded(
+            ErrorKind::Conflict,
+            format!(
+                "an interrupted {:?} of {app} (step {:?}) waits for recovery; run any command again and it is finished or undone first, then back up",
+                j.op, j.step
+            ),
+        ));
+    }
     let release = release::active(paths)?.with_context(|| {
         format!("{app} has no active release, so it has no data to back up yet; activate one with `autoapp activate {app} RELEASE`")
     })?;
     let file = destination(app, to)?;
-    let staging = root.dir().join("cache").join(format!("backup-{app}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
-    let partial = file.with_file_name(format!(
-        ".{}.partial-{}",
-        file.file_name().unwrap_or_default().to_string_lossy(),
-        std::process::id()
-    ));
+    // Its own copy folder and partial file: two backups at once (two clicks,
+    // two tabs) never share one. The pid comes last: recovery reads it.
+    let unique = format!("{}-{}", &crate::secret::random_hex()[..8], std::process::id());
+    let staging = root.dir().join("cache").join(format!("backup-{app}-{unique}"));
+    let partial =
+        file.with_file_name(format!(".{}.partial-{unique}", file.file_name().unwrap_or_default().to_string_lossy(),));
     let result = (|| {
         std::fs::create_dir_all(staging.join("data"))?;
+        write_atomic(&staging.join(PARTIAL_NOTE), partial.to_string_lossy().as_bytes())?;
         let taken_at = humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string();
         // The data first: each database as of one moment, while the app may write.
         let mut files: Vec<(String, PathBuf)> = Vec::new();
@@ -162,9 +189,12 @@ fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>) -> anyhow::Res
         for rel in release::files_of(&dir)? {
             files.push((format!("release/{rel}"), dir.join(&rel)));
         }
+        // A copy, so that what is hashed is what is written even if a grant changes meanwhile.
         let grants = paths.dir.join(GRANTS);
         if grants.is_file() {
-            files.push((GRANTS.to_string(), grants));
+            let copy = staging.join(GRANTS);
+            std::fs::copy(&grants, &copy).context("cannot copy the grants")?;
+            files.push((GRANTS.to_string(), copy));
         }
         let mut entries = Vec::new();
         for (name, path) in &files {
@@ -215,9 +245,18 @@ fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>) -> anyhow::Res
 /// Where a backup goes: `to` (a new file), or a new file in the folder `to`
 /// (default: the current one).
 fn destination(app: &AppId, to: Option<&Path>) -> anyhow::Result<PathBuf> {
+    // In a folder, a name of our own: another in the same second gets `-2`.
+    let in_folder = |dir: &Path| {
+        let name = default_name(app);
+        let stem = name.trim_end_matches(&format!(".{EXTENSION}")).to_string();
+        (1..)
+            .map(|n| if n == 1 { dir.join(&name) } else { dir.join(format!("{stem}-{n}.{EXTENSION}")) })
+            .find(|p| !p.exists())
+            .expect("an unused name")
+    };
     let file = match to {
-        None => std::env::current_dir().context("cannot find the current folder")?.join(default_name(app)),
-        Some(p) if p.is_dir() => p.join(default_name(app)),
+        None => in_folder(&std::env::current_dir().context("cannot find the current folder")?),
+        Some(p) if p.is_dir() => in_folder(p),
         Some(p) => p.to_path_buf(),
     };
     let file = if file.is_absolute() { file } else { std::env::current_dir()?.join(file) };
@@ -258,10 +297,9 @@ fn hash_file(path: &Path) -> anyhow::Result<(u64, String)> {
 }
 
 /// Renames `from` to `to` unless `to` exists (atomically: never replaces).
-fn rename_new(from: &Path, to: &Path) -> anyhow::Result<()> {
+fn rename_new(from: &Path, to: &Path) -> std::io::Result<()> {
     rustix::fs::renameat_with(rustix::fs::CWD, from, rustix::fs::CWD, to, rustix::fs::RenameFlags::NOREPLACE)
-        .map_err(std::io::Error::from)?;
-    Ok(())
+        .map_err(std::io::Error::from)
 }
 
 /// Why a backup file cannot be restored: said to the person as is.
@@ -285,37 +323,69 @@ pub fn restore(root: &Root, caller: &Caller, file: &Path, as_id: Option<&AppId>)
     };
     let target = root.app(&id);
     if target.exists() {
-        return Err(kinded(
-            ErrorKind::Conflict,
-            format!(
-                "there is already an app `{id}`; a restore never replaces one. Restore under another id with `autoapp restore {} --as {id}-restored`, or remove {id} first (`autoapp remove {id} --yes {id}`)",
-                file.display()
-            ),
-        ));
+        return Err(exists(file, &id));
     }
     std::fs::create_dir_all(root.apps_dir())?;
-    let staging = root.apps_dir().join(format!(".restore-{id}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
+    // Its own folder: the pid says whose, a random part keeps two restores of one process apart.
+    let staging =
+        root.apps_dir().join(format!(".restore-{id}-{}-{}", &crate::secret::random_hex()[..8], std::process::id()));
     let placed = place(root, file, &manifest, &mut archive, &staging, &id);
-    let grant_again = match placed {
-        Ok(g) => g,
+    let (restored, _lock) = match placed {
+        Ok(p) => p,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&staging);
             return Err(e);
         }
     };
-    let restored = Restored {
-        app: id.to_string(),
-        release: manifest.release.clone(),
-        taken_at: manifest.taken_at.clone(),
-        backup_of: manifest.app.clone(),
-        grant_again,
-    };
+    // The app's lock, taken in the staging folder before the rename, is held
+    // until its row is written: another process's recovery leaves it alone.
     record_restore(&target, caller, file, &restored, "")?;
     Ok(restored)
 }
 
-type Archive = tar::Archive<zstd::Decoder<'static, std::io::BufReader<std::fs::File>>>;
+/// Why an app with `id` cannot be restored over: how to choose another id.
+fn exists(file: &Path, id: &AppId) -> anyhow::Error {
+    let other = format!("{id}-restored");
+    let instead = if AppId::parse(&other).is_ok() { other } else { "ANOTHER-ID".to_string() };
+    kinded(
+        ErrorKind::Conflict,
+        format!(
+            "there is already an app `{id}`; a restore never replaces one. Restore under another id with `autoapp restore {} --as {instead}`, or remove {id} first (`autoapp remove {id} --yes {id}`)",
+            file.display()
+        ),
+    )
+}
+
+type Archive = tar::Archive<Bounded<zstd::Decoder<'static, std::io::BufReader<std::fs::File>>>>;
+
+/// A reader that fails once more than `left` bytes were asked of it: what a
+/// backup decompresses is bounded by what its manifest lists, however small
+/// the file and whatever its headers claim (long names, sizes).
+struct Bounded<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            return Err(std::io::Error::other("it holds more than its manifest lists"));
+        }
+        let want = buf.len().min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..want])?;
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// What a tar archive adds around each entry: headers (a long name, or PAX
+/// records, take a few more), padding, and the end.
+const PER_ENTRY: u64 = 4 * 1024;
+
+fn archive_of(file: &Path, limit: u64) -> anyhow::Result<Archive> {
+    let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+    Ok(tar::Archive::new(Bounded { inner: zstd::Decoder::new(f)?, left: limit }))
+}
 
 /// Opens a backup and reads its `backup.json`, checking format and version.
 fn open(file: &Path) -> anyhow::Result<(Manifest, Archive)> {
@@ -324,8 +394,7 @@ fn open(file: &Path) -> anyhow::Result<(Manifest, Archive)> {
     if f.read_exact(&mut magic).is_err() || magic != [0x28, 0xb5, 0x2f, 0xfd] {
         return Err(damaged(file, "it is not an Autoapp backup (it is not a zstd-compressed archive)"));
     }
-    let f = std::fs::File::open(file)?;
-    let mut archive = tar::Archive::new(zstd::Decoder::new(f)?);
+    let mut archive = archive_of(file, MAX_MANIFEST + PER_ENTRY)?;
     let manifest: Manifest = {
         let mut entries = archive.entries().map_err(|e| damaged(file, format!("it cannot be read ({e})")))?;
         let first = entries
@@ -335,6 +404,9 @@ fn open(file: &Path) -> anyhow::Result<(Manifest, Archive)> {
         let name = first.path().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
         if name != MANIFEST {
             return Err(damaged(file, format!("it does not start with {MANIFEST} (it starts with {name:?})")));
+        }
+        if first.header().size().unwrap_or(u64::MAX) > MAX_MANIFEST {
+            return Err(damaged(file, format!("its {MANIFEST} is larger than any Autoapp writes")));
         }
         let mut text = Vec::new();
         first.take(MAX_MANIFEST).read_to_end(&mut text).map_err(|e| damaged(file, format!("it ends early ({e})")))?;
@@ -360,16 +432,25 @@ fn open(file: &Path) -> anyhow::Result<(Manifest, Archive)> {
         }
         serde_json::from_value(v).map_err(|e| damaged(file, format!("its {MANIFEST} is damaged ({e})")))?
     };
-    // The archive is read again from its start, past the manifest, by `place`.
-    let f = std::fs::File::open(file)?;
-    let archive = tar::Archive::new(zstd::Decoder::new(f)?);
+    // The archive is read again from its start, past the manifest, by
+    // `place`: no more than the manifest and what it lists.
+    let listed = manifest.files.iter().try_fold(0u64, |sum, f| sum.checked_add(f.bytes));
+    let limit = listed
+        .and_then(|l| l.checked_add(MAX_MANIFEST + PER_ENTRY * (manifest.files.len() as u64 + 2)))
+        .ok_or_else(|| damaged(file, "the sizes its manifest lists are impossible"))?;
+    let archive = archive_of(file, limit)?;
     Ok((manifest, archive))
 }
 
-/// Which staging path a backup entry goes to, when it is one a backup holds.
+/// Which staging path a backup entry goes to, when it is one a backup holds:
+/// a canonical relative name (no empty, `.` or `..` part, no leading `/`,
+/// no backslash), so that joining it can never leave the staging folder.
 fn staged_path(name: &str, release: &str) -> Option<PathBuf> {
-    let p = Path::new(name);
-    if !p.components().all(|c| matches!(c, Component::Normal(_))) {
+    let canonical = !name.is_empty()
+        && !name.contains('\\')
+        && !name.contains('\0')
+        && name.split('/').all(|part| !part.is_empty() && part != "." && part != "..");
+    if !canonical || !Path::new(name).components().all(|c| matches!(c, Component::Normal(_))) {
         return None;
     }
     if name == GRANTS {
@@ -385,7 +466,8 @@ fn staged_path(name: &str, release: &str) -> Option<PathBuf> {
     Some(PathBuf::from("releases").join(release).join(rel))
 }
 
-/// Unpacks, checks and places the backup; answers what to grant again.
+/// Unpacks, checks and places the backup; answers what was restored and
+/// the placed app's lock (held until its row is written).
 fn place(
     root: &Root,
     file: &Path,
@@ -393,9 +475,30 @@ fn place(
     archive: &mut Archive,
     staging: &Path,
     id: &AppId,
-) -> anyhow::Result<Vec<String>> {
+) -> anyhow::Result<(Restored, journal::AppLock)> {
     if !release::is_release_id(&manifest.release) {
         return Err(damaged(file, "its release id is not one"));
+    }
+    // Room for it, before anything is written.
+    let needed: u64 = manifest.files.iter().map(|f| f.bytes).sum();
+    if let Ok(fs) = rustix::fs::statvfs(root.apps_dir()) {
+        let free = fs.f_bavail.saturating_mul(fs.f_frsize);
+        if needed > free {
+            return Err(kinded(
+                ErrorKind::Conflict,
+                format!(
+                    "restoring {} needs {} and the disk of {} has {} free; free some space (`autoapp prune`) and restore again. Nothing was placed",
+                    file.display(),
+                    super::said(needed),
+                    root.dir().display(),
+                    super::said(free)
+                ),
+            ));
+        }
+    }
+    let listed: std::collections::HashMap<&str, &Entry> = manifest.files.iter().map(|f| (f.path.as_str(), f)).collect();
+    if listed.len() != manifest.files.len() {
+        return Err(damaged(file, format!("its {MANIFEST} lists a file twice")));
     }
     std::fs::create_dir_all(staging).with_context(|| format!("cannot create {}", staging.display()))?;
     journal::fault("restore:begun");
@@ -410,10 +513,8 @@ fn place(
         if !entry.header().entry_type().is_file() {
             return Err(damaged(file, format!("it holds {name:?}, which is not a plain file")));
         }
-        let listed = manifest
-            .files
-            .iter()
-            .find(|f| f.path == name)
+        let listed = *listed
+            .get(name.as_str())
             .ok_or_else(|| damaged(file, format!("it holds {name:?}, which its {MANIFEST} does not list")))?;
         let rel = staged_path(&name, &manifest.release)
             .ok_or_else(|| damaged(file, format!("it holds {name:?}, which is not a file a backup holds")))?;
@@ -421,6 +522,9 @@ fn place(
             return Err(damaged(file, format!("it holds {name:?} twice")));
         }
         let path = staging.join(&rel);
+        if !path.starts_with(staging) || rel.is_absolute() {
+            return Err(damaged(file, format!("it holds {name:?}, which is not a file a backup holds")));
+        }
         std::fs::create_dir_all(path.parent().expect("a staged file has a folder"))?;
         let mut out = std::fs::File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
         let mut h = Sha256::new();
@@ -499,6 +603,7 @@ fn place(
     grants.spawn.retain(|_, p| p.is_file());
     write_atomic(&staging.join(GRANTS), serde_json::to_string_pretty(&grants)?.as_bytes())?;
     let grant_again = crate::grants::ungranted(&paths, &rmanifest)?;
+    let grants_kept = grant_lines(&grants);
     release::set_active(&paths, rid)?;
     journal::set_activation(
         &paths,
@@ -510,37 +615,60 @@ fn place(
             first_write_at: None,
         },
     )?;
-    let marker = serde_json::json!({ "file": file, "taken_at": manifest.taken_at, "backup_of": manifest.app, "release": rid, "grant_again": grant_again });
+    let restored = Restored {
+        app: id.to_string(),
+        release: rid.clone(),
+        taken_at: manifest.taken_at.clone(),
+        backup_of: manifest.app.clone(),
+        grant_again,
+        grants_kept,
+    };
+    let marker = serde_json::json!({ "file": file, "restored": restored });
     write_atomic(&staging.join(RESTORED_MARKER), marker.to_string().as_bytes())?;
-    sync_dir(staging)?;
+    // Every folder made durable before the rename makes the app visible.
+    sync_tree(staging)?;
+    let lock = journal::lock(&paths, true)?;
     journal::fault("restore:staged");
 
     // One rename places the whole app, and never over another.
     let target = root.app(id);
-    rename_new(staging, &target.dir).map_err(|e| {
-        kinded(
-            ErrorKind::Conflict,
-            format!("cannot place {id} ({e:#}): an app `{id}` appeared meanwhile; nothing was placed"),
-        )
-    })?;
+    if let Err(e) = rename_new(staging, &target.dir) {
+        let taken = matches!(e.raw_os_error(), Some(libc::EEXIST | libc::ENOTEMPTY));
+        return Err(if taken {
+            exists(file, id)
+        } else {
+            anyhow::Error::from(e).context(format!("cannot place {id}; nothing was placed"))
+        });
+    }
     sync_dir(&root.apps_dir())?;
     journal::fault("restore:placed");
-    Ok(grant_again)
+    Ok((restored, lock))
+}
+
+/// Syncs `dir` and every folder below it.
+fn sync_tree(dir: &Path) -> anyhow::Result<()> {
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        if entry.file_type()?.is_dir() {
+            sync_tree(&entry.path())?;
+        }
+    }
+    sync_dir(dir)
 }
 
 fn record_restore(target: &AppPaths, caller: &Caller, file: &Path, r: &Restored, by: &str) -> anyhow::Result<()> {
     let arguments = serde_json::json!({ "file": file });
-    let summary = format!(
-        "restored from a backup of {} taken at {} (release {}){by}{}",
+    let mut summary = format!(
+        "restored from a backup of {} taken at {} (release {}){by}",
         r.backup_of,
         r.taken_at,
-        short(&r.release),
-        if r.grant_again.is_empty() {
-            String::new()
-        } else {
-            format!("; to grant again: {}", r.grant_again.join(", "))
-        }
+        short(&r.release)
     );
+    if !r.grants_kept.is_empty() {
+        summary.push_str(&format!("; grants kept from the backup: {}", r.grants_kept.join(", ")));
+    }
+    if !r.grant_again.is_empty() {
+        summary.push_str(&format!("; to grant again: {}", r.grant_again.join(", ")));
+    }
     recorded(target, caller, "restore", arguments, Ok(()), |_| (r.release.clone(), summary))?;
     match std::fs::remove_file(target.dir.join(RESTORED_MARKER)) {
         Ok(()) => {}
@@ -572,17 +700,35 @@ pub fn recover(root: &Root, caller: &Caller) -> anyhow::Result<Vec<String>> {
     for id in root.app_ids()? {
         let paths = root.app(&id);
         let Ok(text) = std::fs::read_to_string(paths.dir.join(RESTORED_MARKER)) else { continue };
+        // A restore that holds the lock is writing its row now.
+        let Ok(_lock) = journal::lock(&paths, true) else { continue };
+        if !paths.dir.join(RESTORED_MARKER).exists() {
+            continue;
+        }
         let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-        let r = Restored {
-            app: id.to_string(),
-            release: v["release"].as_str().unwrap_or_default().to_string(),
-            taken_at: v["taken_at"].as_str().unwrap_or_default().to_string(),
-            backup_of: v["backup_of"].as_str().unwrap_or_default().to_string(),
-            grant_again: serde_json::from_value(v["grant_again"].clone()).unwrap_or_default(),
-        };
+        let r: Restored = serde_json::from_value(v["restored"].clone())
+            .with_context(|| format!("{} is damaged", paths.dir.join(RESTORED_MARKER).display()))?;
         let file = PathBuf::from(v["file"].as_str().unwrap_or_default());
         record_restore(&paths, caller, &file, &r, " (recorded by recovery)")?;
         said.push(format!("the restore of {id} was finished: it was placed whole"));
+    }
+    // Backups a kill interrupted: their copies of the data, and the partial file.
+    let cache = root.dir().join("cache");
+    for entry in std::fs::read_dir(&cache).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("backup-") else { continue };
+        let pid = rest.rsplit('-').next().and_then(|p| p.parse::<u32>().ok());
+        if pid.is_none_or(|p| p == std::process::id() || Path::new(&format!("/proc/{p}")).exists()) {
+            continue;
+        }
+        if let Ok(partial) = std::fs::read_to_string(entry.path().join(PARTIAL_NOTE)) {
+            let partial = PathBuf::from(partial);
+            if partial.file_name().is_some_and(|n| n.to_string_lossy().contains(".partial-")) {
+                let _ = std::fs::remove_file(&partial);
+            }
+        }
+        std::fs::remove_dir_all(entry.path()).with_context(|| format!("cannot remove {}", entry.path().display()))?;
+        said.push("an interrupted backup's copy and partial file were removed".to_string());
     }
     Ok(said)
 }

@@ -87,9 +87,11 @@ pub struct Pruned {
 
 /// Plans a prune of `app` (or of every app and the root's shared parts).
 pub fn plan(root: &Root, app: Option<&AppId>, opts: Options) -> anyhow::Result<Plan> {
-    // An app whose lock is taken is being changed now: said before its journal is read.
+    // An app being changed now (an activation, rollback, prune or removal
+    // holds its lock alone) is said so before its journal is read; a backup
+    // under way does not stop the list.
     for id in scope(root, app)? {
-        drop(journal::lock(&root.app(&id), true)?);
+        drop(journal::lock(&root.app(&id), false)?);
     }
     plan_locked(root, app, opts)
 }
@@ -113,14 +115,14 @@ fn plan_locked(root: &Root, app: Option<&AppId>, opts: Options) -> anyhow::Resul
         }
         plan_app(&paths, opts, &mut items, &mut kept, &mut removed_releases)?;
     }
-    // Compiled code that no release left in the root uses.
-    let gone: BTreeSet<&str> =
-        removed_releases.iter().map(|r: &release::ReleaseInfo| r.component_sha256.as_str()).collect();
-    let removed_ids: BTreeSet<&str> = removed_releases.iter().map(|r| r.id.as_str()).collect();
+    // Compiled code that no release left in the root uses (a release id
+    // can be in two apps: `restore --as`).
+    let gone: BTreeSet<&str> = removed_releases.iter().map(|(_, r)| r.component_sha256.as_str()).collect();
+    let removed: BTreeSet<(&str, &str)> = removed_releases.iter().map(|(a, r)| (a.as_str(), r.id.as_str())).collect();
     let mut used = BTreeSet::new();
     for id in root.app_ids()? {
-        for r in release::list(&root.app(&id)).unwrap_or_default() {
-            if !removed_ids.contains(r.id.as_str()) {
+        for r in release::list(&root.app(&id))? {
+            if !removed.contains(&(id.as_str(), r.id.as_str())) {
                 used.insert(r.component_sha256);
             }
         }
@@ -182,7 +184,7 @@ fn plan_app(
     opts: Options,
     items: &mut Vec<Item>,
     kept: &mut Vec<Kept>,
-    removed_releases: &mut Vec<release::ReleaseInfo>,
+    removed_releases: &mut Vec<(String, release::ReleaseInfo)>,
 ) -> anyhow::Result<()> {
     let app = paths.id.to_string();
     let keep = |kept: &mut Vec<Kept>, kind: &str, name: &str, why: &str| {
@@ -192,8 +194,13 @@ fn plan_app(
     let activation = journal::activation(paths)?.filter(|a| Some(&a.release) == active.as_ref());
     let needed_snapshot = activation.as_ref().and_then(|a| a.snapshot.clone());
     let needed_previous = activation.as_ref().and_then(|a| a.previous.clone());
-    let previewed: BTreeSet<String> = crate::lifecycle::previews(paths)?.into_iter().map(|p| p.release).collect();
-    let applied = store::applied_in(&paths.data()).unwrap_or_default();
+    // A preview's folder counts from its first byte: one being started has
+    // no preview.json yet.
+    let mut previewed: BTreeSet<String> = crate::lifecycle::previews(paths)?.into_iter().map(|p| p.release).collect();
+    for entry in std::fs::read_dir(paths.dir.join("previews")).into_iter().flatten().flatten() {
+        previewed.insert(entry.file_name().to_string_lossy().into_owned());
+    }
+    let applied = store::applied_in(&paths.data())?;
 
     // Snapshots, data set aside, and leftovers of the app's folder.
     let mut snapshots = Vec::new();
@@ -227,9 +234,12 @@ fn plan_app(
     }
     // Newest first (their names end in the time they were made).
     snapshots.sort_by(|a, b| stamp_of(&b.0).cmp(stamp_of(&a.0)));
+    let now = SystemTime::now();
     for (n, (name, item)) in snapshots.into_iter().enumerate() {
         if opts.keep.is_some_and(|k| n < k) {
             keep(kept, &item.kind, &name, "one of the newest you asked to keep (--keep)");
+        } else if opts.keep.is_none() && item.kind == "set-aside" && made_within(stamp_of(&name), now, RECENT) {
+            keep(kept, &item.kind, &name, "set aside in the last day (pass --keep N to choose how many to keep)");
         } else {
             items.push(item);
         }
@@ -238,7 +248,6 @@ fn plan_app(
     // Releases, newest first.
     let mut releases = release::list(paths)?;
     releases.reverse();
-    let now = SystemTime::now();
     let mut removable = 0;
     for r in releases {
         let name = short(&r.id).to_string();
@@ -270,13 +279,17 @@ fn plan_app(
             path: dir,
             what: format!("release {name} {} built {}", r.version, r.created_at),
         });
-        removed_releases.push(r);
+        removed_releases.push((app.clone(), r));
     }
     // Releases a crash left half written or half removed.
     if let Ok(entries) = std::fs::read_dir(paths.releases()) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with(".tmp-") || name.starts_with(".pruning-") {
+            // A build writing its release now names itself `.tmp-<id>-<pid>`.
+            let pid = name.rsplit('-').next().and_then(|p| p.parse::<u32>().ok());
+            let building = name.starts_with(".tmp-")
+                && pid.is_none_or(|p| p == std::process::id() || Path::new(&format!("/proc/{p}")).exists());
+            if (name.starts_with(".tmp-") && !building) || name.starts_with(".pruning-") {
                 items.push(Item {
                     app: Some(app.clone()),
                     kind: "leftover".into(),
@@ -292,6 +305,15 @@ fn plan_app(
 
 fn stamp_of(name: &str) -> &str {
     name.trim_start_matches("data-prev-").trim_start_matches("data-next-").trim_start_matches("data-discarded-")
+}
+
+/// Whether a folder stamp (`20261201T063000Z`, maybe `-2` after it) is
+/// within `span` of `now`.
+fn made_within(stamp: &str, now: SystemTime, span: Duration) -> bool {
+    let s = stamp.get(..16).unwrap_or("");
+    let (Some(d), Some(t)) = (s.get(..8), s.get(9..15)) else { return false };
+    let text = format!("{}-{}-{}T{}:{}:{}Z", &d[..4], &d[4..6], &d[6..], &t[..2], &t[2..4], &t[4..]);
+    built_within(&text, now, span)
 }
 
 fn built_within(created_at: &str, now: SystemTime, span: Duration) -> bool {
@@ -319,9 +341,10 @@ pub fn run(root: &Root, caller: &Caller, app: Option<&AppId>, opts: Options, sho
     let fresh = plan_locked(root, app, opts)?;
     let mut removed = Vec::new();
     let mut skipped = Vec::new();
-    let mut failed = None;
+    let mut failed: Option<(Option<String>, anyhow::Error)> = None;
     for item in &shown.items {
-        if !fresh.items.iter().any(|f| f.path == item.path && f.kind == item.kind) {
+        // What is removed, and what is recorded of it, is the fresh plan's item.
+        let Some(item) = fresh.items.iter().find(|f| f.path == item.path && f.kind == item.kind) else {
             let same_app = |k: &&Kept| item.app.as_deref() == Some(k.app.as_str());
             let named = |k: &&Kept| item.path.ends_with(&k.name) || item.what.contains(&k.name);
             let why = match fresh.kept.iter().find(|k| same_app(k) && named(k)) {
@@ -330,11 +353,11 @@ pub fn run(root: &Root, caller: &Caller, app: Option<&AppId>, opts: Options, sho
             };
             skipped.push((item.clone(), why));
             continue;
-        }
+        };
         match remove(&item.path) {
             Ok(()) => removed.push(item.clone()),
             Err(e) => {
-                failed = Some(e.context(format!("cannot remove {}", item.path.display())));
+                failed = Some((item.app.clone(), e.context(format!("cannot remove {}", item.path.display()))));
                 break;
             }
         }
@@ -342,13 +365,14 @@ pub fn run(root: &Root, caller: &Caller, app: Option<&AppId>, opts: Options, sho
     let bytes = removed.iter().map(|i| i.bytes).sum();
     for id in &ids {
         let mine: Vec<&Item> = removed.iter().filter(|i| i.app.as_deref() == Some(id.as_str())).collect();
-        if mine.is_empty() && failed.is_none() {
+        let failed_here = failed.as_ref().filter(|(a, _)| a.as_deref() == Some(id.as_str()));
+        if mine.is_empty() && failed_here.is_none() {
             continue;
         }
         let freed: u64 = mine.iter().map(|i| i.bytes).sum();
         let summary = format!("removed {}; freed {}", counted(&mine), said(freed));
-        let outcome: anyhow::Result<()> = match &failed {
-            Some(e) => Err(anyhow::anyhow!("{summary}, then stopped: {e:#}")),
+        let outcome: anyhow::Result<()> = match failed_here {
+            Some((_, e)) => Err(anyhow::anyhow!("{summary}, then stopped: {e:#}")),
             None => Ok(()),
         };
         let arguments = serde_json::json!({ "keep": opts.keep, "trash": opts.trash });
@@ -356,7 +380,7 @@ pub fn run(root: &Root, caller: &Caller, app: Option<&AppId>, opts: Options, sho
         let _ = recorded(&root.app(id), caller, "prune", arguments, outcome, |_| (active, summary.clone()));
     }
     drop(locks);
-    if let Some(e) = failed {
+    if let Some((_, e)) = failed {
         return Err(e.context(format!("the prune stopped after freeing {}", said(bytes))));
     }
     Ok(Pruned { removed, skipped, bytes })
@@ -417,5 +441,21 @@ fn make_writable(dir: &Path) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_stamp_is_read_as_its_time() {
+        let now = humantime::parse_rfc3339("2026-12-01T12:00:00Z").unwrap();
+        assert!(made_within("20261201T063000Z", now, RECENT));
+        assert!(made_within("20261130T120001Z-2", now, RECENT));
+        assert!(!made_within("20261130T115959Z", now, RECENT));
+        assert!(!made_within("garbage", now, RECENT));
+        assert!(!made_within("", now, RECENT));
+        assert_eq!(stamp_of("data-discarded-20261201T063000Z"), "20261201T063000Z");
     }
 }

@@ -289,7 +289,11 @@ pub fn recover(root: &Root, applied_in: AppliedIn<'_>) -> anyhow::Result<Vec<Rec
         let Some(j) = journal(&app)? else { continue };
         // An operation that holds the app's lock is not interrupted: it is
         // under way in another process, which finishes it.
-        let Ok(_lock) = lock(&app, true) else { continue };
+        let _lock = match lock(&app, true) {
+            Ok(l) => l,
+            Err(e) if crate::error::kind_of(&e) == crate::error::ErrorKind::Conflict => continue,
+            Err(e) => return Err(e.context(format!("cannot recover the interrupted {:?} of {id}", j.op))),
+        };
         let Some(j) = journal(&app)?.filter(|again| again.stamp == j.stamp) else { continue };
         let outcome = recover_one(&app, &j, applied_in)
             .with_context(|| format!("cannot recover the interrupted {:?} of {id}", j.op))?;
