@@ -470,6 +470,34 @@ fn a_full_disk_during_backup_or_restore_leaves_no_partial_file_and_the_app_untou
     fresh.ok(&["restore", file.to_str().unwrap()]);
 }
 
+#[test]
+fn a_backup_killed_before_its_file_is_named_leaves_nothing_after_the_next_command() {
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_autoapp"))
+        .args(["--root", n.root.path().to_str().unwrap(), "backup", "notes", "--to", dir.path().to_str().unwrap()])
+        .env("AUTOAPP_FAULT", "backup:written")
+        .env("AUTOAPP_LOG", "off")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let names = |d: &Path| -> Vec<String> {
+        std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+    };
+    let left = names(dir.path());
+    assert!(left.len() == 1 && left[0].contains(".partial-"), "the kill left its partial file: {left:?}");
+    assert!(names(&n.root.path().join("cache")).iter().any(|c| c.starts_with("backup-notes-")));
+    let next = n.root.run(&["space"]);
+    assert!(
+        String::from_utf8_lossy(&next.stderr).contains("an interrupted backup's copy and partial file were removed")
+    );
+    assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
+    assert!(!names(&n.root.path().join("cache")).iter().any(|c| c.starts_with("backup-")));
+    // And a backup now works, and restores.
+    let file = backup(&n.root, "notes", dir.path());
+    TestRoot::new().ok(&["restore", file.to_str().unwrap()]);
+}
+
 /// `prune --dry-run`'s list, as `prune --yes` then removes it.
 fn listed(out: &str) -> Vec<String> {
     out.lines().filter(|l| l.starts_with("remove  ")).map(str::to_string).collect()
