@@ -6,6 +6,7 @@ import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync, chmodSync, readFileSync, readdirSync, mkdirSync, copyFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { startLauncher, browser, autoapp, repo, shots } from "./harness.mjs";
 
@@ -16,9 +17,19 @@ after(async () => {
   if (launcher && launcher.child.exitCode === null) await launcher.stop();
 });
 
+/// The notes component, built from guests/notes now: other tests build
+/// changed copies of notes into the same target folder.
+function notesComponent() {
+  const r = spawnSync("cargo", ["build", "--release", "--target", "wasm32-wasip2"], {
+    cwd: join(repo, "guests", "notes"), env: { ...process.env, CARGO_TARGET_DIR: join(repo, "target", "guests") }, encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`guests/notes does not build: ${r.stderr}`);
+  return join(repo, "target", "guests", "wasm32-wasip2", "release", "notes.wasm");
+}
+
 /// Notes made of the notes component, activated three times (so two old
 /// snapshots are there to prune), with one note written.
 function notesRoot() {
+  const component = notesComponent();
   const root = mkdtempSync(join(tmpdir(), "autoapp-browser-"));
   writeFileSync(join(root, "config.toml"), 'opener = "none"\n');
   const ws = mkdtempSync(join(tmpdir(), "autoapp-ws-"));
@@ -29,7 +40,7 @@ function notesRoot() {
   autoapp(root, "create", "notes", "--at", ws);
   for (const v of ["0.1.0", "0.1.1", "0.1.2"]) {
     writeFileSync(join(ws, "autoapp.toml"), manifest.replace('version = "0.1.0"', `version = "${v}"`));
-    const built = JSON.parse(autoapp(root, "build", "notes", "--component", join(repo, "target", "guests", "wasm32-wasip2", "release", "notes.wasm"), "--json"));
+    const built = JSON.parse(autoapp(root, "build", "notes", "--component", component, "--json"));
     autoapp(root, "activate", "notes", built.release);
   }
   autoapp(root, "call", "notes", "notes.add", JSON.stringify({ title: "kept safe" }));

@@ -13,8 +13,12 @@ use crate::root::Root;
 /// `autoapp backup <app> [--to FILE]`.
 pub(super) fn backup(root: Root, app: String, to: Option<PathBuf>, json: bool) -> Result<(), Failure> {
     let id = app_id(&app)?;
+    if !root.app(&id).exists() {
+        return fail(crate::error::no_such_app(&id));
+    }
     eprintln!("backing up {id} (its data is copied as of one moment; the app may go on serving)");
-    let b = housekeeping::back_up(&root, &Caller::command_line(), &id, to.as_deref()).map_err(|e| format!("{e:#}"))?;
+    let b = housekeeping::back_up(&root, &Caller::command_line(), &id, to.as_deref(), &super::progress)
+        .map_err(|e| format!("{e:#}"))?;
     if json {
         return print_json(&b);
     }
@@ -30,8 +34,8 @@ pub(super) fn restore(root: Root, file: PathBuf, as_id: Option<String>, json: bo
         "checking {} (every file's hash, the release, SQLite's integrity check) before placing anything",
         file.display()
     );
-    let r =
-        housekeeping::restore(&root, &Caller::command_line(), &file, as_id.as_ref()).map_err(|e| format!("{e:#}"))?;
+    let r = housekeeping::restore(&root, &Caller::command_line(), &file, as_id.as_ref(), &super::progress)
+        .map_err(|e| format!("{e:#}"))?;
     if json {
         return print_json(&r);
     }

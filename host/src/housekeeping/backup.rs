@@ -127,12 +127,18 @@ pub fn last(paths: &AppPaths) -> Option<BackedUp> {
 
 /// Backs `app` up to `to` (a new file, or a folder to write a new file in;
 /// default: the current folder), recorded in the app's record.
-pub fn back_up(root: &Root, caller: &Caller, app: &AppId, to: Option<&Path>) -> anyhow::Result<BackedUp> {
+pub fn back_up(
+    root: &Root,
+    caller: &Caller,
+    app: &AppId,
+    to: Option<&Path>,
+    progress: &dyn Fn(&str),
+) -> anyhow::Result<BackedUp> {
     let paths = root.app(app);
     if !paths.exists() {
         return Err(kinded(ErrorKind::NotFound, crate::error::no_such_app(app)));
     }
-    let done = write_backup(root, &paths, to);
+    let done = write_backup(root, &paths, to, progress);
     let arguments = serde_json::json!({ "to": to });
     let b = recorded(&paths, caller, "backup", arguments, done, |b| {
         // The file's name (a whole path would read as a secret to the record's sanitiser).
@@ -143,7 +149,7 @@ pub fn back_up(root: &Root, caller: &Caller, app: &AppId, to: Option<&Path>) -> 
     Ok(b)
 }
 
-fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>) -> anyhow::Result<BackedUp> {
+fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>, progress: &dyn Fn(&str)) -> anyhow::Result<BackedUp> {
     let app = &paths.id;
     // Shared: other backups go on; an activation, rollback or prune waits.
     let _lock = journal::lock(paths, false)?;
@@ -182,6 +188,8 @@ fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>) -> anyhow::Res
         for name in names {
             let copy = staging.join("data").join(&name);
             store::back_up_file(&paths.data().join(&name), &copy)?;
+            let bytes = std::fs::metadata(&copy).map(|m| m.len()).unwrap_or(0);
+            progress(&format!("copied data/{name} ({})", super::said(bytes)));
             files.push((format!("data/{name}"), copy));
         }
         journal::pause("backup:copied");
@@ -215,6 +223,7 @@ fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>) -> anyhow::Res
             .create_new(true)
             .open(&partial)
             .with_context(|| format!("cannot create {}", partial.display()))?;
+        progress(&format!("writing {}", file.display()));
         let mut tar = tar::Builder::new(zstd::Encoder::new(out, 3)?);
         let text = serde_json::to_vec_pretty(&manifest)?;
         append(&mut tar, MANIFEST, &mut text.as_slice(), text.len() as u64)?;
@@ -315,7 +324,13 @@ fn damaged(file: &Path, why: impl std::fmt::Display) -> anyhow::Error {
 
 /// Restores the backup `file` as a new app (`as_id`, default the backup's
 /// own id); recorded in the restored app's record.
-pub fn restore(root: &Root, caller: &Caller, file: &Path, as_id: Option<&AppId>) -> anyhow::Result<Restored> {
+pub fn restore(
+    root: &Root,
+    caller: &Caller,
+    file: &Path,
+    as_id: Option<&AppId>,
+    progress: &dyn Fn(&str),
+) -> anyhow::Result<Restored> {
     let (manifest, mut archive) = open(file)?;
     let id = match as_id {
         Some(id) => id.clone(),
@@ -329,7 +344,15 @@ pub fn restore(root: &Root, caller: &Caller, file: &Path, as_id: Option<&AppId>)
     // Its own folder: the pid says whose, a random part keeps two restores of one process apart.
     let staging =
         root.apps_dir().join(format!(".restore-{id}-{}-{}", &crate::secret::random_hex()[..8], std::process::id()));
-    let placed = place(root, file, &manifest, &mut archive, &staging, &id);
+    progress(&format!(
+        "a backup of {} taken at {} by Autoapp {}: {} files, {}",
+        manifest.app,
+        manifest.taken_at,
+        manifest.autoapp,
+        manifest.files.len(),
+        super::said(manifest.files.iter().map(|f| f.bytes).sum())
+    ));
+    let placed = place(root, file, &manifest, &mut archive, &staging, &id, progress);
     let (restored, _lock) = match placed {
         Ok(p) => p,
         Err(e) => {
@@ -475,6 +498,7 @@ fn place(
     archive: &mut Archive,
     staging: &Path,
     id: &AppId,
+    progress: &dyn Fn(&str),
 ) -> anyhow::Result<(Restored, journal::AppLock)> {
     if !release::is_release_id(&manifest.release) {
         return Err(damaged(file, "its release id is not one"));
@@ -557,6 +581,7 @@ fn place(
             return Err(damaged(file, format!("{} is missing: the file is cut short", f.path)));
         }
     }
+    progress("every file is there, with its size and hash");
     journal::fault("restore:unpacked");
 
     // The release: its id is its files' hash, as every release's is.
@@ -592,6 +617,7 @@ fn place(
     if applied.len() != migrations.len() || !store::is_prefix(&migrations, &applied) {
         return Err(damaged(file, "its data does not have exactly its release's migrations applied"));
     }
+    progress("the release makes its id; the data passes SQLite's integrity check and has its migrations");
     journal::fault("restore:verified");
 
     // Grants of folders and programs this computer has; the rest are said.

@@ -719,7 +719,7 @@ async fn backup(State(ctx): State<Ctx>, axum::Json(b): axum::Json<BackupBody>) -
         Err(why) => return error(ErrorKind::InvalidInput, why),
     };
     let res = blocking(&ctx, move |apps| {
-        let done = crate::housekeeping::back_up(apps.root(), &Caller::panel(), &id, Some(&to))?;
+        let done = crate::housekeeping::back_up(apps.root(), &Caller::panel(), &id, Some(&to), &|_| {})?;
         Ok(format!(
             "backed up {id} to {} ({}); `autoapp restore` places it again",
             done.file.display(),
