@@ -217,28 +217,13 @@ pub fn follow(
         }
     }
     let mut pending = String::new();
-    // Sends every whole line of `pending` to `each`; false when it said stop.
-    let drain = |pending: &mut String, each: &mut dyn FnMut(Line) -> bool| -> bool {
-        while let Some(end) = pending.find('\n') {
-            let line: String = pending.drain(..=end).collect();
-            if let Ok(l) = serde_json::from_str::<Line>(&line)
-                && !each(l)
-            {
-                return false;
-            }
-        }
-        true
-    };
     loop {
         // What was appended to the file this handle has open (the current
         // one, or the one a rotation just renamed).
-        if let Some((f, _)) = current.as_mut() {
-            let mut more = Vec::new();
-            f.read_to_end(&mut more)?;
-            pending.push_str(&String::from_utf8_lossy(&more));
-            if !drain(&mut pending, &mut each) {
-                return Ok(());
-            }
+        if let Some((f, _)) = current.as_mut()
+            && !read_on(f, &mut pending, &mut each)?
+        {
+            return Ok(());
         }
         std::thread::sleep(every);
         let rotated = match (&current, fs::metadata(&path)) {
@@ -251,18 +236,32 @@ pub fn follow(
         };
         if rotated {
             // The rest of the old file first, then the new one from its start.
-            if let Some((f, _)) = current.as_mut() {
-                let mut more = Vec::new();
-                f.read_to_end(&mut more)?;
-                pending.push_str(&String::from_utf8_lossy(&more));
-                if !drain(&mut pending, &mut each) {
-                    return Ok(());
-                }
-                pending.clear();
+            if let Some((f, _)) = current.as_mut()
+                && !read_on(f, &mut pending, &mut each)?
+            {
+                return Ok(());
             }
+            pending.clear();
             current = fs::File::open(&path).ok().map(|f| (f, 0));
         }
     }
+}
+
+/// Reads what was appended to `f` and hands each whole line to `each`
+/// (a line cut short waits in `pending`); false when `each` said stop.
+fn read_on(f: &mut fs::File, pending: &mut String, each: &mut impl FnMut(Line) -> bool) -> anyhow::Result<bool> {
+    let mut more = Vec::new();
+    f.read_to_end(&mut more)?;
+    pending.push_str(&String::from_utf8_lossy(&more));
+    while let Some(end) = pending.find('\n') {
+        let line: String = pending.drain(..=end).collect();
+        if let Ok(l) = serde_json::from_str::<Line>(&line)
+            && !each(l)
+        {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Reads a `--since` value: an RFC 3339 time (`2026-12-01T09:00:00Z`) or a

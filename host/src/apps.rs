@@ -574,11 +574,20 @@ impl Apps {
         let call_store = store.begin(mode, deadline).map_err(|e| {
             CallError::new(ErrorKind::Conflict, format!("the store of {app} is not available ({e:#}); try again"))
         })?;
+        // A preview's calls write to the app's log too, saying so.
+        let paths = self.root.app(app);
+        let label = match data.parent().filter(|_| data != paths.data()) {
+            Some(preview) => format!(
+                "{what} (preview {})",
+                release::short(&preview.file_name().unwrap_or_default().to_string_lossy())
+            ),
+            None => what.to_string(),
+        };
         let log = caps::log::CallLog::new(
             app.as_str(),
-            what,
+            &label,
             config.log_lines_per_call,
-            Some(crate::applog::dir_of(&self.root.app(app).dir)),
+            Some(crate::applog::dir_of(&paths.dir)),
         );
         if effect != Effect::External {
             return Ok(CallPlan {
