@@ -248,7 +248,11 @@ fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>, progress: &dyn
     if result.is_err() {
         let _ = std::fs::remove_file(&partial);
     }
-    result.map_err(|e: anyhow::Error| e.context(format!("no backup of {app} was written")))
+    result.map_err(|e: anyhow::Error| {
+        e.context(format!(
+            "no backup of {app} was written, and nothing of it is left (when the disk is full: free some space, or choose another folder with --to)"
+        ))
+    })
 }
 
 /// Where a backup goes: `to` (a new file), or a new file in the folder `to`
@@ -565,10 +569,9 @@ fn place(
                 return Err(damaged(file, format!("{name} is larger than its {MANIFEST} says: it was changed")));
             }
             h.update(&buf[..k]);
-            out.write_all(&buf[..k])
-                .with_context(|| format!("cannot write {}; nothing was restored", path.display()))?;
+            out.write_all(&buf[..k]).with_context(|| cannot_write(&path))?;
         }
-        out.sync_all().with_context(|| format!("cannot write {}; nothing was restored", path.display()))?;
+        out.sync_all().with_context(|| cannot_write(&path))?;
         if total != listed.bytes || hex::encode(h.finalize()) != listed.sha256 {
             return Err(damaged(
                 file,
@@ -669,6 +672,13 @@ fn place(
     sync_dir(&root.apps_dir())?;
     journal::fault("restore:placed");
     Ok((restored, lock))
+}
+
+fn cannot_write(path: &Path) -> String {
+    format!(
+        "cannot write {}; nothing was restored (when the disk is full: free some space, `autoapp prune`, then restore again)",
+        path.display()
+    )
 }
 
 /// Syncs `dir` and every folder below it.
