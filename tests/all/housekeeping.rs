@@ -386,6 +386,28 @@ fn a_damaged_tampered_or_foreign_backup_is_refused_and_nothing_is_placed() {
         "not of an Autoapp backup",
     ));
 
+    // A small file whose first header claims a long name of 200 MB (zeros
+    // compress to almost nothing): the reading stops at what a manifest may be.
+    let bomb = dir.path().join("bomb.autoapp-backup");
+    {
+        let mut tar = tar::Builder::new(zstd::Encoder::new(std::fs::File::create(&bomb).unwrap(), 1).unwrap());
+        let mut h = tar::Header::new_gnu();
+        let size = 200 << 20;
+        h.set_entry_type(tar::EntryType::GNULongName);
+        h.set_size(size);
+        h.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
+        h.set_cksum();
+        tar.append(&h, std::io::repeat(0).take(size)).unwrap();
+        let mut h = tar::Header::new_gnu();
+        h.set_size(manifest.len() as u64);
+        h.set_path("backup.json").unwrap();
+        h.set_cksum();
+        tar.append(&h, manifest.as_slice()).unwrap();
+        tar.into_inner().unwrap().finish().unwrap();
+    }
+    assert!(std::fs::metadata(&bomb).unwrap().len() < 1 << 20, "a small file");
+    cases.push(("a long name of 200 MB", bomb, "holds more than its manifest lists"));
+
     for (case, path, words) in cases {
         let fresh = TestRoot::new();
         let said = fresh.refused(&["restore", path.to_str().unwrap()]);
