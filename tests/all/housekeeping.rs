@@ -411,6 +411,7 @@ fn a_damaged_tampered_or_foreign_backup_is_refused_and_nothing_is_placed() {
     for (case, path, words) in cases {
         let fresh = TestRoot::new();
         let said = fresh.refused(&["restore", path.to_str().unwrap()]);
+        assert!(said.len() < 2000, "{case}: a refusal is a sentence, whatever the file names ({} bytes)", said.len());
         assert!(said.contains(words), "{case}: `{said}` should say `{words}`");
         assert!(!target.exists(), "{case}: a file was planted outside the root");
         assert!(!fresh.path().join("apps/notes").exists(), "{case}: nothing placed");

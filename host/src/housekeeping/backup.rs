@@ -429,8 +429,9 @@ fn open(file: &Path) -> anyhow::Result<(Manifest, Archive)> {
             .ok_or_else(|| damaged(file, "it is empty"))?
             .map_err(|e| damaged(file, format!("it cannot be read ({e})")))?;
         let name = first.path().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let quoted = shown(&name);
         if name != MANIFEST {
-            return Err(damaged(file, format!("it does not start with {MANIFEST} (it starts with {name:?})")));
+            return Err(damaged(file, format!("it does not start with {MANIFEST} (it starts with {quoted})")));
         }
         if first.header().size().unwrap_or(u64::MAX) > MAX_MANIFEST {
             return Err(damaged(file, format!("its {MANIFEST} is larger than any Autoapp writes")));
@@ -535,23 +536,24 @@ fn place(
     for (n, entry) in entries.enumerate() {
         let entry = entry.map_err(|e| damaged(file, format!("it ends early or is damaged ({e})")))?;
         let name = entry.path().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let quoted = shown(&name);
         if n == 0 {
             continue; // backup.json, read by `open`
         }
         if !entry.header().entry_type().is_file() {
-            return Err(damaged(file, format!("it holds {name:?}, which is not a plain file")));
+            return Err(damaged(file, format!("it holds {quoted}, which is not a plain file")));
         }
         let listed = *listed
             .get(name.as_str())
-            .ok_or_else(|| damaged(file, format!("it holds {name:?}, which its {MANIFEST} does not list")))?;
+            .ok_or_else(|| damaged(file, format!("it holds {quoted}, which its {MANIFEST} does not list")))?;
         let rel = staged_path(&name, &manifest.release)
-            .ok_or_else(|| damaged(file, format!("it holds {name:?}, which is not a file a backup holds")))?;
+            .ok_or_else(|| damaged(file, format!("it holds {quoted}, which is not a file a backup holds")))?;
         if !seen.insert(name.clone()) {
-            return Err(damaged(file, format!("it holds {name:?} twice")));
+            return Err(damaged(file, format!("it holds {quoted} twice")));
         }
         let path = staging.join(&rel);
         if !path.starts_with(staging) || rel.is_absolute() {
-            return Err(damaged(file, format!("it holds {name:?}, which is not a file a backup holds")));
+            return Err(damaged(file, format!("it holds {quoted}, which is not a file a backup holds")));
         }
         std::fs::create_dir_all(path.parent().expect("a staged file has a folder"))?;
         let mut out = std::fs::File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
@@ -560,13 +562,13 @@ fn place(
         let mut buf = vec![0u8; 64 * 1024];
         let mut total = 0u64;
         loop {
-            let k = reader.read(&mut buf).map_err(|e| damaged(file, format!("{name} ends early ({e})")))?;
+            let k = reader.read(&mut buf).map_err(|e| damaged(file, format!("{quoted} ends early ({e})")))?;
             if k == 0 {
                 break;
             }
             total += k as u64;
             if total > listed.bytes {
-                return Err(damaged(file, format!("{name} is larger than its {MANIFEST} says: it was changed")));
+                return Err(damaged(file, format!("{quoted} is larger than its {MANIFEST} says: it was changed")));
             }
             h.update(&buf[..k]);
             out.write_all(&buf[..k]).with_context(|| cannot_write(&path))?;
@@ -575,13 +577,13 @@ fn place(
         if total != listed.bytes || hex::encode(h.finalize()) != listed.sha256 {
             return Err(damaged(
                 file,
-                format!("{name} does not match its hash in {MANIFEST}: it was changed or damaged"),
+                format!("{quoted} does not match its hash in {MANIFEST}: it was changed or damaged"),
             ));
         }
     }
     for f in &manifest.files {
         if !seen.contains(&f.path) {
-            return Err(damaged(file, format!("{} is missing: the file is cut short", f.path)));
+            return Err(damaged(file, format!("{} is missing: the file is cut short", shown(&f.path))));
         }
     }
     progress("every file is there, with its size and hash");
@@ -672,6 +674,15 @@ fn place(
     sync_dir(&root.apps_dir())?;
     journal::fault("restore:placed");
     Ok((restored, lock))
+}
+
+/// A name from a backup file, for a message: quoted, escaped, and cut (a
+/// hostile file's names can be megabytes).
+fn shown(name: &str) -> String {
+    const MOST: usize = 120;
+    let cut: String = name.chars().take(MOST).collect();
+    let more = if name.chars().nth(MOST).is_some() { "…" } else { "" };
+    format!("{cut:?}{more}")
 }
 
 fn cannot_write(path: &Path) -> String {
