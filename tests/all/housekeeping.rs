@@ -69,7 +69,12 @@ fn a_backup_taken_while_sixteen_writers_write_holds_every_acknowledged_write_and
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Until the writers have written (however slow the machine).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while n.root.call("notes", "notes.list", r#"{"limit":500}"#)["notes"].as_array().unwrap().len() < 20 {
+        assert!(Instant::now() < deadline, "the writers wrote");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let dir = tempfile::tempdir().unwrap();
     let began = started.elapsed();
     let file = backup(&n.root, "notes", dir.path());
@@ -135,7 +140,17 @@ fn a_backup_taken_while_the_launcher_serves_sixteen_writers_holds_every_write_ac
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(1000));
+    // Until the writers have written (however slow the machine).
+    let mut probe = crate::support::beside(&tab);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let r = probe.request("POST", "/api/call/count", Some("{}")).unwrap();
+        if serde_json::from_slice::<Value>(&r.body).unwrap()["rows"].as_u64().unwrap() >= 150 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the writers wrote");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let dir = tempfile::tempdir().unwrap();
     let began = started.elapsed();
     let file = backup(&t, "bench", dir.path());
@@ -341,6 +356,46 @@ fn a_damaged_tampered_or_foreign_backup_is_refused_and_nothing_is_placed() {
         "an entry the manifest does not list",
         with(&|e| e.push(("../../evil.sh".into(), b"#!/bin/sh\n".to_vec()))),
         "does not list",
+    ));
+    // Bytes added to the data, the manifest left as it was.
+    cases.push((
+        "an entry longer than listed",
+        with(&|e| e[data].1.extend_from_slice(&[0u8; 4096])),
+        "is larger than its backup.json says",
+    ));
+    // Data with a migration its release does not have, its hash recomputed.
+    let migrated = {
+        let tmp = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(tmp.path(), &good[index("data/app.sqlite")].1).unwrap();
+        let conn = rusqlite::Connection::open(tmp.path()).unwrap();
+        conn.execute(
+            "INSERT INTO _autoapp_migrations (seq, name, sha256, applied_at) VALUES (99, 'migrations/0099_x.sql', 'ab', 'now')",
+            [],
+        )
+        .unwrap();
+        conn.pragma_update(None, "journal_mode", "DELETE").unwrap();
+        drop(conn);
+        std::fs::read(tmp.path()).unwrap()
+    };
+    cases.push((
+        "data with a migration its release does not have",
+        with(&|e| {
+            e[data].1 = migrated.clone();
+            e[0].1 = relisted(&manifest, "data/app.sqlite", &migrated);
+        }),
+        "does not have exactly its release's migrations",
+    ));
+    // A release.json that does not describe its component (what prune keys compiled code on).
+    let info = index("release/release.json");
+    cases.push((
+        "a release.json about another component",
+        with(&|e| {
+            let mut r: Value = serde_json::from_slice(&e[info].1).unwrap();
+            r["component_sha256"] = json!("0".repeat(64));
+            e[info].1 = serde_json::to_vec(&r).unwrap();
+            e[0].1 = relisted(&manifest, "release/release.json", &e[info].1);
+        }),
+        "does not describe its component",
     ));
     // A name that `Path::join` would read as absolute (`release//…`), listed
     // with its hash: never written, anywhere.
@@ -629,10 +684,12 @@ fn a_prune_during_an_activation_is_refused_and_removes_nothing() {
     n.root.ok(&["activate", "notes", &v2]);
     n.root.ok(&["activate", "notes", &v1]);
     let before = n.folders_starting("data-prev-");
-    // An activation paused half way (debug builds: AUTOAPP_PAUSE).
+    // An activation paused half way (debug builds: AUTOAPP_PAUSE), until the test lets it go.
+    let hold = tempfile::NamedTempFile::new().unwrap();
     let mut activation = Command::new(env!("CARGO_BIN_EXE_autoapp"))
         .args(["--root", n.root.path().to_str().unwrap(), "activate", "notes", &v2])
         .env("AUTOAPP_PAUSE", "activate:snapshotted")
+        .env("AUTOAPP_PAUSE_FILE", hold.path())
         .env("AUTOAPP_LOG", "off")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -649,6 +706,7 @@ fn a_prune_during_an_activation_is_refused_and_removes_nothing() {
     assert!(said.contains("is under way"), "{said}");
     // Nor is the activation taken for an interrupted one and "recovered" under its feet.
     assert!(!said.contains("recovered"), "{said}");
+    drop(hold);
     assert!(activation.wait().unwrap().success());
     let after = n.folders_starting("data-prev-");
     assert_eq!(
@@ -665,6 +723,38 @@ fn a_prune_during_an_activation_is_refused_and_removes_nothing() {
     let said = n.root.refused(&["activate", "notes", &v1]);
     assert!(said.contains("is under way"), "{said}");
     drop(lock);
+
+    // A backup under way shares the lock: prune's list is shown, its removal
+    // and an activation are refused; the backup then finishes.
+    let hold = tempfile::NamedTempFile::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut backing_up = Command::new(env!("CARGO_BIN_EXE_autoapp"))
+        .args(["--root", n.root.path().to_str().unwrap(), "backup", "notes", "--to", dir.path().to_str().unwrap()])
+        .env("AUTOAPP_PAUSE", "backup:copied")
+        .env("AUTOAPP_PAUSE_FILE", hold.path())
+        .env("AUTOAPP_LOG", "off")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let cache = n.root.path().join("cache");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_dir(&cache)
+        .unwrap()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with("backup-notes-"))
+    {
+        assert!(Instant::now() < deadline, "the backup began");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(n.root.ok(&["prune", "notes", "--keep", "0", "--dry-run"]).contains("a dry run"));
+    let said = n.root.refused(&["prune", "notes", "--keep", "0", "--yes"]);
+    assert!(said.contains("is under way"), "{said}");
+    let said = n.root.refused(&["activate", "notes", &v1]);
+    assert!(said.contains("is under way"), "{said}");
+    drop(hold);
+    assert!(backing_up.wait().unwrap().success());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "the backup was written");
     n.root.ok(&["prune", "notes", "--keep", "0", "--yes"]);
 }
 

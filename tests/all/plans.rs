@@ -128,16 +128,16 @@ fn plans(t: &TestRoot, app: &str) -> Vec<Value> {
     v["plans"].as_array().unwrap().clone()
 }
 
-/// Plan `id` of notes once it is stopped (within 10 s), or as it is then.
+/// Plan `id` of jotter once it is stopped (within 10 s), or as it is then.
 fn stopped(t: &TestRoot, id: u64) -> Value {
     for _ in 0..100 {
-        let plan = plans(t, "notes").into_iter().find(|p| p["id"] == id).unwrap();
+        let plan = plans(t, "jotter").into_iter().find(|p| p["id"] == id).unwrap();
         if plan["state"] == "stopped" {
             return plan;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    plans(t, "notes").into_iter().find(|p| p["id"] == id).unwrap()
+    plans(t, "jotter").into_iter().find(|p| p["id"] == id).unwrap()
 }
 
 const LIST_ARM: &str = r#""entries.list" => json!({ "entries": entries(input["limit"].as_i64().unwrap_or(20))? }),"#;
@@ -154,11 +154,11 @@ fn submitted(a: &mut Agent, app: &str) -> u64 {
 #[test]
 fn a_plan_is_read_first_and_its_run_approves_only_its_own_apps_changes_until_it_ends() {
     let t = TestRoot::with_config("opener = \"none\"\n");
-    t.ok(&["create", "notes"]);
-    let active = t.build("notes");
-    t.ok(&["activate", "notes", &active]);
+    t.ok(&["create", "jotter"]);
+    let active = t.build("jotter");
+    t.ok(&["activate", "jotter", &active]);
     t.ok(&["create", "other"]);
-    let ws = t.path().join("apps/notes/workspace");
+    let ws = t.path().join("apps/jotter/workspace");
     let served = Served::start(&t, &["open"]);
     let mut panel = served.tab("the Autoapp panel");
     let asked = questions(&panel);
@@ -167,7 +167,7 @@ fn a_plan_is_read_first_and_its_run_approves_only_its_own_apps_changes_until_it_
     // Drafting is a read: nobody is asked. What the app does not have is marked.
     let open = a.ok(
         "plan_open",
-        json!({ "app": "notes", "request": "the person asked: mark the list as edited",
+        json!({ "app": "jotter", "request": "the person asked: mark the list as edited",
                 "summary": "change one arm of the list route, build, try it in a preview",
                 "touches": { "routes": ["entries.list", "entries.purge"], "tables": ["entries", "nope"], "files": ["src/lib.rs"] } }),
     );
@@ -198,10 +198,10 @@ fn a_plan_is_read_first_and_its_run_approves_only_its_own_apps_changes_until_it_
     a.refused("plan_read", json!({ "plan": 999 }), "not-found", "there is no plan 999");
 
     // Read first, build later: a change waits for the person's answer to the plan.
-    let edit = json!({ "app": "notes", "path": "src/lib.rs", "old": LIST_ARM,
+    let edit = json!({ "app": "jotter", "path": "src/lib.rs", "old": LIST_ARM,
                        "new": LIST_ARM.replace("? }),", "?, \"edited\": true }),") });
     a.refused("source_edit", edit.clone(), "conflict", "waits for the person to read it");
-    assert_eq!(plans(&t, "notes")[0]["state"], "submitted");
+    assert_eq!(plans(&t, "jotter")[0]["state"], "submitted");
 
     // Another agent may not start it (the person's yes would go to it), nor add to it.
     let mut b = Agent::connect(&t);
@@ -217,7 +217,7 @@ fn a_plan_is_read_first_and_its_run_approves_only_its_own_apps_changes_until_it_
         "request (the agent's words): the person asked",
         "[ ] 1. edit the list route",
         "entries.purge  ← the app has no such thing now",
-        "only notes",
+        "only jotter",
     ] {
         assert!(card.contains(said), "the card says {said:?}: {card}");
     }
@@ -230,27 +230,27 @@ fn a_plan_is_read_first_and_its_run_approves_only_its_own_apps_changes_until_it_
     let edited = a.ok("source_edit", edit);
     assert_eq!(edited["answeredBy"], format!("run {plan}"));
     a.ok("plan_task_done", json!({ "plan": plan, "task": 1, "note": "edited" }));
-    let built = a.ok("candidate_build", json!({ "app": "notes" }));
+    let built = a.ok("candidate_build", json!({ "app": "jotter" }));
     let candidate = built["release"].as_str().unwrap().to_string();
-    a.ok("candidate_preview", json!({ "app": "notes" }));
-    let listed = a.ok("preview_call", json!({ "app": "notes", "route": "entries.list" }));
+    a.ok("candidate_preview", json!({ "app": "jotter" }));
+    let listed = a.ok("preview_call", json!({ "app": "jotter", "route": "entries.list" }));
     assert_eq!(listed["output"]["edited"], true);
-    a.ok("preview_call", json!({ "app": "notes", "route": "entries.add", "input": { "text": "in the preview" } }));
+    a.ok("preview_call", json!({ "app": "jotter", "route": "entries.add", "input": { "text": "in the preview" } }));
     // The change cycle under the run: edit, build, preview and a read in it, one call, no card.
     let cycled = a.ok(
         "candidate_cycle",
-        json!({ "app": "notes", "path": "src/lib.rs", "old": "\"edited\": true", "new": "\"edited\": \"twice\"", "check": "entries.list" }),
+        json!({ "app": "jotter", "path": "src/lib.rs", "old": "\"edited\": true", "new": "\"edited\": \"twice\"", "check": "entries.list" }),
     );
     assert_eq!(cycled["check"]["output"]["edited"], "twice", "{cycled}");
     // A cycle whose build fails stops there and answers with the compiler's messages.
-    let broken = json!({ "app": "notes", "path": "src/lib.rs", "old": "\"edited\": \"twice\"", "new": "\"edited\": not_a_thing" });
+    let broken = json!({ "app": "jotter", "path": "src/lib.rs", "old": "\"edited\": \"twice\"", "new": "\"edited\": not_a_thing" });
     a.refused(
         "candidate_cycle",
         broken,
         "invalid-input",
         "the cycle stopped at step 2 of 3 (the build): the build failed",
     );
-    let fixed = json!({ "app": "notes", "path": "src/lib.rs", "old": "\"edited\": not_a_thing", "new": "\"edited\": true", "check": "entries.add" });
+    let fixed = json!({ "app": "jotter", "path": "src/lib.rs", "old": "\"edited\": not_a_thing", "new": "\"edited\": true", "check": "entries.add" });
     a.refused("candidate_cycle", fixed, "invalid-input", "`entries.add` is a write route");
     assert!(asked.try_recv().is_err(), "nothing was asked of the person");
 
@@ -263,25 +263,25 @@ fn a_plan_is_read_first_and_its_run_approves_only_its_own_apps_changes_until_it_
     // Another connection may not change the run's app; the person may not activate it.
     b.refused(
         "source_write",
-        json!({ "app": "notes", "path": "NOTES.md", "content": "x" }),
+        json!({ "app": "jotter", "path": "NOTES.md", "content": "x" }),
         "conflict",
-        "running on notes from another connection",
+        "running on jotter from another connection",
     );
     b.refused("plan_finish", json!({ "plan": plan, "outcome": "not mine" }), "conflict", "another connection");
-    let line = t.refused(&["activate", "notes", &candidate]);
-    assert!(line.contains(&format!("plan {plan} is running on notes")), "{line}");
+    let line = t.refused(&["activate", "jotter", &candidate]);
+    assert!(line.contains(&format!("plan {plan} is running on jotter")), "{line}");
 
     // Finished: the next change asks again.
     a.ok("plan_finish", json!({ "plan": plan, "outcome": "the list says edited; the person activates it" }));
-    a.start("source_write", json!({ "app": "notes", "path": "NOTES.md", "content": "x" }));
+    a.start("source_write", json!({ "app": "jotter", "path": "NOTES.md", "content": "x" }));
     let q = next_question(&asked);
     answer(&mut panel, &q, false);
     assert_eq!(a.answer()["error"]["kind"], "denied");
     assert!(!ws.join("NOTES.md").exists());
-    t.ok(&["activate", "notes", &candidate]);
+    t.ok(&["activate", "jotter", &candidate]);
 
     // The record: the run's answers, its caller naming the plan and task, its end.
-    let rows: Vec<Value> = serde_json::from_str(&t.ok(&["runs", "notes", "--json", "--limit", "200"])).unwrap();
+    let rows: Vec<Value> = serde_json::from_str(&t.ok(&["runs", "jotter", "--json", "--limit", "200"])).unwrap();
     let by_run: Vec<&Value> = rows.iter().filter(|r| r["answered_by"] == format!("run {plan}")).collect();
     let routes: Vec<&str> = by_run.iter().map(|r| r["route"].as_str().unwrap()).collect();
     for route in ["source_edit", "candidate_build", "candidate_preview"] {
@@ -290,11 +290,11 @@ fn a_plan_is_read_first_and_its_run_approves_only_its_own_apps_changes_until_it_
     assert!(by_run.iter().all(|r| r["caller"].as_str().unwrap().starts_with(&format!("planner plan {plan} task"))));
     assert!(rows.iter().any(|r| r["route"] == "plan_start" && r["answered_by"] == "person"));
     assert!(rows.iter().any(|r| r["route"] == "plan-finish"), "{rows:#?}");
-    let preview_rows = t.ok(&["runs", "notes", "--json"]);
+    let preview_rows = t.ok(&["runs", "jotter", "--json"]);
     assert!(!preview_rows.is_empty());
 
     // A run ends when its connection closes.
-    let second = submitted(&mut a, "notes");
+    let second = submitted(&mut a, "jotter");
     a.start("plan_start", json!({ "plan": second }));
     answer(&mut panel, &next_question(&asked), true);
     assert_eq!(a.answer()["ok"], true);
@@ -304,19 +304,19 @@ fn a_plan_is_read_first_and_its_run_approves_only_its_own_apps_changes_until_it_
 
     // The person stops a run from the terminal; a waiting plan is rejected.
     let mut c = Agent::connect(&t);
-    let third = submitted(&mut c, "notes");
+    let third = submitted(&mut c, "jotter");
     c.start("plan_start", json!({ "plan": third }));
     answer(&mut panel, &next_question(&asked), true);
     assert_eq!(c.answer()["ok"], true);
-    assert!(t.ok(&["plan", "stop", "notes"]).contains(&format!("stopped the run of plan {third}")));
-    c.start("source_write", json!({ "app": "notes", "path": "NOTES.md", "content": "x" }));
+    assert!(t.ok(&["plan", "stop", "jotter"]).contains(&format!("stopped the run of plan {third}")));
+    c.start("source_write", json!({ "app": "jotter", "path": "NOTES.md", "content": "x" }));
     answer(&mut panel, &next_question(&asked), false);
     assert_eq!(c.answer()["error"]["kind"], "denied", "stopped: it asks again");
-    let fourth = submitted(&mut c, "notes");
-    assert!(t.ok(&["plan", "reject", "notes"]).contains(&format!("rejected plan {fourth}")));
+    let fourth = submitted(&mut c, "jotter");
+    assert!(t.ok(&["plan", "reject", "jotter"]).contains(&format!("rejected plan {fourth}")));
     c.refused("plan_start", json!({ "plan": fourth }), "conflict", "rejected");
-    let text = t.ok(&["plans", "notes"]);
-    assert!(text.contains(&format!("plan {fourth} of notes (rejected)")), "{text}");
+    let text = t.ok(&["plans", "jotter"]);
+    assert!(text.contains(&format!("plan {fourth} of jotter (rejected)")), "{text}");
 
     // The MCP server's way: a session held open on one connection, each call on
     // a connection of its own naming it. The run is the session's, and ends with it.
@@ -327,7 +327,7 @@ fn a_plan_is_read_first_and_its_run_approves_only_its_own_apps_changes_until_it_
         once.start_in(tool, args, session);
         once
     };
-    let open = call("plan_open", json!({ "app": "notes", "request": "a session's plan" }), Some(&token)).answer();
+    let open = call("plan_open", json!({ "app": "jotter", "request": "a session's plan" }), Some(&token)).answer();
     let session_plan = open["output"]["plan"]["id"].as_u64().unwrap();
     call("plan_task", json!({ "plan": session_plan, "title": "t" }), Some(&token)).answer();
     call("plan_submit", json!({ "plan": session_plan }), Some(&token)).answer();
@@ -335,26 +335,26 @@ fn a_plan_is_read_first_and_its_run_approves_only_its_own_apps_changes_until_it_
     answer(&mut panel, &next_question(&asked), true);
     assert_eq!(starting.answer()["ok"], true);
     let wrote =
-        call("source_write", json!({ "app": "notes", "path": "NOTES.md", "content": "s" }), Some(&token)).answer();
+        call("source_write", json!({ "app": "jotter", "path": "NOTES.md", "content": "s" }), Some(&token)).answer();
     assert_eq!(wrote["output"]["answeredBy"], format!("run {session_plan}"), "{wrote}");
-    let other = call("source_write", json!({ "app": "notes", "path": "NOTES.md", "content": "x" }), None).answer();
+    let other = call("source_write", json!({ "app": "jotter", "path": "NOTES.md", "content": "x" }), None).answer();
     assert_eq!(other["error"]["kind"], "conflict", "a connection outside the session: {other}");
     drop(held);
     let ended = stopped(&t, session_plan);
     assert_eq!(ended["endedBy"], "its connection closed");
-    let stale = call("plan_read", json!({ "app": "notes" }), Some(&token)).answer();
+    let stale = call("plan_read", json!({ "app": "jotter" }), Some(&token)).answer();
     assert!(stale["error"]["message"].as_str().unwrap().contains("engineer session is over"), "{stale}");
     std::fs::remove_file(ws.join("NOTES.md")).unwrap();
 
     // A run does not survive a restart, and one ends at its time limit.
-    let fifth = submitted(&mut c, "notes");
+    let fifth = submitted(&mut c, "jotter");
     c.start("plan_start", json!({ "plan": fifth }));
     answer(&mut panel, &next_question(&asked), true);
     assert_eq!(c.answer()["ok"], true);
     drop(c);
     drop(panel);
     served.stop();
-    let after = plans(&t, "notes").into_iter().find(|p| p["id"] == fifth).unwrap();
+    let after = plans(&t, "jotter").into_iter().find(|p| p["id"] == fifth).unwrap();
     assert_eq!(after["state"], "stopped");
     let config = format!("{}opener = \"none\"\nrun_limit_secs = 2\n", crate::support::base_config());
     std::fs::write(t.path().join("config.toml"), config).unwrap();
@@ -362,15 +362,15 @@ fn a_plan_is_read_first_and_its_run_approves_only_its_own_apps_changes_until_it_
     let mut panel = served.tab("the Autoapp panel");
     let asked = questions(&panel);
     let mut d = Agent::connect(&t);
-    let sixth = submitted(&mut d, "notes");
+    let sixth = submitted(&mut d, "jotter");
     d.start("plan_start", json!({ "plan": sixth }));
     answer(&mut panel, &next_question(&asked), true);
     assert_eq!(d.answer()["ok"], true);
     std::thread::sleep(Duration::from_millis(2500));
-    d.start("source_write", json!({ "app": "notes", "path": "NOTES.md", "content": "x" }));
+    d.start("source_write", json!({ "app": "jotter", "path": "NOTES.md", "content": "x" }));
     answer(&mut panel, &next_question(&asked), false);
     assert_eq!(d.answer()["error"]["kind"], "denied", "past its limit, it asks again");
-    let ended = plans(&t, "notes").into_iter().find(|p| p["id"] == sixth).unwrap();
+    let ended = plans(&t, "jotter").into_iter().find(|p| p["id"] == sixth).unwrap();
     assert_eq!(ended["endedBy"], "its time limit (run_limit_secs)");
     served.stop();
 }

@@ -164,8 +164,8 @@ enum Command {
     ///
     /// Never removed: the active release; the release and the data snapshot a
     /// rollback of the last activation needs; a release `rollback --downgrade` can
-    /// use; a preview's release and copy; a release built in the last day (unless
-    /// --keep is given). Prints exactly what it removes and how much it frees, then
+    /// use; a preview's release and copy; a release built, or data a rollback set
+    /// aside, in the last day (unless --keep is given). Prints exactly what it removes and how much it frees, then
     /// asks (unless --yes). docs/releases.md, "Prune".
     Prune {
         /// One app [default: every app, and compiled code no release uses].
@@ -186,7 +186,7 @@ enum Command {
     },
     /// Show the lines an app's calls wrote to its log (secrets filtered), oldest first.
     ///
-    /// Kept in <root>/apps/<app>/logs/ across restarts, at most 2 MiB per app (a
+    /// Kept in <root>/apps/<app>/logs/ across restarts, about 2 MiB at most per app (a
     /// file of 1 MiB and the one before it).
     Logs {
         app: String,

@@ -652,7 +652,9 @@ impl Engineer {
         let spec = Spec { name: "logs_read", effect: Some(Effect::Read), description: "", input: json!({}) };
         self.ran(caller, &spec, app, "", None, args, &result).await;
         let lines: Vec<String> = result?.iter().map(crate::applog::Line::text).collect();
-        Ok(json!({ "lines": lines, "note": "the app's log file (kept across restarts, at most 2 MiB), newest last" }))
+        Ok(
+            json!({ "lines": lines, "note": "the app's log file (kept across restarts, about 2 MiB at most), newest last" }),
+        )
     }
 
     async fn apps_create(

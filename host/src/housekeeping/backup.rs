@@ -7,7 +7,7 @@
 //! writing), `release/…` (the active release's folder: component, manifest,
 //! migrations, release.json) and `grants.json`.
 //!
-//! A restore reads it whole into a staging folder `apps/.restore-<id>-<pid>/`
+//! A restore reads it whole into a staging folder `apps/.restore-<id>-<random>-<pid>/`
 //! and checks everything before anything is placed: only listed names, no
 //! more bytes than listed, every hash, the release's id recomputed from its
 //! files, SQLite's integrity check of each database, the release's migrations
@@ -151,7 +151,8 @@ pub fn back_up(
 
 fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>, progress: &dyn Fn(&str)) -> anyhow::Result<BackedUp> {
     let app = &paths.id;
-    // Shared: other backups go on; an activation, rollback or prune waits.
+    // Shared: other backups go on; an activation, rollback, prune or removal
+    // meanwhile is refused (conflict), never queued.
     let _lock = journal::lock(paths, false)?;
     if let Some(j) = journal::journal(paths)? {
         return Err(kinded(
@@ -165,7 +166,7 @@ fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>, progress: &dyn
     let release = release::active(paths)?.with_context(|| {
         format!("{app} has no active release, so it has no data to back up yet; activate one with `autoapp activate {app} RELEASE`")
     })?;
-    let file = destination(app, to)?;
+    let (file, ours) = destination(app, to)?;
     // Its own copy folder and partial file: two backups at once (two clicks,
     // two tabs) never share one. The pid comes last: recovery reads it.
     let unique = format!("{}-{}", &crate::secret::random_hex()[..8], std::process::id());
@@ -236,13 +237,24 @@ fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>, progress: &dyn
         out.sync_all()?;
         drop(out);
         journal::fault("backup:written");
-        // Never over a file that appeared meanwhile.
-        rename_new(&partial, &file).with_context(|| format!("cannot name the backup {}", file.display()))?;
-        if let Some(parent) = file.parent() {
+        // Never over a file that appeared meanwhile; a name of ours moves on
+        // to the next number instead (two backups in one second).
+        let mut named = file.clone();
+        for n in 2.. {
+            match rename_new(&partial, &named) {
+                Ok(()) => break,
+                Err(e) if ours && e.raw_os_error() == Some(libc::EEXIST) && n < 100 => {
+                    let stem = file.file_stem().unwrap_or_default().to_string_lossy();
+                    named = file.with_file_name(format!("{stem}-{n}.{EXTENSION}"));
+                }
+                Err(e) => return Err(e).with_context(|| format!("cannot name the backup {}", named.display())),
+            }
+        }
+        if let Some(parent) = named.parent() {
             sync_dir(parent)?;
         }
-        let bytes = std::fs::metadata(&file)?.len();
-        Ok(BackedUp { app: app.to_string(), file: file.clone(), bytes, release: release.clone(), taken_at })
+        let bytes = std::fs::metadata(&named)?.len();
+        Ok(BackedUp { app: app.to_string(), file: named, bytes, release: release.clone(), taken_at })
     })();
     let _ = std::fs::remove_dir_all(&staging);
     if result.is_err() {
@@ -257,7 +269,9 @@ fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>, progress: &dyn
 
 /// Where a backup goes: `to` (a new file), or a new file in the folder `to`
 /// (default: the current one).
-fn destination(app: &AppId, to: Option<&Path>) -> anyhow::Result<PathBuf> {
+/// Where a backup goes, and whether the name is ours to change (a folder was
+/// given, not a file).
+fn destination(app: &AppId, to: Option<&Path>) -> anyhow::Result<(PathBuf, bool)> {
     // In a folder, a name of our own: another in the same second gets `-2`.
     let in_folder = |dir: &Path| {
         let name = default_name(app);
@@ -267,10 +281,10 @@ fn destination(app: &AppId, to: Option<&Path>) -> anyhow::Result<PathBuf> {
             .find(|p| !p.exists())
             .expect("an unused name")
     };
-    let file = match to {
-        None => in_folder(&std::env::current_dir().context("cannot find the current folder")?),
-        Some(p) if p.is_dir() => in_folder(p),
-        Some(p) => p.to_path_buf(),
+    let (file, ours) = match to {
+        None => (in_folder(&std::env::current_dir().context("cannot find the current folder")?), true),
+        Some(p) if p.is_dir() => (in_folder(p), true),
+        Some(p) => (p.to_path_buf(), false),
     };
     let file = if file.is_absolute() { file } else { std::env::current_dir()?.join(file) };
     if file.exists() {
@@ -284,7 +298,7 @@ fn destination(app: &AppId, to: Option<&Path>) -> anyhow::Result<PathBuf> {
     }
     let parent = file.parent().context("a backup file has a folder")?;
     anyhow::ensure!(parent.is_dir(), "the folder {} does not exist; create it, or choose another", parent.display());
-    Ok(file)
+    Ok((file, ours))
 }
 
 fn append<W: std::io::Write>(
@@ -311,8 +325,27 @@ fn hash_file(path: &Path) -> anyhow::Result<(u64, String)> {
 
 /// Renames `from` to `to` unless `to` exists (atomically: never replaces).
 fn rename_new(from: &Path, to: &Path) -> std::io::Result<()> {
-    rustix::fs::renameat_with(rustix::fs::CWD, from, rustix::fs::CWD, to, rustix::fs::RenameFlags::NOREPLACE)
-        .map_err(std::io::Error::from)
+    let flags = rustix::fs::RenameFlags::NOREPLACE;
+    match rustix::fs::renameat_with(rustix::fs::CWD, from, rustix::fs::CWD, to, flags) {
+        Ok(()) => Ok(()),
+        // A filesystem without it (NFS, FUSE: a USB drive, sshfs): a hard
+        // link never replaces either; where links are not had, a look first.
+        Err(rustix::io::Errno::INVAL) => {
+            let exists = || std::io::Error::from_raw_os_error(libc::EEXIST);
+            if from.is_file() {
+                match std::fs::hard_link(from, to) {
+                    Ok(()) => return std::fs::remove_file(from),
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(exists()),
+                    Err(_) => {}
+                }
+            }
+            if std::fs::symlink_metadata(to).is_ok() {
+                return Err(exists());
+            }
+            std::fs::rename(from, to)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Why a backup file cannot be restored: said to the person as is.
@@ -612,6 +645,12 @@ fn place(
     let info = release::info(&paths, rid).map_err(|e| damaged(file, format!("{e:#}")))?;
     if info.id != *rid {
         return Err(damaged(file, "its release.json names another release"));
+    }
+    // What space and prune key compiled code on must be the component's own.
+    if info.component_sha256 != hex::encode(Sha256::digest(&component))
+        || info.component_bytes != component.len() as u64
+    {
+        return Err(damaged(file, "its release.json does not describe its component"));
     }
     release::seal(&rdir)?;
     // The data: SQLite's own check, and the release's migrations applied.

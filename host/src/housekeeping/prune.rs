@@ -4,8 +4,8 @@
 //! of the last activation needs (`activation.json`); a release an older-schema
 //! downgrade can still use (`reads_newer_schema`, its migrations a prefix of
 //! the applied ones); a release a preview runs, and every preview's copy of the
-//! data; a release built in the last day, unless `--keep N` says how many to
-//! keep. Removed: other `data-prev-*` snapshots, the data rollbacks set aside,
+//! data; a release built, or data a rollback set aside, in the last day,
+//! unless `--keep N` says how many to keep. Removed: other `data-prev-*` snapshots, the data rollbacks set aside,
 //! other releases, their compiled code when no release in the root uses it,
 //! leftovers of interrupted copies and removals, and with `--trash` the trash.
 //!
@@ -447,6 +447,40 @@ fn make_writable(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only what is both in the list the person read and in the list made
+    /// again is removed: an item shown but not removable stays (forged by a
+    /// page, or needed since), and one removable but never shown stays too.
+    #[test]
+    fn a_prune_removes_only_what_was_shown_and_is_still_removable() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::open(d.path()).unwrap();
+        let id = AppId::parse("a").unwrap();
+        let app = root.app(&id);
+        for s in ["data-prev-20200101T000000Z", "data-prev-20200102T000000Z"] {
+            std::fs::create_dir_all(app.dir.join(s)).unwrap();
+        }
+        std::fs::write(app.dir.join("grants.json"), "{}").unwrap();
+        let opts = Options { keep: None, trash: false };
+        let fresh = plan(&root, Some(&id), opts).unwrap();
+        assert_eq!(fresh.items.len(), 2, "{:?}", fresh.items);
+        let shown_one = fresh.items.iter().find(|i| i.path.ends_with("data-prev-20200101T000000Z")).unwrap().clone();
+        let forged = Item {
+            app: Some("a".into()),
+            kind: "snapshot".into(),
+            path: app.dir.join("grants.json"),
+            bytes: 1,
+            what: "grants.json".into(),
+        };
+        let shown = Plan { items: vec![shown_one.clone(), forged.clone()], kept: Vec::new(), bytes: 3 };
+        let done = run(&root, &crate::gate::Caller::command_line(), Some(&id), opts, &shown).unwrap();
+        assert_eq!(done.removed, [shown_one]);
+        assert_eq!(done.skipped.len(), 1);
+        assert_eq!(done.skipped[0].0, forged);
+        assert!(app.dir.join("grants.json").exists(), "a forged item is never removed");
+        assert!(app.dir.join("data-prev-20200102T000000Z").exists(), "one never shown stays");
+        assert!(!app.dir.join("data-prev-20200101T000000Z").exists());
+    }
 
     #[test]
     fn a_folder_stamp_is_read_as_its_time() {

@@ -244,12 +244,22 @@ pub fn lock(app: &AppPaths, exclusive: bool) -> anyhow::Result<AppLock> {
     }
 }
 
-/// Pauses here for a few seconds when the test-only pause named `point` is
-/// set (`AUTOAPP_PAUSE`, debug builds only), so a test can act while an
-/// operation is half done.
+/// Pauses here when the test-only pause named `point` is set
+/// (`AUTOAPP_PAUSE`, debug builds only), so a test can act while an
+/// operation is half done: until the file `AUTOAPP_PAUSE_FILE` is gone (at
+/// most a minute), or for four seconds without one.
 pub fn pause(point: &str) {
-    if cfg!(debug_assertions) && std::env::var("AUTOAPP_PAUSE").is_ok_and(|f| f == point) {
-        std::thread::sleep(std::time::Duration::from_secs(4));
+    if !cfg!(debug_assertions) || std::env::var("AUTOAPP_PAUSE").ok().as_deref() != Some(point) {
+        return;
+    }
+    match std::env::var_os("AUTOAPP_PAUSE_FILE") {
+        Some(file) => {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while Path::new(&file).exists() && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        None => std::thread::sleep(std::time::Duration::from_secs(4)),
     }
 }
 

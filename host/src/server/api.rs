@@ -715,7 +715,13 @@ async fn backup(State(ctx): State<Ctx>, axum::Json(b): axum::Json<BackupBody>) -
         Err(e) => return error(ErrorKind::InvalidInput, e),
     };
     let to = match typed_folder(b.to.trim()) {
-        Ok(p) => p,
+        Ok(p) if p.is_dir() => p,
+        Ok(p) => {
+            return error(
+                ErrorKind::InvalidInput,
+                format!("{} is not a folder; choose one that exists (Choose… opens the folder window)", p.display()),
+            );
+        }
         Err(why) => return error(ErrorKind::InvalidInput, why),
     };
     let res = blocking(&ctx, move |apps| {
@@ -782,8 +788,8 @@ async fn prune(State(ctx): State<Ctx>, axum::Json(b): axum::Json<PruneBody>) -> 
             crate::housekeeping::prune::counted(&removed),
             crate::housekeeping::said(done.bytes)
         );
-        if !done.skipped.is_empty() {
-            message.push_str(&format!("; {} left (no longer removable)", done.skipped.len()));
+        for (item, why) in &done.skipped {
+            message.push_str(&format!("; left {} ({why})", item.what));
         }
         Ok(json!({ "message": message, "removed": done.removed, "skipped": done.skipped }))
     })
