@@ -89,8 +89,7 @@ pub fn append(dir: &Path, line: &Line) -> anyhow::Result<()> {
 }
 
 fn rotate(dir: &Path) -> anyhow::Result<()> {
-    let lock = fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(ROTATE_LOCK))?;
-    lock.lock()?;
+    let _lock = rotation_lock(dir, true)?;
     // Another process may have rotated while this one waited.
     let path = dir.join(CURRENT);
     if fs::metadata(&path).map(|m| m.len()).unwrap_or(0) > FILE_LIMIT {
@@ -104,12 +103,17 @@ fn parse(text: &str) -> impl Iterator<Item = Line> + '_ {
     text.lines().filter_map(|l| serde_json::from_str(l).ok())
 }
 
-/// The rotation's lock, held while the two files are read together: no
-/// rotation moves a file between the reads.
-fn rotation_lock(dir: &Path) -> anyhow::Result<Option<fs::File>> {
+/// The rotation's lock: a rotation holds it alone; readers share it while
+/// they read the two files together, so no rotation moves a file between
+/// the reads (and readers never wait for each other).
+fn rotation_lock(dir: &Path, rotating: bool) -> anyhow::Result<Option<fs::File>> {
     match fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(ROTATE_LOCK)) {
         Ok(f) => {
-            f.lock()?;
+            if rotating {
+                f.lock()?
+            } else {
+                f.lock_shared()?
+            }
             Ok(Some(f))
         }
         // No log folder yet: nothing to read, nothing to rotate.
@@ -143,7 +147,7 @@ fn keep_last(lines: impl Iterator<Item = Line>, since: Option<SystemTime>, limit
 
 /// The newest `limit` lines in `dir` at or after `since`, oldest first.
 pub fn read(dir: &Path, since: Option<SystemTime>, limit: usize) -> anyhow::Result<Vec<Line>> {
-    let _lock = rotation_lock(dir)?;
+    let _lock = rotation_lock(dir, false)?;
     let old = read_range(&dir.join(ROTATED), 0, None)?;
     let new = read_range(&dir.join(CURRENT), 0, None)?;
     Ok(keep_last(parse(&old).chain(parse(&new)), since, limit))
@@ -151,7 +155,7 @@ pub fn read(dir: &Path, since: Option<SystemTime>, limit: usize) -> anyhow::Resu
 
 /// The newest `limit` lines in `dir`, reading only the ends of the files.
 pub fn tail(dir: &Path, limit: usize) -> anyhow::Result<Vec<Line>> {
-    let _lock = rotation_lock(dir)?;
+    let _lock = rotation_lock(dir, false)?;
     // A line is at most a 4 KiB message, escaped (up to six bytes for one),
     // with its time, level and route.
     let want = (limit as u64 + 1) * 26 * 1024;
@@ -195,7 +199,7 @@ pub fn follow(
 ) -> anyhow::Result<()> {
     let path = dir.join(CURRENT);
     let (history, mut current) = {
-        let _lock = rotation_lock(dir)?;
+        let _lock = rotation_lock(dir, false)?;
         let current = match fs::File::open(&path) {
             Ok(mut f) => {
                 let end = f.seek(SeekFrom::End(0))?;

@@ -176,5 +176,10 @@ pub fn running_launcher(root: &Root) -> anyhow::Result<Option<u32>> {
         .ok()
         .and_then(|v| v["pid"].as_u64())
         .and_then(|p| u32::try_from(p).ok());
-    Ok(pid.filter(|p| Path::new(&format!("/proc/{p}")).exists()))
+    Ok(pid.filter(|p| process_alive(*p)))
+}
+
+/// Whether process `pid` is running (on this machine, by `/proc`).
+pub fn process_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
 }

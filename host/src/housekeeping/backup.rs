@@ -115,8 +115,7 @@ fn grant_lines(g: &Grants) -> Vec<String> {
 
 /// The file name a backup of `app` gets when only a folder is given.
 pub fn default_name(app: &AppId) -> String {
-    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string().replace([':', '-'], "");
-    format!("{app}-{stamp}.{EXTENSION}")
+    format!("{app}-{}.{EXTENSION}", journal::stamp_now())
 }
 
 /// The app's last backup, if it has one.
@@ -772,12 +771,8 @@ pub fn recover(root: &Root, caller: &Caller) -> anyhow::Result<Vec<String>> {
     let Ok(entries) = std::fs::read_dir(root.apps_dir()) else { return Ok(said) };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(rest) = name.strip_prefix(".restore-") {
-            // Another restore running now owns its folder (its pid is in the name).
-            let pid = rest.rsplit('-').next().and_then(|p| p.parse::<u32>().ok());
-            if pid.is_some_and(|p| p != std::process::id() && Path::new(&format!("/proc/{p}")).exists()) {
-                continue;
-            }
+        // A staging folder whose restore is gone (one running now is left to it).
+        if name.starts_with(".restore-") && !super::in_use(&name) {
             std::fs::remove_dir_all(entry.path())
                 .with_context(|| format!("cannot remove {}", entry.path().display()))?;
             said.push(format!("an interrupted restore ({name}) was undone: nothing of it was placed"));
@@ -802,9 +797,7 @@ pub fn recover(root: &Root, caller: &Caller) -> anyhow::Result<Vec<String>> {
     let cache = root.dir().join("cache");
     for entry in std::fs::read_dir(&cache).into_iter().flatten().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix("backup-") else { continue };
-        let pid = rest.rsplit('-').next().and_then(|p| p.parse::<u32>().ok());
-        if pid.is_none_or(|p| p == std::process::id() || Path::new(&format!("/proc/{p}")).exists()) {
+        if !name.starts_with("backup-") || super::in_use(&name) {
             continue;
         }
         if let Ok(partial) = std::fs::read_to_string(entry.path().join(PARTIAL_NOTE)) {

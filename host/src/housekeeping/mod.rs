@@ -40,6 +40,15 @@ pub fn bytes_under(path: &Path) -> u64 {
     total
 }
 
+/// Whether the process that named a folder `…-<pid>` may still be using it:
+/// this process, a running one, or a name with no pid (not ours to judge).
+pub fn in_use(name: &str) -> bool {
+    match name.rsplit('-').next().and_then(|p| p.parse::<u32>().ok()) {
+        None => true,
+        Some(pid) => pid == std::process::id() || crate::root::process_alive(pid),
+    }
+}
+
 /// What a folder entry of an app is, for `space` and `prune`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Part {
@@ -119,6 +128,9 @@ mod tests {
         assert_eq!(names(trash_of(&root, Some(&notes))), ["notes-20261201T063000Z", "notes-20261201T063000Z-2"]);
         assert_eq!(names(trash_of(&root, Some(&AppId::parse("notes-2").unwrap()))), ["notes-2-20261201T063000Z"]);
         assert_eq!(trash_of(&root, None).len(), 4);
+        assert!(in_use(&format!(".restore-a-1f2e-{}", std::process::id())), "this process");
+        assert!(!in_use("backup-a-1f2e-999999999"), "no such process");
+        assert!(in_use("no-pid-here"), "not ours to judge");
         assert_eq!(said(999), "999 bytes");
         assert_eq!(said(1_234_567), "1.2 MB");
         assert_eq!(part_of("data-prev-20261201T063000Z"), Some(Part::Snapshot));

@@ -286,10 +286,7 @@ fn plan_app(
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             // A build writing its release now names itself `.tmp-<id>-<pid>`.
-            let pid = name.rsplit('-').next().and_then(|p| p.parse::<u32>().ok());
-            let building = name.starts_with(".tmp-")
-                && pid.is_none_or(|p| p == std::process::id() || Path::new(&format!("/proc/{p}")).exists());
-            if (name.starts_with(".tmp-") && !building) || name.starts_with(".pruning-") {
+            if (name.starts_with(".tmp-") && !super::in_use(&name)) || name.starts_with(".pruning-") {
                 items.push(Item {
                     app: Some(app.clone()),
                     kind: "leftover".into(),

@@ -187,9 +187,15 @@ pub fn history(app: &AppPaths) -> anyhow::Result<Vec<HistoryLine>> {
     }
 }
 
+/// The time now as a stamp for names: UTC, to the second, sortable
+/// (`20261201T063000Z`).
+pub fn stamp_now() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string().replace([':', '-'], "")
+}
+
 /// A stamp for folder names: UTC time, sortable, unique within the app.
 pub fn new_stamp(app: &AppPaths) -> String {
-    let base = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string().replace([':', '-'], "");
+    let base = stamp_now();
     let mut stamp = base.clone();
     let mut n = 1;
     while app.dir.join(format!("data-prev-{stamp}")).exists()
