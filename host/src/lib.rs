@@ -14,6 +14,7 @@ pub(crate) mod caps;
 pub mod cli;
 pub mod config;
 pub mod control;
+pub mod elsewhere;
 pub(crate) mod engineer;
 pub(crate) mod error;
 pub(crate) mod explain;
