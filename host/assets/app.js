@@ -12,7 +12,7 @@ let waiting = 0;
 
 function setTitle(t) { document.title = (waiting ? `(${waiting}) ` : "") + t; }
 
-function say(text, isError) { status.textContent = text; status.classList.toggle("error", !!isError); }
+function say(text, isError) { status.textContent = visible(text); status.classList.toggle("error", !!isError); }
 
 function go(page, query) {
   current = { page, query: query || {} };

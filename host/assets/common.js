@@ -2,15 +2,23 @@
 // text (never HTML), the JSON API, and the approvals strip.
 "use strict";
 
+// What a page shows of any text: the invisible format characters removed
+// (bidi overrides, embeddings, isolates and marks; zero-width characters;
+// tags; fillers; line and paragraph separators), as elsewhere::text's
+// is_format lists them, so no text can reorder or hide what follows it. A
+// zero-width joiner inside an emoji sequence stays (it only joins glyphs).
+const INVISIBLE = /[\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890\u0891\u08E2\u115F\u1160\u180E\u200B\u200C\u200E\u200F\u2028\u2029\u202A-\u202E\u2060-\u2064\u2066-\u206F\u3164\uFEFF\uFFA0\uFFF9-\uFFFB\u{110BD}\u{110CD}\u{13430}-\u{1343F}\u{1BCA0}-\u{1BCA3}\u{1D173}-\u{1D17A}\u{E0001}\u{E0020}-\u{E007F}]|(?<!\p{Extended_Pictographic}\uFE0F?)\u200D|\u200D(?!\p{Extended_Pictographic})/gu;
+function visible(text) { return String(text).replace(INVISIBLE, ""); }
+
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (k === "class") e.className = v;
-    else if (k === "text") e.textContent = v;
+    else if (k === "text") e.textContent = visible(v);
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v);
   }
-  for (const k of kids) if (k !== null && k !== undefined) e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  for (const k of kids) if (k !== null && k !== undefined) e.append(k instanceof Node ? k : document.createTextNode(visible(k)));
   return e;
 }
 

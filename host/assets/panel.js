@@ -10,7 +10,7 @@ let waiting = 0;
 let state = { apps: [], opener: true };
 
 function setTitle() { document.title = (waiting ? `(${waiting}) ` : "") + "Autoapp"; }
-function say(text, isError) { status.textContent = text; status.classList.toggle("error", !!isError); }
+function say(text, isError) { status.textContent = visible(text); status.classList.toggle("error", !!isError); }
 
 async function act(label, path, body) {
   say(`${label}…`);

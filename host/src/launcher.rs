@@ -26,7 +26,7 @@ pub async fn run(root: crate::root::Root, config: Config, only: Option<AppId>) -
         None => {
             launcher.start().await?;
             let o = launcher.open(SiteKey::Panel).await?;
-            println!(
+            say!(
                 "Autoapp is running (serving {}); {}. Press Ctrl+C to stop.",
                 launcher.serving().join(", "),
                 o.message
@@ -38,7 +38,7 @@ pub async fn run(root: crate::root::Root, config: Config, only: Option<AppId>) -
                 "{app} has no active release; activate one first with `autoapp activate {app} RELEASE`"
             );
             let o = launcher.open(SiteKey::App(app.clone())).await?;
-            println!("Autoapp is serving {app}; {}. Press Ctrl+C to stop.", o.message);
+            say!("Autoapp is serving {app}; {}. Press Ctrl+C to stop.", o.message);
         }
     }
     // The active releases' workflows (of the one app, for `serve`).
@@ -56,7 +56,7 @@ pub async fn run(root: crate::root::Root, config: Config, only: Option<AppId>) -
         _ = term.recv() => {}
         _ = stopping.wait_for(|s| *s) => {}
     }
-    println!("Autoapp is stopping: finishing the calls in flight.");
+    say!("Autoapp is stopping: finishing the calls in flight.");
     launcher.shutdown().await;
     drop(control);
     if let Err(e) = launcher.apps().plans().end_launcher(Some(std::process::id()), "the launcher stopped") {

@@ -6,6 +6,10 @@
 //! Only what the binary, the end-to-end tests and the benchmarks use is
 //! public; everything else is `pub(crate)`.
 
+// First: its macros (`say!`, `tell!`: the one writer to a terminal) are
+// used by the modules after it.
+#[macro_use]
+pub mod elsewhere;
 pub mod applog;
 pub mod apps;
 pub(crate) mod bindings;
@@ -14,7 +18,6 @@ pub(crate) mod caps;
 pub mod cli;
 pub mod config;
 pub mod control;
-pub mod elsewhere;
 pub(crate) mod engineer;
 pub(crate) mod error;
 pub(crate) mod explain;

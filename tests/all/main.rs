@@ -9,6 +9,7 @@ mod control;
 mod docs;
 mod enforcement;
 mod engineer;
+mod escaping;
 mod examples;
 mod foundation;
 mod gate;

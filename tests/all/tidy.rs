@@ -232,3 +232,70 @@ fn the_tidy_reader_finds_what_it_looks_for() {
     assert_eq!(module_of(src, Path::new("/r/host/src/caps/store.rs")), "caps::store");
     assert_eq!(module_of(src, Path::new("/r/host/src/gate/mod.rs")), "gate");
 }
+
+/// Every file of host/src with its whole code (tests too), comments and
+/// string contents left out.
+fn host_code_with_tests() -> Vec<(String, String)> {
+    let src = repo().join("host/src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    files.sort();
+    files.iter().map(|f| (module_of(&src, f), code_only(&std::fs::read_to_string(f).unwrap()))).collect()
+}
+
+/// The ways to write to a terminal that pass by the one writer.
+const RAW_PRINTS: &[&str] = &[
+    "println!",
+    "eprintln!",
+    "print!",
+    "eprint!",
+    "dbg!",
+    "io::stdout",
+    "io::stderr",
+    "libc::write",
+    "stdout()",
+    "stderr()",
+];
+
+/// Whether `code` uses `what` as itself (`print!` is not the end of `eprint!`
+/// or `say_inline!`).
+fn uses(code: &str, what: &str) -> bool {
+    code.match_indices(what).any(|(i, _)| {
+        let before = code[..i].chars().next_back();
+        !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+#[test]
+fn every_print_goes_through_the_one_escaping_writer() {
+    // Text from an app, an agent or a file (a grant's name, a plan, a record
+    // row, an error message) reaches a terminal only through
+    // elsewhere::text's `say!`/`tell!`, which show control and format
+    // characters visibly: no print of the host writes past them. The one
+    // writer itself, and the tracing subscriber's writer (tracing escapes
+    // what it logs), are the exceptions, each named.
+    let allowed: &[(&str, &str)] = &[
+        ("elsewhere::text", "io::stdout"),
+        ("elsewhere::text", "io::stderr"),
+        ("elsewhere::text", "stdout()"),
+        ("elsewhere::text", "stderr()"),
+        ("cli", "io::stderr"),
+    ];
+    let mut raw = Vec::new();
+    for (module, code) in host_code_with_tests() {
+        for what in RAW_PRINTS {
+            if uses(&code, what) && !allowed.contains(&(module.as_str(), *what)) {
+                raw.push(format!(
+                    "{module} uses {what}: print with say!/tell! (elsewhere::text), which escapes what it prints"
+                ));
+            }
+        }
+    }
+    // The tracing subscriber is told to write to stderr by name, once.
+    let cli = std::fs::read_to_string(repo().join("host/src/cli/mod.rs")).unwrap();
+    assert_eq!(cli.matches("io::stderr").count(), 1, "cli names io::stderr only for the tracing subscriber's writer");
+    assert!(raw.is_empty(), "{}", raw.join("\n"));
+    // The reading finds what it looks for.
+    assert!(uses(&code_only("fn f() { println!(\"{x}\") }"), "println!"));
+    assert!(!uses("say_inline!(x)", "print!") && !uses("tell_inline!(x)", "print!") && uses("x; print!(y)", "print!"));
+}

@@ -425,7 +425,7 @@ fn confinement(by: By, config: &crate::config::Config) -> Result<bool, BuildErro
         )),
         By::Person => {
             tracing::warn!("this build is not confined: {}", support.summary);
-            eprintln!(
+            tell!(
                 "warning: this build is not confined ({}): build scripts and proc macros run with your rights",
                 support.summary
             );

@@ -36,7 +36,7 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
     // The examples share the checkout's WIT folder (`../../wit`): the demo's
     // builds may read it, and nothing else outside their workspaces.
     let also_read = vec![guests.join("..").join("wit")];
-    println!("Autoapp demo — root {}", root.dir().display());
+    say!("Autoapp demo — root {}", root.dir().display());
     let apps = open_apps(root).map_err(|f| anyhow::anyhow!(f_message(f)))?;
     for name in DEMO_APPS {
         let id = AppId::parse(name).map_err(anyhow::Error::msg)?;
@@ -44,7 +44,7 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
         if !paths.exists() {
             std::fs::create_dir_all(&paths.dir)?;
             write_atomic(&paths.workspace_pointer(), format!("{}\n", guests.join(name).display()).as_bytes())?;
-            println!("registered the example {id} (workspace {})", guests.join(name).display());
+            say!("registered the example {id} (workspace {})", guests.join(name).display());
         }
         let built = build_app(
             &apps,
@@ -57,18 +57,18 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
             },
         )
         .map_err(|f| anyhow::anyhow!(f_message(f)))?;
-        println!("built {id} {}: release {}", built.info.version, short(&built.info.id));
+        say!("built {id} {}: release {}", built.info.version, short(&built.info.id));
         if release::active(&paths)?.as_deref() == Some(built.info.id.as_str()) {
-            println!("{id} {} is already active", short(&built.info.id));
+            say!("{id} {} is already active", short(&built.info.id));
         } else {
             let a = apps
                 .activate(&Caller::command_line(), &id, &built.info.id)
                 .with_context(|| format!("cannot activate {id}"))?;
-            println!("activated {id} {} ({})", short(&a.release), a.migrations_said());
+            say!("activated {id} {} ({})", short(&a.release), a.migrations_said());
         }
     }
 
-    println!("\nA short tour, each a real call through the host as you (channel user):");
+    say!("\nA short tour, each a real call through the host as you (channel user):");
     let notes = AppId::parse("notes").map_err(anyhow::Error::msg)?;
     let me = Caller::command_line();
     let tour = [
@@ -76,28 +76,28 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
         ("notes.list", serde_json::json!({})),
     ];
     for (route, input) in tour {
-        println!("\n$ autoapp call notes {route} '{input}'");
+        say!("\n$ autoapp call notes {route} '{input}'");
         match block_on(apps.call(&me, &notes, route, &input.to_string())) {
-            Ok(a) => println!("{}", serde_json::to_string_pretty(&a.output)?),
+            Ok(a) => say!("{}", crate::elsewhere::text::json_for_terminal(&serde_json::to_string_pretty(&a.output)?)),
             Err(e) => anyhow::bail!("the demo call {route} failed: {e}"),
         }
     }
-    println!("\n$ (the notes index page, as the renderer receives it)");
+    say!("\n$ (the notes index page, as the renderer receives it)");
     let view = block_on(apps.render(&me, &notes, "index", "{}")).map_err(|e| anyhow::anyhow!("{e}"))?;
-    println!("{}", serde_json::to_string_pretty(&view)?);
+    say!("{}", crate::elsewhere::text::json_for_terminal(&serde_json::to_string_pretty(&view)?));
     let default_root = Root::resolve(None).ok().map(|r| r.dir().to_path_buf());
     let root_flag = if default_root.as_deref() == Some(root.dir()) {
         String::new()
     } else {
         format!(" --root {}", root.dir().display())
     };
-    println!(
+    say!(
         "\nTry it yourself in another terminal:\n  autoapp{root_flag} call notes notes.list\n  autoapp{root_flag} create my-app\n"
     );
     drop(apps);
     // The demo ends in the launcher: the panel, and every active app.
     if crate::control::running(root)?.is_some() {
-        println!("A launcher is already running on this root: `autoapp{root_flag} open` opens its panel.");
+        say!("A launcher is already running on this root: `autoapp{root_flag} open` opens its panel.");
         return Ok(());
     }
     let config = crate::config::Config::load(root.dir())?;

@@ -1,7 +1,7 @@
 //! `autoapp backup`, `restore`, `space`, `prune` and `logs`: the person's
 //! housekeeping ([`crate::housekeeping`], [`crate::applog`]).
 
-use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::io::{BufRead as _, IsTerminal as _};
 use std::path::PathBuf;
 
 use super::{Failure, app_id, fail, print_json};
@@ -16,21 +16,21 @@ pub(super) fn backup(root: Root, app: String, to: Option<PathBuf>, json: bool) -
     if !root.app(&id).exists() {
         return fail(crate::error::no_such_app(&id));
     }
-    eprintln!("backing up {id} (its data is copied as of one moment; the app may go on serving)");
+    tell!("backing up {id} (its data is copied as of one moment; the app may go on serving)");
     let b = housekeeping::back_up(&root, &Caller::command_line(), &id, to.as_deref(), &super::progress)
         .map_err(|e| format!("{e:#}"))?;
     if json {
         return print_json(&b);
     }
-    println!("backed up {id} (release {}) to {} ({})", short(&b.release), b.file.display(), said(b.bytes));
-    println!("restore it with `autoapp restore {}` (add `--as ID` to restore it beside {id})", b.file.display());
+    say!("backed up {id} (release {}) to {} ({})", short(&b.release), b.file.display(), said(b.bytes));
+    say!("restore it with `autoapp restore {}` (add `--as ID` to restore it beside {id})", b.file.display());
     Ok(())
 }
 
 /// `autoapp restore FILE [--as <app>]`.
 pub(super) fn restore(root: Root, file: PathBuf, as_id: Option<String>, json: bool) -> Result<(), Failure> {
     let as_id = as_id.as_deref().map(app_id).transpose()?;
-    eprintln!(
+    tell!(
         "checking {} (every file's hash, the release, SQLite's integrity check) before placing anything",
         file.display()
     );
@@ -39,7 +39,7 @@ pub(super) fn restore(root: Root, file: PathBuf, as_id: Option<String>, json: bo
     if json {
         return print_json(&r);
     }
-    println!(
+    say!(
         "restored {} from a backup of {} taken at {}; its active release is {}",
         r.app,
         r.backup_of,
@@ -47,19 +47,19 @@ pub(super) fn restore(root: Root, file: PathBuf, as_id: Option<String>, json: bo
         short(&r.release)
     );
     for g in &r.grants_kept {
-        println!("granted, as in the backup: {g}");
+        say!("granted, as in the backup: {g}");
     }
     if !r.grants_kept.is_empty() {
-        println!("(`autoapp revoke {} CAPABILITY` takes any of them back)", r.app);
+        say!("(`autoapp revoke {} CAPABILITY` takes any of them back)", r.app);
     }
     if r.grant_again.is_empty() {
-        println!("everything its release asks for is granted; `autoapp open` serves it");
+        say!("everything its release asks for is granted; `autoapp open` serves it");
     } else {
-        println!(
+        say!(
             "on this computer these are not granted (a folder or program the backup's grants named is not here, or was never granted): {}",
             r.grant_again.join(", ")
         );
-        println!("grant them again with `autoapp grant {} {}`", r.app, r.grant_again.join(" "));
+        say!("grant them again with `autoapp grant {} {}`", r.app, r.grant_again.join(" "));
     }
     Ok(())
 }
@@ -72,17 +72,17 @@ pub(super) fn space(root: Root, app: Option<String>, json: bool) -> Result<(), F
         return print_json(&s);
     }
     if s.apps.is_empty() {
-        println!("no apps yet");
+        say!("no apps yet");
     } else {
         let cols =
             ["data", "snapshots", "releases", "compiled", "previews", "logs", "workspace", "trash", "other", "total"];
-        print!("{:<20}", "app");
+        say_inline!("{:<20}", "app");
         for c in cols {
-            print!(" {c:>10}");
+            say_inline!(" {c:>10}");
         }
-        println!();
+        say!();
         for a in &s.apps {
-            print!("{:<20}", a.app);
+            say_inline!("{:<20}", a.app);
             for v in [
                 a.data,
                 a.snapshots,
@@ -95,17 +95,17 @@ pub(super) fn space(root: Root, app: Option<String>, json: bool) -> Result<(), F
                 a.other,
                 a.total,
             ] {
-                print!(" {:>10}", said(v));
+                say_inline!(" {:>10}", said(v));
             }
-            println!();
+            say!();
         }
     }
     if id.is_none() {
-        println!("trash of removed apps: {}", said(s.trash_of_removed_apps));
-        println!("compiled code no release uses: {}", said(s.compiled_unused));
-        println!("everything under {}: {}", root.dir().display(), said(s.root_total));
+        say!("trash of removed apps: {}", said(s.trash_of_removed_apps));
+        say!("compiled code no release uses: {}", said(s.compiled_unused));
+        say!("everything under {}: {}", root.dir().display(), said(s.root_total));
     }
-    println!("`autoapp prune --dry-run` shows what prune would remove (old snapshots, releases no rollback can use)");
+    say!("`autoapp prune --dry-run` shows what prune would remove (old snapshots, releases no rollback can use)");
     Ok(())
 }
 
@@ -120,19 +120,19 @@ pub(super) fn prune(
     let id = app.as_deref().map(app_id).transpose()?;
     let plan = housekeeping::prune::plan(&root, id.as_ref(), opts).map_err(|e| format!("{e:#}"))?;
     for k in &plan.kept {
-        println!("keep    {} {} {}: {}", k.app, k.kind, k.name, k.why);
+        say!("keep    {} {} {}: {}", k.app, k.kind, k.name, k.why);
     }
     for i in &plan.items {
-        println!("remove  {} ({})", i.what, said(i.bytes));
+        say!("remove  {} ({})", i.what, said(i.bytes));
     }
     let which = id.as_ref().map(|i| i.to_string()).unwrap_or_else(|| "the root".to_string());
     if plan.items.is_empty() {
-        println!("nothing to remove from {which}");
+        say!("nothing to remove from {which}");
         return Ok(());
     }
-    println!("{} to remove, freeing {}", plan.items.len(), said(plan.bytes));
+    say!("{} to remove, freeing {}", plan.items.len(), said(plan.bytes));
     if dry_run {
-        println!("a dry run: nothing was removed; `autoapp prune` without --dry-run removes exactly these");
+        say!("a dry run: nothing was removed; `autoapp prune` without --dry-run removes exactly these");
         return Ok(());
     }
     if !yes {
@@ -141,22 +141,21 @@ pub(super) fn prune(
                 "prune asks before it removes anything; run it in a terminal, or pass --yes after reading the list (`--dry-run` shows it)",
             );
         }
-        eprint!("remove these {} and free {}? [y/N] ", plan.items.len(), said(plan.bytes));
-        let _ = std::io::stderr().flush();
+        tell_inline!("remove these {} and free {}? [y/N] ", plan.items.len(), said(plan.bytes));
         let mut answer = String::new();
         std::io::stdin().lock().read_line(&mut answer).map_err(|e| e.to_string())?;
         if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            println!("nothing was removed");
+            say!("nothing was removed");
             return Ok(());
         }
     }
     let done = housekeeping::prune::run(&root, &Caller::command_line(), id.as_ref(), opts, &plan)
         .map_err(|e| format!("{e:#}"))?;
     for (item, why) in &done.skipped {
-        println!("left    {} ({why})", item.what);
+        say!("left    {} ({why})", item.what);
     }
     let removed: Vec<&housekeeping::prune::Item> = done.removed.iter().collect();
-    println!("removed {}; freed {}", housekeeping::prune::counted(&removed), said(done.bytes));
+    say!("removed {}; freed {}", housekeeping::prune::counted(&removed), said(done.bytes));
     Ok(())
 }
 
@@ -178,10 +177,13 @@ pub(super) fn logs(
         since.as_deref().map(crate::applog::parse_since).transpose().map_err(|e| Failure { code: 2, message: e })?;
     let dir = crate::applog::dir_of(&paths.dir);
     let print = |l: &crate::applog::Line| -> bool {
-        let text = if json { serde_json::to_string(l).unwrap_or_default() } else { l.text() };
-        let mut out = std::io::stdout().lock();
+        let text = if json {
+            crate::elsewhere::text::json_for_terminal(&serde_json::to_string(l).unwrap_or_default()).into_owned()
+        } else {
+            l.text()
+        };
         // A closed pipe (`| head`) ends the command quietly.
-        writeln!(out, "{text}").and_then(|()| out.flush()).is_ok()
+        crate::elsewhere::text::write_out(crate::elsewhere::text::Stream::Stdout, &text, true).is_ok()
     };
     if follow {
         // The newest lines, then each new one as it is written (Ctrl+C ends).
@@ -190,7 +192,7 @@ pub(super) fn logs(
     }
     let shown = crate::applog::read(&dir, since, lines)?;
     if shown.is_empty() && lines > 0 && !json {
-        eprintln!("{id} has written no log lines{}", if since.is_some() { " since then" } else { "" });
+        tell!("{id} has written no log lines{}", if since.is_some() { " since then" } else { "" });
     }
     for l in &shown {
         if !print(l) {

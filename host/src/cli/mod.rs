@@ -6,7 +6,6 @@ mod demo;
 mod housekeeping;
 mod plans;
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -410,7 +409,7 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            let _ = writeln!(std::io::stderr(), "autoapp: {}", f.message.trim_end());
+            tell!("autoapp: {}", f.message.trim_end());
             ExitCode::from(f.code)
         }
     }
@@ -438,12 +437,13 @@ fn app_id(s: &str) -> Result<AppId, Failure> {
 }
 
 fn print_json<T: Serialize>(v: &T) -> Result<(), Failure> {
-    println!("{}", serde_json::to_string_pretty(v).map_err(|e| e.to_string())?);
+    let text = serde_json::to_string_pretty(v).map_err(|e| e.to_string())?;
+    say!("{}", crate::elsewhere::text::json_for_terminal(&text));
     Ok(())
 }
 
 fn progress(msg: &str) {
-    eprintln!("  {msg}");
+    tell!("  {msg}");
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {
@@ -451,10 +451,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
     // An activation or rollback that a crash interrupted is finished or undone
     // before anything else looks at the apps.
     for r in crate::lifecycle::recover(&root).map_err(|e| format!("{e:#}"))? {
-        eprintln!("autoapp: recovered {}: an interrupted {:?} (at step {:?}) was {}", r.app, r.op, r.step, r.outcome);
+        tell!("autoapp: recovered {}: an interrupted {:?} (at step {:?}) was {}", r.app, r.op, r.step, r.outcome);
     }
     for said in crate::housekeeping::backup::recover(&root, &Caller::command_line()).map_err(|e| format!("{e:#}"))? {
-        eprintln!("autoapp: recovered: {said}");
+        tell!("autoapp: recovered: {said}");
     }
     match cli.command {
         Command::Create { app, at } => create(root, app, at),
@@ -497,18 +497,18 @@ fn create(root: Root, app: String, at: Option<PathBuf>) -> Result<(), Failure> {
     let id = app_id(&app)?;
     let c = template::create(&Caller::command_line(), &root, &id, at.as_deref())?;
     if c.adopted {
-        println!("registered {} with its existing workspace {}", c.app, c.workspace.display());
+        say!("registered {} with its existing workspace {}", c.app, c.workspace.display());
     } else {
-        println!("created {} in {}", c.app, c.workspace.display());
+        say!("created {} in {}", c.app, c.workspace.display());
     }
-    println!("next: edit it, then `autoapp build {}`", c.app);
+    say!("next: edit it, then `autoapp build {}`", c.app);
     Ok(())
 }
 
 /// `autoapp wit`.
 fn wit(out: PathBuf) -> Result<(), Failure> {
     let files = template::write_wit(&out)?;
-    println!("wrote {} files of {} to {}", files.len(), crate::bindings::WIT_PACKAGE, out.display());
+    say!("wrote {} files of {} to {}", files.len(), crate::bindings::WIT_PACKAGE, out.display());
     Ok(())
 }
 
@@ -532,8 +532,8 @@ fn build(root: Root, app: String, component: Option<PathBuf>, json: bool) -> Res
         }))
     } else {
         let what = if built.new { "built" } else { "already built (identical inputs)" };
-        println!("{id} {} {what}: candidate {}", built.info.version, built.info.id);
-        println!("activate it with `autoapp activate {id} {}`", short(&built.info.id));
+        say!("{id} {} {what}: candidate {}", built.info.version, built.info.id);
+        say!("activate it with `autoapp activate {id} {}`", short(&built.info.id));
         Ok(())
     }
 }
@@ -553,15 +553,15 @@ fn candidates(root: Root, app: String, json: bool) -> Result<(), Failure> {
         return print_json(&serde_json::json!({ "active": active, "candidates": candidates }));
     }
     match all.iter().find(|r| Some(&r.id) == active.as_ref()) {
-        Some(a) => println!("active: {} {} (built {})", short(&a.id), a.version, a.created_at),
-        None => println!("active: none"),
+        Some(a) => say!("active: {} {} (built {})", short(&a.id), a.version, a.created_at),
+        None => say!("active: none"),
     }
     if candidates.is_empty() {
-        println!("no candidates; `autoapp build {id}` makes one");
+        say!("no candidates; `autoapp build {id}` makes one");
     } else {
-        println!("{:<14} {:<10} {:<28} source", "candidate", "version", "built");
+        say!("{:<14} {:<10} {:<28} source", "candidate", "version", "built");
         for r in candidates {
-            println!("{:<14} {:<10} {:<28} {}", short(&r.id), r.version, r.created_at, r.source);
+            say!("{:<14} {:<10} {:<28} {}", short(&r.id), r.version, r.created_at, r.source);
         }
     }
     Ok(())
@@ -595,9 +595,9 @@ fn explain(root: Root, app: String, which: Option<String>, json: bool) -> Result
         v["spawn_containment"] = serde_json::json!(spawn);
         print_json(&v)
     } else {
-        print!("{}", crate::explain::render(&e));
+        say_inline!("{}", crate::explain::render(&e));
         if let Some(s) = spawn {
-            println!("\nspawned programs: {s}");
+            say!("\nspawned programs: {s}");
         }
         Ok(())
     }
@@ -618,7 +618,7 @@ fn grant(root: Root, app: String, all_asked: bool, capabilities: Vec<String>) ->
         }
     };
     for line in grants::grant_newest(&Caller::command_line(), &paths, which)? {
-        println!("granted {line}");
+        say!("granted {line}");
     }
     Ok(())
 }
@@ -627,7 +627,7 @@ fn grant(root: Root, app: String, all_asked: bool, capabilities: Vec<String>) ->
 fn revoke(root: Root, app: String, capabilities: Vec<String>) -> Result<(), Failure> {
     let id = app_id(&app)?;
     for line in grants::revoke(&Caller::command_line(), &root.app(&id), &capabilities)? {
-        println!("revoked {line}");
+        say!("revoked {line}");
     }
     Ok(())
 }
@@ -640,14 +640,14 @@ fn activate(root: Root, app: String, release: String, json: bool) -> Result<(), 
         && let Ok(e) = crate::explain::explain(&root.app(&id), &rid)
     {
         for w in e.warnings {
-            eprintln!("warning: {w}");
+            tell!("warning: {w}");
         }
     }
     let a = apps.activate(&Caller::command_line(), &id, &release).map_err(|e| format!("{e:#}"))?;
     if json {
         print_json(&a)
     } else {
-        println!("activated {} {} ({})", a.app, short(&a.release), a.migrations_said());
+        say!("activated {} {} ({})", a.app, short(&a.release), a.migrations_said());
         Ok(())
     }
 }
@@ -678,11 +678,11 @@ fn preview(root: Root, app: String, release: Option<String>) -> Result<(), Failu
     let apps = open_apps(&root)?;
     let (p, new) = apps.preview(&Caller::command_line(), &id, release.as_deref()).map_err(|e| format!("{e:#}"))?;
     if new {
-        println!("previewing {id} {} on a copy of its data (external routes are refused)", short(&p.release));
+        say!("previewing {id} {} on a copy of its data (external routes are refused)", short(&p.release));
     } else {
-        println!("{id} {} is already being previewed (since {})", short(&p.release), p.started_at);
+        say!("{id} {} is already being previewed (since {})", short(&p.release), p.started_at);
     }
-    println!("call it with `autoapp call {id} ROUTE --preview`; stop it with `autoapp preview-stop {id}`");
+    say!("call it with `autoapp call {id} ROUTE --preview`; stop it with `autoapp preview-stop {id}`");
     Ok(())
 }
 
@@ -691,7 +691,7 @@ fn preview_stop(root: Root, app: String, release: Option<String>) -> Result<(), 
     let id = app_id(&app)?;
     let apps = open_apps(&root)?;
     for r in apps.preview_stop(&Caller::command_line(), &id, release.as_deref()).map_err(|e| format!("{e:#}"))? {
-        println!("stopped the preview of {id} {} and removed its copy of the data", short(&r));
+        say!("stopped the preview of {id} {} and removed its copy of the data", short(&r));
     }
     Ok(())
 }
@@ -723,9 +723,9 @@ fn rollback(
     if json {
         return print_json(&r);
     }
-    println!("{id} is back on release {}", short(&r.release));
+    say!("{id} is back on release {}", short(&r.release));
     if let Some(aside) = r.set_aside {
-        println!("the data it replaced is kept in {}", root.app(&id).dir.join(aside).display());
+        say!("the data it replaced is kept in {}", root.app(&id).dir.join(aside).display());
     }
     Ok(())
 }
@@ -738,7 +738,7 @@ fn remove(root: Root, app: String, confirm: String) -> Result<(), Failure> {
     }
     let apps = open_apps(&root)?;
     let to = apps.remove(&Caller::command_line(), &id).map_err(|e| format!("{e:#}"))?;
-    println!("moved {id} to {}", to.display());
+    say!("moved {id} to {}", to.display());
     Ok(())
 }
 
@@ -754,15 +754,24 @@ fn runs(root: Root, app: String, limit: usize, json: bool) -> Result<(), Failure
         return print_json(&rows);
     }
     if rows.is_empty() {
-        println!("no calls recorded for {id} yet");
+        say!("no calls recorded for {id} yet");
         return Ok(());
     }
-    println!(
+    say!(
         "{:<20} {:<8} {:<14} {:<16} {:<9} {:<10} {:<17} {:<8} {:>8}  {:<12} reason",
-        "time", "channel", "caller", "route", "effect", "decision", "answered by", "outcome", "ms", "arguments"
+        "time",
+        "channel",
+        "caller",
+        "route",
+        "effect",
+        "decision",
+        "answered by",
+        "outcome",
+        "ms",
+        "arguments"
     );
     for r in rows {
-        println!(
+        say!(
             "{:<20} {:<8} {:<14} {:<16} {:<9} {:<10} {:<17} {:<8} {:>8.1}  {:<12} {}",
             r.time,
             r.channel,
@@ -788,7 +797,7 @@ fn workflows(root: Root, app: String, json: bool) -> Result<(), Failure> {
         return print_json(&list);
     }
     if list.is_empty() {
-        println!("the active release of {id} has no workflows ([[workflow]] in autoapp.toml)");
+        say!("the active release of {id} has no workflows ([[workflow]] in autoapp.toml)");
         return Ok(());
     }
     for w in list {
@@ -799,19 +808,19 @@ fn workflows(root: Root, app: String, json: bool) -> Result<(), Failure> {
                 format!("not approved: each run asks (`autoapp workflow approve {id} {}`)", w.name)
             }
         };
-        println!("{}  route {} ({}), {}", w.name, w.route, w.effect, w.schedule);
-        println!("  next run: {}", w.next_run.as_deref().unwrap_or("never"));
+        say!("{}  route {} ({}), {}", w.name, w.route, w.effect, w.schedule);
+        say!("  next run: {}", w.next_run.as_deref().unwrap_or("never"));
         match &w.last_run {
-            Some(l) => println!(
+            Some(l) => say!(
                 "  last run: {} {} {}{}",
                 l.time,
                 l.decision,
                 l.outcome,
                 if l.reason.is_empty() { String::new() } else { format!(" ({})", l.reason) }
             ),
-            None => println!("  last run: none yet"),
+            None => say!("  last run: none yet"),
         }
-        println!("  {approval}");
+        say!("  {approval}");
     }
     Ok(())
 }
@@ -824,7 +833,7 @@ fn workflow(root: Root, action: String, app: String, name: String) -> Result<(),
         _ => crate::workflows::revoke(&Caller::command_line(), &root, &id, &name),
     }
     .map_err(|e| format!("{e:#}"))?;
-    println!("{message}");
+    say!("{message}");
     Ok(())
 }
 
@@ -840,8 +849,8 @@ fn open(root: Root) -> Result<(), Failure> {
             return fail(answer["error"]["message"].as_str().unwrap_or("the launcher refused").to_string());
         }
         match answer["url"].as_str() {
-            Some(url) => println!("Autoapp is already running; open the panel: {url}"),
-            None => println!("Autoapp is already running; the panel was opened in your browser"),
+            Some(url) => say!("Autoapp is already running; open the panel: {url}"),
+            None => say!("Autoapp is already running; the panel was opened in your browser"),
         }
         return Ok(());
     }
@@ -875,17 +884,17 @@ fn status(root: Root, json: bool) -> Result<(), Failure> {
         return print_json(&answer);
     }
     let serving: Vec<&str> = answer["serving"].as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
-    println!(
+    say!(
         "Autoapp is running: pid {}, since {}, serving {}",
         answer["pid"],
         answer["startedAt"].as_str().unwrap_or("?"),
         if serving.is_empty() { "no app".to_string() } else { serving.join(", ") }
     );
     if let Some(spawn) = answer["spawnedPrograms"].as_str() {
-        println!("spawned programs: {spawn}");
+        say!("spawned programs: {spawn}");
     }
     if let Some(pages) = answer["pagesOpen"].as_u64() {
-        println!("pages open that can answer a question: {pages}");
+        say!("pages open that can answer a question: {pages}");
     }
     Ok(())
 }
@@ -900,7 +909,7 @@ fn stop(root: Root) -> Result<(), Failure> {
     if answer["ok"] != true {
         return fail("the launcher refused to stop");
     }
-    println!("the launcher is stopping");
+    say!("the launcher is stopping");
     Ok(())
 }
 
@@ -932,12 +941,12 @@ fn standing(root: Root, action: String, json: bool) -> Result<(), Failure> {
     match since {
         Some(ms) => {
             let when = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
-            println!(
+            say!(
                 "standing approval is on (since {}): the engineer's edits, builds and previews run without asking; `autoapp standing off` asks again",
                 humantime::format_rfc3339_seconds(when)
             );
         }
-        None => println!(
+        None => say!(
             "standing approval is off: every edit, build and preview of the engineer asks you first; `autoapp standing on` lets it work without asking"
         ),
     }
@@ -952,7 +961,7 @@ pub fn open_apps(root: &Root) -> Result<Apps, Failure> {
 
 /// Builds `id`, printing progress to stderr.
 fn build_app(apps: &Apps, id: &AppId, from: crate::build::Source<'_>) -> Result<crate::build::Built, Failure> {
-    eprintln!("building {id}");
+    tell!("building {id}");
     crate::build::build(apps.root(), apps.runtime(), id, from, &progress).map_err(|e| match e {
         crate::build::BuildError::Other(e) => Failure { code: 1, message: format!("{e:#}") },
         e => Failure { code: 1, message: e.to_string() },

@@ -17,7 +17,7 @@ pub(super) fn list(root: Root, app: String, json: bool) -> Result<(), Failure> {
         return print_json(&serde_json::json!({ "app": id, "plans": plans }));
     }
     if plans.is_empty() {
-        println!("{id} has no plans: an engineer writes one with plan_open (docs/engineer.md, \"Plans and runs\")");
+        say!("{id} has no plans: an engineer writes one with plan_open (docs/engineer.md, \"Plans and runs\")");
         return Ok(());
     }
     for p in &plans {
@@ -25,18 +25,18 @@ pub(super) fn list(root: Root, app: String, json: bool) -> Result<(), Failure> {
             crate::plans::State::Running => format!(" (until {} at the latest)", p.ends_by.as_deref().unwrap_or("?")),
             _ => String::new(),
         };
-        println!("{}{when}", p.text().trim_end());
+        say!("{}{when}", p.text().trim_end());
         match p.state {
             crate::plans::State::Submitted => {
-                println!(
+                say!(
                     "  → waits for you: the engineer asks you to start it; `autoapp plan reject {id} {}` refuses it",
                     p.id
                 )
             }
-            crate::plans::State::Running => println!("  → `autoapp plan stop {id}` ends the run"),
+            crate::plans::State::Running => say!("  → `autoapp plan stop {id}` ends the run"),
             _ => {}
         }
-        println!();
+        say!();
     }
     Ok(())
 }
@@ -51,10 +51,10 @@ pub(super) fn act(root: Root, action: String, app: String, plan: Option<u64>) ->
     let me = Caller::command_line();
     if action == "stop" {
         let p = apps.plans().stop(&me, &id, plan)?;
-        println!("stopped the run of plan {} of {id}: the engineer's next change asks you again", p.id);
+        say!("stopped the run of plan {} of {id}: the engineer's next change asks you again", p.id);
     } else {
         let p = apps.plans().reject(&me, &id, plan)?;
-        println!("rejected plan {} of {id}: the engineer may change {id} again, asking you each time", p.id);
+        say!("rejected plan {} of {id}: the engineer may change {id} again, asking you each time", p.id);
     }
     Ok(())
 }

@@ -7,4 +7,5 @@
 //! - [`text`]: outside text on its way to the person (a terminal, a page, a
 //!   card): escaped, stripped of invisible format characters, bounded.
 
+#[macro_use]
 pub mod text;

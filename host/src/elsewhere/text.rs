@@ -17,6 +17,14 @@
 //!   other control characters as U+FFFD, and collapses runs of blank lines.
 //!
 //! What text may be at most is said where it is taken in, with [`within`].
+//!
+//! **The one writer.** Nothing in the host prints with `println!` and its
+//! kin: every line for a terminal goes through [`say!`](crate::say),
+//! [`tell!`](crate::tell) (standard error) and their `_inline` forms, which
+//! pass the whole text through [`terminal_lines`], and `--json` through
+//! [`json_for_terminal`]. So a value that came from elsewhere cannot reach a
+//! terminal unescaped, whoever forgets which value that was;
+//! `tests/all/tidy.rs` holds that no other print exists.
 
 use std::borrow::Cow;
 
@@ -24,27 +32,27 @@ use std::borrow::Cow;
 /// around it is shown without being seen: the bidi controls (embeddings,
 /// overrides, isolates, marks), zero-width characters, the word joiner and
 /// invisible operators, the byte order mark, interlinear annotation
-/// characters, tags, and the invisible fillers that render as nothing.
+/// characters, tags — Unicode's general category `Cf` (format) as of
+/// Unicode 16 — and the characters that draw as nothing or as a line break
+/// of their own: the Hangul fillers, the line and paragraph separators.
+/// (Variation selectors, which only choose a glyph, are not among them.)
 ///
-/// The list is Unicode's general category `Cf` (format) as of Unicode 16,
-/// plus the Hangul fillers and the Mongolian vowel separator, which draw as
-/// blanks too.
+/// `host/assets/common.js`'s `visible` removes the same list from what a page
+/// shows (but a zero-width joiner inside an emoji sequence).
 pub fn is_format(c: char) -> bool {
     matches!(c as u32,
         0x00AD                       // soft hyphen
-        | 0x034F                     // combining grapheme joiner
         | 0x0600..=0x0605            // Arabic number signs
         | 0x061C                     // Arabic letter mark
         | 0x06DD | 0x070F | 0x0890 | 0x0891 | 0x08E2
         | 0x115F | 0x1160            // Hangul fillers
-        | 0x17B4 | 0x17B5            // Khmer inherent vowels
-        | 0x180B..=0x180F            // Mongolian variation selectors and vowel separator
+        | 0x180E                     // Mongolian vowel separator
         | 0x200B..=0x200F            // zero-width space, (non-)joiner, LRM, RLM
         | 0x2028 | 0x2029            // line and paragraph separators
         | 0x202A..=0x202E            // embeddings and overrides
-        | 0x2060..=0x206F            // word joiner, invisible operators, isolates, deprecated
+        | 0x2060..=0x2064            // word joiner, invisible operators
+        | 0x2066..=0x206F            // isolates, deprecated format characters
         | 0x3164                     // Hangul filler
-        | 0xFE00..=0xFE0F            // variation selectors
         | 0xFEFF                     // byte order mark, zero-width no-break space
         | 0xFFA0                     // halfwidth Hangul filler
         | 0xFFF9..=0xFFFB            // interlinear annotation
@@ -53,7 +61,6 @@ pub fn is_format(c: char) -> bool {
         | 0x1BCA0..=0x1BCA3
         | 0x1D173..=0x1D17A
         | 0xE0001 | 0xE0020..=0xE007F // tags
-        | 0xE0100..=0xE01EF          // variation selectors supplement
     )
 }
 
@@ -182,9 +189,94 @@ pub fn cut(text: &str, max: usize) -> Cow<'_, str> {
     }
 }
 
+/// Where [`write_out`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Writes `text` (and a line break when `line`) to `stream`, through
+/// [`terminal_lines`], and flushes. The one place the host writes to its
+/// standard output or error; `say!`/`tell!` call it.
+pub fn write_out(stream: Stream, text: &str, line: bool) -> std::io::Result<()> {
+    let shown = terminal_lines(text);
+    fn put(mut w: impl std::io::Write, shown: &str, line: bool) -> std::io::Result<()> {
+        w.write_all(shown.as_bytes())?;
+        if line {
+            w.write_all(b"\n")?;
+        }
+        w.flush()
+    }
+    match stream {
+        Stream::Stdout => put(std::io::stdout().lock(), &shown, line),
+        Stream::Stderr => put(std::io::stderr().lock(), &shown, line),
+    }
+}
+
+/// Serialised JSON as it may be printed on a terminal: every control and
+/// format character (which JSON's own escaping leaves raw, but for C0) is
+/// written as a JSON `\uXXXX` escape, so the text still parses to the same
+/// value and shows nothing invisible.
+pub fn json_for_terminal(json: &str) -> Cow<'_, str> {
+    if clean_for_terminal(json, true) {
+        return Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if c != '\n' && (is_control(c) || is_format(c)) {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                use std::fmt::Write as _;
+                let _ = write!(out, "\\u{:04x}", u);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A line on standard output, escaped ([`write_out`]): the host's `println!`.
+#[macro_export]
+macro_rules! say {
+    () => {{ let _ = $crate::elsewhere::text::write_out($crate::elsewhere::text::Stream::Stdout, "", true); }};
+    ($($t:tt)*) => {{ let _ = $crate::elsewhere::text::write_out($crate::elsewhere::text::Stream::Stdout, &format!($($t)*), true); }};
+}
+
+/// Text on standard output with no line break, escaped: the host's `print!`.
+#[macro_export]
+macro_rules! say_inline {
+    ($($t:tt)*) => {{ let _ = $crate::elsewhere::text::write_out($crate::elsewhere::text::Stream::Stdout, &format!($($t)*), false); }};
+}
+
+/// A line on standard error, escaped ([`write_out`]): the host's `eprintln!`.
+#[macro_export]
+macro_rules! tell {
+    ($($t:tt)*) => {{ let _ = $crate::elsewhere::text::write_out($crate::elsewhere::text::Stream::Stderr, &format!($($t)*), true); }};
+}
+
+/// Text on standard error with no line break, escaped: the host's `eprint!`.
+#[macro_export]
+macro_rules! tell_inline {
+    ($($t:tt)*) => {{ let _ = $crate::elsewhere::text::write_out($crate::elsewhere::text::Stream::Stderr, &format!($($t)*), false); }};
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_on_a_terminal_parses_to_the_same_value_and_shows_nothing_invisible() {
+        let value = serde_json::json!({ "grant": "spawn:git\u{1b}[2K\u{202e}x\u{9b}\u{1f600}\u{e0041}", "n": 1 });
+        let raw = serde_json::to_string_pretty(&value).unwrap();
+        let shown = json_for_terminal(&raw);
+        assert!(!shown.chars().any(|c| (c.is_control() && c != '\n') || is_format(c)), "{shown}");
+        assert!(shown.contains("\\u202e") && shown.contains("\\u009b") && shown.contains("\\udb40\\udc41"), "{shown}");
+        let back: serde_json::Value = serde_json::from_str(&shown).unwrap();
+        assert_eq!(back, value);
+        assert!(matches!(json_for_terminal("{\"a\": \"é\"}"), Cow::Borrowed(_)));
+    }
 
     #[test]
     fn a_terminal_sees_every_escape_sequence_as_text() {
@@ -236,7 +328,7 @@ mod tests {
 
     #[test]
     fn the_format_characters_are_only_format_characters() {
-        for c in ['a', ' ', '\u{e9}', '\u{4e2d}', '\u{1f600}', '-', '\u{2014}', '\u{fffd}'] {
+        for c in ['a', ' ', '\u{e9}', '\u{4e2d}', '\u{1f600}', '-', '\u{2014}', '\u{fffd}', '\u{fe0f}', '\u{2065}'] {
             assert!(!is_format(c), "{c:?}");
         }
         for c in ['\u{202a}', '\u{202e}', '\u{2066}', '\u{2069}', '\u{200b}', '\u{200d}', '\u{2060}', '\u{feff}'] {

@@ -274,7 +274,7 @@ pub fn pause(point: &str) {
 /// Read only in debug builds (tests); a release build ignores the variable.
 pub fn fault(point: &str) {
     if cfg!(debug_assertions) && std::env::var("AUTOAPP_FAULT").is_ok_and(|f| f == point) {
-        eprintln!("autoapp: fault injected at {point}");
+        tell!("autoapp: fault injected at {point}");
         std::process::abort();
     }
 }

@@ -145,7 +145,7 @@ impl Opener {
                 return true;
             }
         }
-        println!("Open {what}: {url}");
+        say!("Open {what}: {url}");
         false
     }
 

@@ -204,17 +204,17 @@ pub fn probe_main() -> i32 {
     let scoped = match restrict(&policy) {
         Ok(scoped) => scoped,
         Err(why) => {
-            println!("this kernel cannot confine programs with Landlock ({why})");
+            say!("this kernel cannot confine programs with Landlock ({why})");
             return 1;
         }
     };
     let no_filter = cfg!(debug_assertions) && std::env::var("AUTOAPP_FAULT").is_ok_and(|f| f == "no-seccomp");
     let filtered = if no_filter { Err("a test plays a kernel without it".to_string()) } else { filter_holds() };
     if let Err(why) = filtered {
-        println!("this kernel cannot filter system calls with seccomp ({why}), so sockets cannot be restricted");
+        say!("this kernel cannot filter system calls with seccomp ({why}), so sockets cannot be restricted");
         return 1;
     }
-    println!(
+    say!(
         "Landlock and seccomp confine programs: files, TCP and every other socket{}",
         if scoped {
             ", abstract sockets and signals"
@@ -322,7 +322,7 @@ pub fn confined_main(args: &[String]) -> i32 {
     let (policy, _, _) = match parse_args(args) {
         Ok(parsed) => parsed,
         Err(why) => {
-            eprintln!("autoapp: {why}");
+            tell!("autoapp: {why}");
             return CANNOT_CONFINE;
         }
     };
@@ -336,14 +336,14 @@ pub fn exec_main(args: &[String]) -> i32 {
     let (policy, program, rest) = match parse_args(args) {
         Ok(parsed) => parsed,
         Err(why) => {
-            eprintln!("autoapp: {why}");
+            tell!("autoapp: {why}");
             return CANNOT_CONFINE;
         }
     };
     // A session of its own: no controlling terminal to read or signal.
     let _ = rustix::process::setsid();
     if let Err(why) = drop_capabilities() {
-        eprintln!("autoapp: the program was not run: it could not be confined ({why})");
+        tell!("autoapp: the program was not run: it could not be confined ({why})");
         return CANNOT_CONFINE;
     }
     let limits = [
@@ -355,17 +355,17 @@ pub fn exec_main(args: &[String]) -> i32 {
     ];
     for (resource, value) in limits {
         if let Err(e) = limit(resource, value) {
-            eprintln!("autoapp: {e}");
+            tell!("autoapp: {e}");
             return CANNOT_CONFINE;
         }
     }
     if !policy.unconfined {
         if let Err(why) = restrict(&policy) {
-            eprintln!("autoapp: the program was not run: it could not be confined ({why})");
+            tell!("autoapp: the program was not run: it could not be confined ({why})");
             return CANNOT_CONFINE;
         }
         if let Err(why) = seccomp::apply(policy.sockets) {
-            eprintln!("autoapp: the program was not run: it could not be confined ({why})");
+            tell!("autoapp: the program was not run: it could not be confined ({why})");
             return CANNOT_CONFINE;
         }
     } else {
@@ -373,7 +373,7 @@ pub fn exec_main(args: &[String]) -> i32 {
         let _ = seccomp::apply(policy.sockets);
     }
     let e = std::process::Command::new(program).args(rest).env_clear().envs(policy.env.iter().cloned()).exec();
-    eprintln!("autoapp: the program could not start ({e})");
+    tell!("autoapp: the program could not start ({e})");
     127
 }
 

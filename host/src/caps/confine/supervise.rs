@@ -36,7 +36,7 @@ pub fn run(wall_secs: Option<u64>, args: &[String]) -> i32 {
     let me = rustix::process::getpid();
     let parent = rustix::process::getppid();
     if let Err(e) = rustix::process::set_child_subreaper(Some(me)) {
-        eprintln!("autoapp: the program was not run: it could not be supervised ({e})");
+        tell!("autoapp: the program was not run: it could not be supervised ({e})");
         return super::CANNOT_CONFINE;
     }
     // Told when the host dies; and if it died already, nobody waits for us.
@@ -51,21 +51,21 @@ pub fn run(wall_secs: Option<u64>, args: &[String]) -> i32 {
     ]) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("autoapp: the program was not run: it could not be supervised ({e})");
+            tell!("autoapp: the program was not run: it could not be supervised ({e})");
             return super::CANNOT_CONFINE;
         }
     };
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(e) => {
-            eprintln!("autoapp: the program was not run: the autoapp binary cannot be found ({e})");
+            tell!("autoapp: the program was not run: the autoapp binary cannot be found ({e})");
             return super::CANNOT_CONFINE;
         }
     };
     let child = match std::process::Command::new(exe).arg("__confined-exec").args(args).spawn() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("autoapp: the program could not start ({e})");
+            tell!("autoapp: the program could not start ({e})");
             return super::CANNOT_CONFINE;
         }
     };
@@ -81,7 +81,7 @@ pub fn run(wall_secs: Option<u64>, args: &[String]) -> i32 {
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_secs(secs));
             let _held = FINISHING.lock();
-            eprintln!("autoapp: it ran past its deadline of {secs} s and was stopped, with every process it started");
+            tell!("autoapp: it ran past its deadline of {secs} s and was stopped, with every process it started");
             end_all();
             std::process::exit(PAST_DEADLINE);
         });
