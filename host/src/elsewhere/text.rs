@@ -200,18 +200,20 @@ pub enum Stream {
 /// [`terminal_lines`], and flushes. The one place the host writes to its
 /// standard output or error; `say!`/`tell!` call it.
 pub fn write_out(stream: Stream, text: &str, line: bool) -> std::io::Result<()> {
-    let shown = terminal_lines(text);
-    fn put(mut w: impl std::io::Write, shown: &str, line: bool) -> std::io::Result<()> {
-        w.write_all(shown.as_bytes())?;
-        if line {
-            w.write_all(b"\n")?;
-        }
-        w.flush()
-    }
     match stream {
-        Stream::Stdout => put(std::io::stdout().lock(), &shown, line),
-        Stream::Stderr => put(std::io::stderr().lock(), &shown, line),
+        Stream::Stdout => write_escaped(std::io::stdout().lock(), text, line),
+        Stream::Stderr => write_escaped(std::io::stderr().lock(), text, line),
     }
+}
+
+/// Writes `text` through [`terminal_lines`] to `w`, a line break after it
+/// when `line`, and flushes.
+fn write_escaped(mut w: impl std::io::Write, text: &str, line: bool) -> std::io::Result<()> {
+    w.write_all(terminal_lines(text).as_bytes())?;
+    if line {
+        w.write_all(b"\n")?;
+    }
+    w.flush()
 }
 
 /// Serialised JSON as it may be printed on a terminal: every control and
@@ -265,6 +267,14 @@ macro_rules! tell_inline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_writer_writes_what_a_terminal_may_see() {
+        let mut out = Vec::new();
+        write_escaped(&mut out, "grant \u{1b}[2Kspawn:git\u{202e}\nnext", true).unwrap();
+        write_escaped(&mut out, "more", false).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "grant \\u{1b}[2Kspawn:git\\u{202e}\nnext\nmore");
+    }
 
     #[test]
     fn json_on_a_terminal_parses_to_the_same_value_and_shows_nothing_invisible() {
