@@ -28,6 +28,7 @@ pub(crate) mod launcher;
 pub(crate) mod lifecycle;
 pub mod manifest;
 pub(crate) mod mcp;
+pub(crate) mod packages;
 pub(crate) mod plans;
 pub(crate) mod problems;
 pub(crate) mod programs;

@@ -16,6 +16,7 @@ mod gate;
 mod housekeeping;
 mod lifecycle;
 mod many_callers;
+mod packages;
 mod panel_create;
 mod plans;
 mod support;

@@ -50,11 +50,14 @@ impl TestRoot {
         self.dir.path()
     }
 
-    /// `autoapp --root <root>`, ready for arguments.
-    fn command(&self) -> Command {
+    /// `autoapp --root <root>`, ready for arguments. Its configuration folder
+    /// (publisher keys) is the test's too: `<root>/xdg-config`, never the
+    /// person's.
+    pub fn command(&self) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_autoapp"));
         c.arg("--root")
             .arg(self.path())
+            .env("XDG_CONFIG_HOME", self.path().join("xdg-config"))
             .env("CARGO_TARGET_DIR", guest_target())
             .env_remove("AUTOAPP_ROOT")
             .env("AUTOAPP_LOG", "warn");

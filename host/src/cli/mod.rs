@@ -4,6 +4,7 @@
 
 mod demo;
 mod housekeeping;
+mod packages;
 mod plans;
 
 use std::path::PathBuf;
@@ -120,6 +121,43 @@ enum Command {
         app: String,
         /// The plan's id (default: the running plan for stop, the waiting one for reject).
         plan: Option<u64>,
+    },
+    /// Make a publisher's signing key, or show the one you have.
+    ///
+    /// `autoapp key new [--name NAME]` makes an Ed25519 key and keeps it in your
+    /// configuration folder ($XDG_CONFIG_HOME/autoapp, else ~/.config/autoapp), mode
+    /// 0600, never under an app; it prints the key's fingerprint, which the people who
+    /// install your packages see and pin. A key is never replaced. `autoapp key show`
+    /// prints the name and fingerprint of yours.
+    Key {
+        #[arg(value_parser = ["new", "show"])]
+        action: String,
+        /// The publisher's name your packages show (with `new`) [default: your user name]
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write one release of an app as a package: one .wasm file another person installs.
+    ///
+    /// The package is the release's component with the manifest, the migrations and
+    /// the WIT version it was built against carried inside it as custom sections (a
+    /// runtime ignores them, so the file runs as it is); with --sign, your signature
+    /// (`autoapp key new`) is embedded too, over every byte, your name and your key.
+    /// An existing file is never written over.
+    Pack {
+        app: String,
+        /// The release to pack (a unique prefix of its id) [default: the active release]
+        #[arg(long, value_name = "ID")]
+        release: Option<String>,
+        /// The file to write, or a folder to write `<app>-<version>.wasm` in [default: the current folder]
+        #[arg(long, value_name = "FILE|DIR")]
+        to: Option<PathBuf>,
+        /// Sign it with your publisher key.
+        #[arg(long)]
+        sign: bool,
+        #[arg(long)]
+        json: bool,
     },
     /// Write one file holding a copy of an app: its data, active release, grants and record.
     ///
@@ -481,6 +519,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Standing { action, json } => standing(root, action, json),
         Command::Plans { app, json } => plans::list(root, app, json),
         Command::Plan { action, app, plan } => plans::act(root, action, app, plan),
+        Command::Key { action, name, json } => packages::key(action, name, json),
+        Command::Pack { app, release, to, sign, json } => packages::pack(root, app, release, to, sign, json),
         Command::Backup { app, to, json } => housekeeping::backup(root, app, to, json),
         Command::Restore { file, as_id, json } => housekeeping::restore(root, file, as_id, json),
         Command::Space { app, json } => housekeeping::space(root, app, json),

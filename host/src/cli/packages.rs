@@ -1,0 +1,85 @@
+//! `autoapp key` and `autoapp pack`: a publisher's side of packages
+//! ([`crate::packages`]).
+
+use std::path::PathBuf;
+
+use super::{Failure, app_id, fail, print_json};
+use crate::packages::{self, sign};
+use crate::release::short;
+use crate::root::Root;
+
+/// `autoapp key new|show`.
+pub(super) fn key(action: String, name: Option<String>, json: bool) -> Result<(), Failure> {
+    let dir = sign::config_dir()?;
+    let key = if action == "new" {
+        let name = match name {
+            Some(n) => n,
+            None => std::env::var("USER").ok().filter(|u| !u.trim().is_empty()).ok_or_else(|| Failure {
+                code: 2,
+                message: "name the publisher your packages show with --name".into(),
+            })?,
+        };
+        sign::new_key(&dir, &name)?
+    } else {
+        if name.is_some() {
+            return Err(Failure { code: 2, message: "--name is for `autoapp key new`".into() });
+        }
+        match sign::load(&dir)? {
+            Some(k) => k,
+            None => {
+                return fail(format!("you have no publisher key in {}; make one with `autoapp key new`", dir.display()));
+            }
+        }
+    };
+    if json {
+        return print_json(&serde_json::json!({
+            "name": key.name, "fingerprint": key.fingerprint(), "key": key.public_hex(), "file": key.file,
+        }));
+    }
+    if action == "new" {
+        say!("made a publisher key for {} in {}", key.name, key.file.display());
+    } else {
+        say!("your publisher key: {} ({})", key.name, key.file.display());
+    }
+    say!("fingerprint: {}", key.fingerprint());
+    if action == "new" {
+        say!("keep the file safe and private: a package signed with it says it is yours (`autoapp pack APP --sign`)");
+    }
+    Ok(())
+}
+
+/// `autoapp pack <app> [--release ID] [--to FILE] [--sign]`.
+pub(super) fn pack(
+    root: Root,
+    app: String,
+    release: Option<String>,
+    to: Option<PathBuf>,
+    sign: bool,
+    json: bool,
+) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    let key = if sign {
+        let dir = sign::config_dir()?;
+        match sign::load(&dir)? {
+            Some(k) => Some(k),
+            None => {
+                return fail(format!(
+                    "--sign needs your publisher key and there is none in {}; make one with `autoapp key new`",
+                    dir.display()
+                ));
+            }
+        }
+    } else {
+        None
+    };
+    let p = packages::pack(&root, &id, release.as_deref(), to.as_deref(), key.as_ref())?;
+    if json {
+        return print_json(&p);
+    }
+    say!("packed {id} {} (release {}) into {} ({} bytes)", p.version, short(&p.release), p.file.display(), p.bytes);
+    match &p.publisher {
+        Some(s) => say!("signed by {} (fingerprint {})", s.name, s.fingerprint),
+        None => say!("not signed: whoever installs it is told anyone could have made it (`--sign` signs it)"),
+    }
+    Ok(())
+}

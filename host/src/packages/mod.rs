@@ -1,0 +1,107 @@
+//! Packages: apps from other people. A package is one component — the
+//! release's component with Autoapp's manifest, migrations and WIT version in
+//! custom sections, and the publisher's Ed25519 signature embedded too
+//! ([`format`], [`sign`]).
+//!
+//! What is here now: the format (writing and bounded reading), publisher
+//! keys, signing and verifying, and `autoapp pack`. Installing a package as a
+//! candidate and the OCI registry are the next steps (issue 30).
+
+pub mod format;
+pub mod sign;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+
+use crate::manifest::AppId;
+use crate::root::Root;
+
+/// The WIT package a package says its component was built against.
+pub fn wit_version() -> &'static str {
+    crate::bindings::WIT_PACKAGE
+}
+
+/// What `pack` wrote.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Packed {
+    pub app: String,
+    pub release: String,
+    pub version: String,
+    pub file: PathBuf,
+    pub bytes: u64,
+    /// The publisher, when it was signed.
+    pub publisher: Option<sign::Publisher>,
+}
+
+/// Packs release `release` (a unique prefix; default the active release) of
+/// `app` into one file: `to`, or `<app>-<version>.wasm` in the current
+/// folder (or in `to` when it is a folder). Signs it with `key` when given.
+/// An existing file is never written over.
+pub fn pack(
+    root: &Root,
+    app: &AppId,
+    release: Option<&str>,
+    to: Option<&Path>,
+    key: Option<&sign::Key>,
+) -> anyhow::Result<Packed> {
+    let paths = root.app(app);
+    if !paths.exists() {
+        anyhow::bail!(crate::error::no_such_app(app));
+    }
+    let id = match release {
+        Some(r) => crate::release::resolve(&paths, r)?,
+        None => crate::release::active(&paths)?.with_context(|| {
+            format!("{app} has no active release; name one with `--release` (`autoapp candidates {app}` lists them)")
+        })?,
+    };
+    let dir = paths.release(&id);
+    let info = crate::release::info(&paths, &id)?;
+    let component = std::fs::read(dir.join(crate::release::COMPONENT_FILE))
+        .with_context(|| format!("cannot read the component of release {}", crate::release::short(&id)))?;
+    let manifest_text = std::fs::read_to_string(dir.join(crate::manifest::MANIFEST_FILE))
+        .with_context(|| format!("cannot read the manifest of release {}", crate::release::short(&id)))?;
+    let manifest = crate::release::manifest(&paths, &id)?;
+    let migrations = crate::release::migrations(&paths, &id, &manifest)?;
+    let unsigned = format::pack(&format::Contents {
+        component: &component,
+        manifest_text: &manifest_text,
+        migrations: &migrations,
+        wit: wit_version(),
+    })?;
+    let (bytes, publisher) = match key {
+        Some(k) => {
+            let signed = sign::sign(unsigned, k);
+            let publisher = sign::verify(&format::read(&signed)?)?;
+            (signed, publisher)
+        }
+        None => (unsigned, None),
+    };
+    let name = format!("{app}-{}.wasm", info.version);
+    let file = match to {
+        Some(t) if t.is_dir() => t.join(&name),
+        Some(t) => t.to_path_buf(),
+        None => PathBuf::from(&name),
+    };
+    write_new(&file, &bytes)?;
+    Ok(Packed { app: app.to_string(), release: id, version: info.version, file, bytes: bytes.len() as u64, publisher })
+}
+
+/// Writes `bytes` to a new file `path`: never over an existing one.
+fn write_new(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut f = match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            anyhow::bail!("{} exists already; a package is never written over: name another with --to", path.display())
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot write {}", path.display())),
+    };
+    let written = f.write_all(bytes).and_then(|()| f.sync_all());
+    if let Err(e) = written {
+        drop(f);
+        let _ = std::fs::remove_file(path);
+        return Err(e).with_context(|| format!("cannot write {}", path.display()));
+    }
+    Ok(())
+}

@@ -1,0 +1,367 @@
+//! Publisher keys and the signature a package carries.
+//!
+//! A publisher's key is an Ed25519 key made by `autoapp key new`, kept in
+//! the person's configuration folder (`$XDG_CONFIG_HOME/autoapp/`, else
+//! `~/.config/autoapp/`), never under the root or an app: `publisher.key`,
+//! mode 0600, in a folder of mode 0700. A key file anyone else may read is
+//! refused (as ssh refuses one).
+//!
+//! The signature is the last custom section of the package,
+//! `autoapp:signature`, holding JSON
+//! `{"format": "autoapp-signature", "version": 1, "publisher": NAME, "key": HEX(32), "signature": HEX(64)}`.
+//! What is signed is [`message`]: a domain string, the SHA-256 of every byte
+//! before the signature section (the component and Autoapp's other
+//! sections), the publisher's name and the key, each framed by its length —
+//! so neither the bytes, nor the name shown to the person, nor the key can be
+//! changed without the signature failing. A key is named by its
+//! **fingerprint**: the first 16 bytes of the SHA-256 of the public key, in
+//! hex.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+use super::format::{self, Package};
+
+/// The key file's name in the configuration folder.
+pub const KEY_FILE: &str = "publisher.key";
+/// What a signature section says it is.
+pub const SIGNATURE_FORMAT: &str = "autoapp-signature";
+pub const SIGNATURE_VERSION: u32 = 1;
+/// The longest publisher name: it is shown to every person who installs.
+pub const MAX_NAME: usize = 100;
+
+/// What a signature says and what checking it found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Publisher {
+    /// The publisher's name as the signature gives it (cleaned for showing:
+    /// no control or format characters; it is the publisher's words).
+    pub name: String,
+    pub fingerprint: String,
+    /// The public key, in hex: what an install pins.
+    pub key: String,
+}
+
+/// Why a signature does not hold: each a sentence.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SignatureError {
+    #[error("its signature section is not one Autoapp reads: {0}")]
+    Malformed(String),
+    #[error(
+        "its signature does not verify with the key it names ({0}): the file was changed after it was signed, or the signature was made for other bytes"
+    )]
+    DoesNotVerify(String),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Section {
+    format: String,
+    version: u32,
+    publisher: String,
+    key: String,
+    signature: String,
+}
+
+/// The key file: the person's, with its name.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyFile {
+    name: String,
+    /// The Ed25519 secret key's 32 bytes, in hex.
+    secret: String,
+    created_at: String,
+}
+
+/// A publisher's signing key, loaded.
+pub struct Key {
+    pub name: String,
+    signing: SigningKey,
+    pub file: PathBuf,
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Key").field("name", &self.name).field("fingerprint", &self.fingerprint()).finish()
+    }
+}
+
+/// The fingerprint of a public key.
+pub fn fingerprint(public: &[u8; 32]) -> String {
+    hex::encode(&Sha256::digest(public)[..16])
+}
+
+impl Key {
+    pub fn fingerprint(&self) -> String {
+        fingerprint(self.signing.verifying_key().as_bytes())
+    }
+
+    pub fn public_hex(&self) -> String {
+        hex::encode(self.signing.verifying_key().as_bytes())
+    }
+}
+
+/// The configuration folder keys live in: `$XDG_CONFIG_HOME/autoapp`, else
+/// `$HOME/.config/autoapp`.
+pub fn config_dir() -> anyhow::Result<PathBuf> {
+    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|x| Path::new(x).is_absolute()) {
+        return Ok(PathBuf::from(x).join("autoapp"));
+    }
+    let home = std::env::var_os("HOME").filter(|h| Path::new(h).is_absolute()).context(
+        "neither XDG_CONFIG_HOME nor HOME names a folder, so there is no configuration folder to keep a key in; set one",
+    )?;
+    Ok(PathBuf::from(home).join(".config").join("autoapp"))
+}
+
+/// Checks a publisher's name: what every person who installs will read.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let trimmed = name.trim();
+    if trimmed.is_empty() {
+        return Err("a publisher's name may not be empty".into());
+    }
+    crate::elsewhere::text::within("publisher's name", name, MAX_NAME)?;
+    if name.chars().any(|c| c.is_control() || crate::elsewhere::text::is_format(c)) {
+        return Err("a publisher's name may hold no control or invisible format characters".into());
+    }
+    Ok(())
+}
+
+/// Makes a new key named `name` in `dir`; refuses when one exists there
+/// (a key is never written over: packages signed with it would lose their
+/// publisher).
+pub fn new_key(dir: &Path, name: &str) -> anyhow::Result<Key> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+    check_name(name).map_err(anyhow::Error::msg)?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    let file = dir.join(KEY_FILE);
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).map_err(|e| anyhow::anyhow!("the system gave no random bytes for a key: {e}"))?;
+    let contents = KeyFile {
+        name: name.to_string(),
+        secret: hex::encode(secret),
+        created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    };
+    let mut f = match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&file) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => anyhow::bail!(
+            "a publisher key exists already in {}; `autoapp key show` shows it (a key is never replaced: packages signed with it name it)",
+            file.display()
+        ),
+        Err(e) => return Err(e).with_context(|| format!("cannot write {}", file.display())),
+    };
+    f.write_all(serde_json::to_string_pretty(&contents)?.as_bytes())?;
+    f.sync_all()?;
+    crate::root::sync_dir(dir)?;
+    Ok(Key { name: name.to_string(), signing: SigningKey::from_bytes(&secret), file })
+}
+
+/// The key in `dir`, when there is one.
+pub fn load(dir: &Path) -> anyhow::Result<Option<Key>> {
+    use std::os::unix::fs::MetadataExt as _;
+    let file = dir.join(KEY_FILE);
+    let meta = match std::fs::symlink_metadata(&file) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
+    };
+    anyhow::ensure!(meta.is_file(), "{} is not a regular file; a key is one file of mode 0600", file.display());
+    anyhow::ensure!(
+        meta.mode() & 0o077 == 0,
+        "{} may be read by others (mode {:o}); a signing key must be yours alone: `chmod 600 {}`",
+        file.display(),
+        meta.mode() & 0o777,
+        file.display()
+    );
+    anyhow::ensure!(meta.len() <= 4096, "{} is not a key file (it is larger than one)", file.display());
+    let text = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
+    let k: KeyFile = serde_json::from_str(&text).with_context(|| format!("{} is not a key file", file.display()))?;
+    let secret: [u8; 32] = hex::decode(&k.secret)
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .with_context(|| format!("{} holds no 32-byte key", file.display()))?;
+    Ok(Some(Key { name: k.name, signing: SigningKey::from_bytes(&secret), file }))
+}
+
+/// What a signature signs: see the module's documentation.
+fn message(signed: &[u8], publisher: &str, key: &[u8; 32]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(128 + publisher.len());
+    let mut part = |bytes: &[u8]| {
+        m.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        m.extend_from_slice(bytes);
+    };
+    part(b"autoapp package signature v1");
+    part(&Sha256::digest(signed));
+    part(publisher.as_bytes());
+    part(key);
+    m
+}
+
+/// Signs the unsigned package `unsigned` (as [`format::pack`] wrote it):
+/// the same bytes with the signature section appended.
+pub fn sign(mut unsigned: Vec<u8>, key: &Key) -> Vec<u8> {
+    let public = key.signing.verifying_key();
+    let signature = key.signing.sign(&message(&unsigned, &key.name, public.as_bytes()));
+    let section = Section {
+        format: SIGNATURE_FORMAT.into(),
+        version: SIGNATURE_VERSION,
+        publisher: key.name.clone(),
+        key: hex::encode(public.as_bytes()),
+        signature: hex::encode(signature.to_bytes()),
+    };
+    let payload = serde_json::to_vec(&section).expect("JSON of strings");
+    format::push_section(&mut unsigned, format::SIGNATURE_SECTION, &payload);
+    unsigned
+}
+
+/// Checks the signature of `package`: `Ok(None)` when it has none,
+/// `Ok(Some(publisher))` when it verifies (strictly: no weak keys, no
+/// malleable signatures), else the sentence.
+pub fn verify(package: &Package<'_>) -> Result<Option<Publisher>, SignatureError> {
+    let Some(payload) = package.signature else { return Ok(None) };
+    let s: Section = serde_json::from_slice(payload).map_err(|e| SignatureError::Malformed(e.to_string()))?;
+    if s.format != SIGNATURE_FORMAT {
+        return Err(SignatureError::Malformed(format!("its format is not {SIGNATURE_FORMAT}")));
+    }
+    if s.version != SIGNATURE_VERSION {
+        return Err(SignatureError::Malformed(format!(
+            "it is version {} and this Autoapp reads version {SIGNATURE_VERSION}",
+            s.version
+        )));
+    }
+    check_name(&s.publisher).map_err(SignatureError::Malformed)?;
+    let key: [u8; 32] = hex::decode(&s.key)
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| SignatureError::Malformed("its key is not 32 bytes in hex".into()))?;
+    let signature: [u8; 64] = hex::decode(&s.signature)
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| SignatureError::Malformed("its signature is not 64 bytes in hex".into()))?;
+    let fp = fingerprint(&key);
+    let verifying = VerifyingKey::from_bytes(&key).map_err(|_| SignatureError::DoesNotVerify(fp.clone()))?;
+    verifying
+        .verify_strict(&message(package.signed, &s.publisher, &key), &ed25519_dalek::Signature::from_bytes(&signature))
+        .map_err(|_| SignatureError::DoesNotVerify(fp.clone()))?;
+    Ok(Some(Publisher { name: s.publisher, fingerprint: fp, key: s.key }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packages::format::{Contents, pack, push_section, read};
+    use crate::release::Migration;
+
+    fn unsigned() -> Vec<u8> {
+        let mut c = vec![0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
+        push_section(&mut c, "component-type:x", b"\x01");
+        let m = [Migration { name: "migrations/0001.sql".into(), sql: "CREATE TABLE t (x);".into() }];
+        pack(&Contents {
+            component: &c,
+            manifest_text: "[app]\nid = \"a\"\n",
+            migrations: &m,
+            wit: "autoapp:app@0.1.0",
+        })
+        .unwrap()
+    }
+
+    fn key(dir: &Path, name: &str) -> Key {
+        new_key(dir, name).unwrap()
+    }
+
+    #[test]
+    fn a_signed_package_verifies_and_names_its_publisher_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = key(dir.path(), "Ada's Apps");
+        let signed = sign(unsigned(), &k);
+        let p = verify(&read(&signed).unwrap()).unwrap().unwrap();
+        assert_eq!(p.name, "Ada's Apps");
+        assert_eq!(p.fingerprint, k.fingerprint());
+        assert_eq!(p.key, k.public_hex());
+        assert_eq!(p.fingerprint.len(), 32);
+        assert_eq!(verify(&read(&unsigned()).unwrap()), Ok(None));
+    }
+
+    #[test]
+    fn any_changed_byte_fails_the_signature() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = key(dir.path(), "Ada");
+        let signed = sign(unsigned(), &k);
+        let sig_start = read(&signed).unwrap().signed.len();
+        // Every byte the signature covers, flipped in turn: refused (as a
+        // signature that fails, or a file that no longer reads).
+        for i in 8..sig_start {
+            let mut changed = signed.clone();
+            changed[i] ^= 0x01;
+            if let Ok(p) = read(&changed) {
+                assert!(verify(&p).is_err(), "byte {i} changed and the signature still verified");
+            }
+        }
+    }
+
+    #[test]
+    fn the_name_and_the_key_are_signed_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = key(dir.path(), "Ada");
+        let signed = sign(unsigned(), &k);
+        let p = read(&signed).unwrap();
+        let s: serde_json::Value = serde_json::from_slice(p.signature.unwrap()).unwrap();
+        // Another name under the same signature.
+        let mut renamed = p.signed.to_vec();
+        let mut v = s.clone();
+        v["publisher"] = "Trusted Corp".into();
+        push_section(&mut renamed, format::SIGNATURE_SECTION, v.to_string().as_bytes());
+        assert!(matches!(verify(&read(&renamed).unwrap()), Err(SignatureError::DoesNotVerify(_))));
+        // Another key with the signature of the first.
+        let other = key(tempfile::tempdir().unwrap().path(), "Ada");
+        let mut rekeyed = p.signed.to_vec();
+        let mut v = s.clone();
+        v["key"] = other.public_hex().into();
+        push_section(&mut rekeyed, format::SIGNATURE_SECTION, v.to_string().as_bytes());
+        assert!(matches!(verify(&read(&rekeyed).unwrap()), Err(SignatureError::DoesNotVerify(_))));
+        // A signature section that is not ours to read.
+        for bad in [
+            r#"{"format":"x"}"#,
+            "not json",
+            r#"{"format":"autoapp-signature","version":2,"publisher":"a","key":"00","signature":"00"}"#,
+        ] {
+            let mut b = p.signed.to_vec();
+            push_section(&mut b, format::SIGNATURE_SECTION, bad.as_bytes());
+            assert!(matches!(verify(&read(&b).unwrap()), Err(SignatureError::Malformed(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_key_is_never_replaced_and_one_others_may_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let k = key(dir.path(), "Ada");
+        let mode = std::fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let e = new_key(dir.path(), "Eve").unwrap_err().to_string();
+        assert!(e.contains("exists already"), "{e}");
+        assert_eq!(load(dir.path()).unwrap().unwrap().fingerprint(), k.fingerprint());
+        std::fs::set_permissions(dir.path().join(KEY_FILE), std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("may be read by others"), "{e}");
+        assert!(load(tempfile::tempdir().unwrap().path()).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_publisher_name_is_bounded_and_shows_nothing_invisible() {
+        assert!(check_name("Ada's Apps").is_ok());
+        assert!(check_name("  ").is_err());
+        assert!(check_name(&"a".repeat(MAX_NAME + 1)).is_err());
+        assert!(check_name("Trusted\u{202e}Corp").is_err());
+        assert!(check_name("Trusted\u{1b}[2K").is_err());
+        let dir = tempfile::tempdir().unwrap();
+        assert!(new_key(dir.path(), "Eve\u{200b}").is_err());
+    }
+}
