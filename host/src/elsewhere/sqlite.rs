@@ -109,7 +109,7 @@ pub fn open(path: &Path, label: &str) -> Result<Foreign, Refused> {
         let mut stmt = conn.prepare("PRAGMA integrity_check(5)")?;
         stmt.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()
     })()
-    .map_err(cannot)?;
+    .map_err(|e| refused(format!("{label} fails SQLite's integrity check ({e})")))?;
     if found != ["ok"] {
         let said = super::text::cut(&found.join("; "), 300).into_owned();
         return Err(refused(format!("{label} fails SQLite's integrity check ({})", super::text::terminal(&said))));

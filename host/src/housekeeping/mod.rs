@@ -6,6 +6,7 @@
 
 pub mod backup;
 pub mod prune;
+pub mod restore;
 pub mod space;
 
 use std::path::Path;
@@ -13,7 +14,8 @@ use std::path::Path;
 use crate::manifest::AppId;
 use crate::root::Root;
 
-pub use backup::{BackedUp, Restored, back_up, restore};
+pub use backup::{BackedUp, back_up};
+pub use restore::{Restored, restore};
 pub use prune::{Options, Plan};
 pub use space::Space;
 
