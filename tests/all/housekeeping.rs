@@ -920,7 +920,6 @@ fn a_record_whose_trigger_aborts_inserts_never_wedges_the_root() {
     assert!(leftovers(&fresh).iter().all(|n| !n.starts_with(".restore-")), "{:?}", leftovers(&fresh));
 }
 
-
 /// A release of notes that asks for `capabilities` (and so has an external route).
 fn asking(n: &Notes, capabilities: &str) {
     let manifest = std::fs::read_to_string(n.ws.path().join("autoapp.toml")).unwrap();
@@ -997,7 +996,11 @@ fn an_app_store_with_a_trigger_or_view_its_migrations_do_not_make_is_refused_nam
     let good = entries(&file);
     let data = good[index_of(&good, "data/app.sqlite")].1.clone();
     for (case, sql, named) in [
-        ("trigger", "CREATE TRIGGER sneaky AFTER INSERT ON notes BEGIN DELETE FROM note_tags; END;", "trigger \"sneaky\""),
+        (
+            "trigger",
+            "CREATE TRIGGER sneaky AFTER INSERT ON notes BEGIN DELETE FROM note_tags; END;",
+            "trigger \"sneaky\"",
+        ),
         ("view", "CREATE VIEW peek AS SELECT title FROM notes;", "view \"peek\""),
         ("table", "CREATE TABLE extra (x);", "table \"extra\""),
     ] {
@@ -1016,7 +1019,8 @@ fn a_backups_grants_pass_the_check_grant_makes_and_are_printed_escaped() {
     let v1 = n.build();
     n.root.ok(&["grant", "notes", "--all-asked"]);
     n.root.ok(&["activate", "notes", &v1]);
-    let granted: Value = serde_json::from_str(&std::fs::read_to_string(n.app_dir().join("grants.json")).unwrap()).unwrap();
+    let granted: Value =
+        serde_json::from_str(&std::fs::read_to_string(n.app_dir().join("grants.json")).unwrap()).unwrap();
     let cat = granted["spawn"]["cat"].as_str().unwrap().to_string();
     let dir = tempfile::tempdir().unwrap();
     let file = backup(&n.root, "notes", dir.path());
@@ -1040,7 +1044,10 @@ fn a_backups_grants_pass_the_check_grant_makes_and_are_printed_escaped() {
     assert!(!printed.contains(&0x1b), "no ESC byte reaches the terminal: {}", String::from_utf8_lossy(&printed));
     let said = String::from_utf8_lossy(&printed);
     assert!(said.contains("the grant \"spawn:cat\" → \"/bin/sh\" is not kept"), "{said}");
-    assert!(said.contains("granted, as in the backup (checked as `autoapp grant` checks it): network https://example.com"), "{said}");
+    assert!(
+        said.contains("granted, as in the backup (checked as `autoapp grant` checks it): network https://example.com"),
+        "{said}"
+    );
     let kept: Value =
         serde_json::from_str(&std::fs::read_to_string(fresh.path().join("apps/notes/grants.json")).unwrap()).unwrap();
     assert_eq!(kept["network"].as_array().unwrap().len(), 1, "{kept}");

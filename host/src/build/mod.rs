@@ -215,7 +215,12 @@ pub fn build(
 /// (compiled by this engine, into the root's cache), importing only what
 /// this host provides (our WIT, WASI 0.2), exporting the world's
 /// interfaces, and linking against the world.
-pub fn check_component(root: &Root, runtime: &Runtime, bytes: &[u8], progress: &dyn Fn(&str)) -> Result<(), BuildError> {
+pub fn check_component(
+    root: &Root,
+    runtime: &Runtime,
+    bytes: &[u8],
+    progress: &dyn Fn(&str),
+) -> Result<(), BuildError> {
     check_is_component(bytes)?;
     progress(&format!("checking and compiling the component ({} KiB)", bytes.len() / 1024));
     let compiled = runtime

@@ -398,11 +398,9 @@ pub fn copy_data(from: &Path, to: &Path) -> anyhow::Result<()> {
         if entry.file_type()?.is_dir() {
             copy_data(&entry.path(), &target)?;
         } else if name_str.ends_with(".sqlite") {
-            let src = crate::sqlite::open(
-                &entry.path(),
-                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )
-            .with_context(|| format!("cannot open {}", entry.path().display()))?;
+            let src =
+                crate::sqlite::open(&entry.path(), OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+                    .with_context(|| format!("cannot open {}", entry.path().display()))?;
             src.busy_timeout(std::time::Duration::from_secs(10))?;
             src.backup(rusqlite::MAIN_DB, &target, None::<fn(rusqlite::backup::Progress)>)
                 .with_context(|| format!("cannot copy {}", entry.path().display()))?;
@@ -426,7 +424,8 @@ pub fn back_up_file(from: &Path, to: &Path) -> anyhow::Result<()> {
     let src = crate::sqlite::open(from, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
         .with_context(|| format!("cannot open {}", from.display()))?;
     src.busy_timeout(std::time::Duration::from_secs(10))?;
-    let mut dst = crate::sqlite::open(to, crate::sqlite::read_write()).with_context(|| format!("cannot create {}", to.display()))?;
+    let mut dst = crate::sqlite::open(to, crate::sqlite::read_write())
+        .with_context(|| format!("cannot create {}", to.display()))?;
     {
         let backup = rusqlite::backup::Backup::new(&src, &mut dst)?;
         // All pages at once: a step-by-step copy restarts whenever another

@@ -126,10 +126,9 @@ fn field(bytes: &[u8]) -> &[u8] {
 fn utf8(bytes: &[u8], what: &str) -> Result<String, Refused> {
     match std::str::from_utf8(bytes) {
         Ok(s) => Ok(s.to_string()),
-        Err(_) => Err(refused(format!(
-            "it holds {what} that is not UTF-8 ({})",
-            named(&String::from_utf8_lossy(bytes))
-        ))),
+        Err(_) => {
+            Err(refused(format!("it holds {what} that is not UTF-8 ({})", named(&String::from_utf8_lossy(bytes)))))
+        }
     }
 }
 
@@ -311,10 +310,7 @@ impl<R: Read> Archive<R> {
             return Err(refused(format!("it holds {name}, which is not a plain relative name")));
         }
         if h.size != listed {
-            return Err(refused(format!(
-                "{name} is {} bytes where its list says {listed}: it was changed",
-                h.size
-            )));
+            return Err(refused(format!("{name} is {} bytes where its list says {listed}: it was changed", h.size)));
         }
         if !seen.insert(h.name.clone()) {
             return Err(refused(format!("it holds {name} twice")));
@@ -448,7 +444,10 @@ mod tests {
         assert!(expected.part("data/app.sqlite", 3).is_err(), "listed twice");
         assert!(expected.part("../x", 3).is_err());
         let e = expected.part("data/app.sqlite/x", 3).unwrap_err();
-        assert_eq!(e.0, "\"data/app.sqlite\" and \"data/app.sqlite/x\" collide: the first is a file, and the second would be inside it");
+        assert_eq!(
+            e.0,
+            "\"data/app.sqlite\" and \"data/app.sqlite/x\" collide: the first is a file, and the second would be inside it"
+        );
         let e = expected.part("data", 3).unwrap_err();
         assert!(e.0.starts_with("\"data\" and \"data/app.sqlite\" collide"), "{e}");
         let case = |entries: &[(&[u8], u8, &[u8])]| {

@@ -128,11 +128,8 @@ impl Foreign {
     /// named, and so is one expected that it lacks or holds otherwise.
     pub fn check_schema(&self, expected: &[Object], optional: &[&str]) -> Result<(), Refused> {
         let found = self.schema()?;
-        let extra: Vec<String> = found
-            .iter()
-            .filter(|o| !expected.contains(o))
-            .map(|o| format!("{} {}", o.kind, named(&o.name)))
-            .collect();
+        let extra: Vec<String> =
+            found.iter().filter(|o| !expected.contains(o)).map(|o| format!("{} {}", o.kind, named(&o.name))).collect();
         if !extra.is_empty() {
             let (first, more) = (&extra[..extra.len().min(5)], extra.len().saturating_sub(5));
             return Err(refused(format!(
@@ -275,14 +272,14 @@ mod tests {
             Ok(())
         })
         .unwrap();
-        assert_eq!(got[1], vec![Cell::Integer(2), Cell::Text("b".into()), Cell::Real(3.0), Cell::Text("nobody".into())]);
+        assert_eq!(
+            got[1],
+            vec![Cell::Integer(2), Cell::Text("b".into()), Cell::Real(3.0), Cell::Text("nobody".into())]
+        );
         let (_d, path) = db("CREATE TABLE runs (seq INTEGER PRIMARY KEY, who, ms REAL);
              INSERT INTO runs VALUES (1, 'a', 1.5), (2, x'00', 3);");
         let e = open(&path, "runs.sqlite").unwrap().rows("runs", COLUMNS, "seq", |_| Ok(())).unwrap_err();
-        assert_eq!(
-            e.0,
-            "row 2 of the table runs of runs.sqlite holds bytes where its column who holds text"
-        );
+        assert_eq!(e.0, "row 2 of the table runs of runs.sqlite holds bytes where its column who holds text");
     }
 
     #[test]

@@ -261,7 +261,8 @@ fn writer(data: &Path, rx: mpsc::Receiver<Msg>) {
 
 fn open(data: &Path) -> anyhow::Result<Connection> {
     std::fs::create_dir_all(data).with_context(|| format!("cannot create {}", data.display()))?;
-    let conn = crate::sqlite::open(&data.join(RUNS_FILE), crate::sqlite::read_write()).context("cannot open the record")?;
+    let conn =
+        crate::sqlite::open(&data.join(RUNS_FILE), crate::sqlite::read_write()).context("cannot open the record")?;
     // A lifecycle action's row ([`action`]) comes through a connection of its
     // own, beside the writer's: each waits out the other's commit.
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
@@ -392,8 +393,7 @@ pub fn carry_over(from: &Path, to: &Path) -> anyhow::Result<()> {
             _ => {}
         }
     }
-    let src = crate::sqlite::open(&path, crate::sqlite::read_only())
-        .context("cannot open the record")?;
+    let src = crate::sqlite::open(&path, crate::sqlite::read_only()).context("cannot open the record")?;
     src.busy_timeout(std::time::Duration::from_secs(5))?;
     src.backup(rusqlite::MAIN_DB, to.join(RUNS_FILE), None::<fn(rusqlite::backup::Progress)>)
         .with_context(|| format!("cannot carry the record over to {}", to.display()))?;
@@ -479,7 +479,8 @@ pub fn rebuild_from(data: &Path, from: &crate::elsewhere::sqlite::Foreign) -> an
         let mut c = cells.into_iter();
         let mut next = || c.next().map(Cell::text).unwrap_or_default();
         let (time, request_id, channel, caller, app, release) = (next(), next(), next(), next(), next(), next());
-        let (route, effect, arguments_hash, decision, reason, outcome) = (next(), next(), next(), next(), next(), next());
+        let (route, effect, arguments_hash, decision, reason, outcome) =
+            (next(), next(), next(), next(), next(), next());
         let duration_ms = next().parse().unwrap_or(0.0);
         let answered_by = next();
         batch.push(Row {
@@ -521,8 +522,7 @@ pub fn read(data: &Path, limit: usize) -> anyhow::Result<Vec<Row>> {
     if !path.exists() {
         return Ok(Vec::new());
     }
-    let conn = crate::sqlite::open(&path, crate::sqlite::read_only())
-        .context("cannot open the record")?;
+    let conn = crate::sqlite::open(&path, crate::sqlite::read_only()).context("cannot open the record")?;
     // The writer may be setting the file up this very moment (it creates the
     // file, then the table): wait out its lock, and a record without its
     // table yet has no rows.

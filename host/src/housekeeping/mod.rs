@@ -15,8 +15,8 @@ use crate::manifest::AppId;
 use crate::root::Root;
 
 pub use backup::{BackedUp, back_up};
-pub use restore::{Restored, restore};
 pub use prune::{Options, Plan};
+pub use restore::{Restored, restore};
 pub use space::Space;
 
 /// Bytes under `path` (a file's length, or every file's below a folder;

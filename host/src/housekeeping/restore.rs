@@ -223,7 +223,10 @@ fn read_list(file: &Path) -> anyhow::Result<(Manifest, Expected)> {
     })?;
     let first = archive.next_header().map_err(|e| damaged(file, e))?.ok_or_else(|| damaged(file, "it is empty"))?;
     if first.name != MANIFEST {
-        return Err(damaged(file, format!("it does not start with {MANIFEST} (it starts with {})", named(&first.name))));
+        return Err(damaged(
+            file,
+            format!("it does not start with {MANIFEST} (it starts with {})", named(&first.name)),
+        ));
     }
     if first.size > MAX_MANIFEST {
         return Err(damaged(file, format!("its {MANIFEST} is larger than any Autoapp writes")));
@@ -264,7 +267,10 @@ fn read_list(file: &Path) -> anyhow::Result<(Manifest, Expected)> {
             return Err(damaged(file, format!("its {MANIFEST} lists itself")));
         }
         if staged_path(path, &manifest.release).is_none() {
-            return Err(damaged(file, format!("its {MANIFEST} lists {}, which is not a file a backup holds", named(path))));
+            return Err(damaged(
+                file,
+                format!("its {MANIFEST} lists {}, which is not a file a backup holds", named(path)),
+            ));
         }
         expected.part(path, *bytes).map_err(|e| damaged(file, format!("its {MANIFEST}: {e}")))?;
     }
@@ -400,8 +406,9 @@ fn check_release(root: &Root, runtime: &Runtime, file: &Path, paths: &AppPaths, 
         return Err(damaged(file, "its release.json does not describe its component"));
     }
     // A recomputed id proves nothing of what the component is.
-    crate::build::check_component(root, runtime, &component, &|_| {})
-        .map_err(|e| damaged(file, format!("its release/{COMPONENT_FILE} is refused as a build would refuse it: {e}")))?;
+    crate::build::check_component(root, runtime, &component, &|_| {}).map_err(|e| {
+        damaged(file, format!("its release/{COMPONENT_FILE} is refused as a build would refuse it: {e}"))
+    })?;
     release::seal(&rdir)?;
     Ok(Checked { manifest: rmanifest, migrations })
 }
@@ -413,8 +420,9 @@ fn check_data(file: &Path, paths: &AppPaths, migrations: &[Migration]) -> anyhow
     if !path.exists() {
         return Ok(());
     }
-    let expected = store::schema_made_by(migrations)
-        .map_err(|e| damaged(file, format!("its release's migrations cannot be applied to an empty database ({e:#})")))?;
+    let expected = store::schema_made_by(migrations).map_err(|e| {
+        damaged(file, format!("its release's migrations cannot be applied to an empty database ({e:#})"))
+    })?;
     {
         let found = elsewhere::sqlite::open(&path, "its data/app.sqlite").map_err(|e| damaged(file, e))?;
         // A store no migration was ever applied to may lack the host's table.
