@@ -1192,3 +1192,33 @@ fn two_entries_that_collide_are_refused_with_a_sentence_naming_both() {
     assert!(!said.contains("os error"), "{said}");
     assert!(leftovers(&fresh).is_empty());
 }
+
+#[test]
+fn a_restore_that_cannot_be_recorded_is_undone_and_never_wedges_the_root() {
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let fresh = TestRoot::new();
+    fresh.ok(&["restore", file.to_str().unwrap(), "--as", "other"]);
+    // Killed after the rename, before its row: recovery writes the row from
+    // the marker. A marker it cannot read (here: damaged) is a restore that
+    // cannot finish.
+    let out = Command::new(env!("CARGO_BIN_EXE_autoapp"))
+        .args(["--root", fresh.path().to_str().unwrap(), "restore", file.to_str().unwrap()])
+        .env("AUTOAPP_FAULT", "restore:placed")
+        .env("AUTOAPP_LOG", "off")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the restore was killed");
+    std::fs::write(fresh.path().join("apps/notes/.restored.json"), "{ damaged").unwrap();
+    let out = fresh.run(&["space"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the next command works: {stderr}");
+    assert!(stderr.contains("the restore of notes could not be recorded, so it was undone"), "{stderr}");
+    assert!(!fresh.path().join("apps/notes").exists(), "undone");
+    assert!(leftovers(&fresh).iter().all(|n| !n.starts_with(".restore-")), "{:?}", leftovers(&fresh));
+    assert_eq!(fresh.call("other", "notes.list", "{}")["notes"].as_array().unwrap().len(), 1);
+    // And the restore can simply be done again.
+    fresh.ok(&["restore", file.to_str().unwrap()]);
+    assert_eq!(fresh.call("notes", "notes.list", "{}")["notes"].as_array().unwrap().len(), 1);
+}
