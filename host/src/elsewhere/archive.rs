@@ -479,6 +479,38 @@ mod tests {
         assert!(!e.0.contains('\u{1b}'), "a name is escaped: {e}");
     }
 
+    mod fuzz {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Whatever the bytes, the reader answers (a header, the end or a
+            /// sentence) without panicking and without reading a body it was
+            /// not asked to.
+            #[test]
+            fn any_bytes_are_read_or_refused_with_a_sentence(
+                bytes in proptest::collection::vec(any::<u8>(), 0..3000),
+                kind in prop_oneof![Just(b'0'), Just(b'L'), Just(b'x'), Just(b'g'), Just(b'5'), any::<u8>()],
+                size in prop_oneof![0u64..5000, Just(0o77777777777u64), Just(3u64 << 30)],
+            ) {
+                let mut data = super::header(b"name", kind, size).to_vec();
+                data.extend_from_slice(&bytes);
+                let mut a = Archive::new(data.as_slice());
+                for _ in 0..4 {
+                    match a.next_header() {
+                        Ok(Some(_)) => {
+                            let mut sink = Vec::new();
+                            let _ = std::io::Read::read_to_end(&mut a.body().take(8192), &mut sink);
+                        }
+                        Ok(None) | Err(_) => break,
+                    }
+                }
+                let mut raw = Archive::new(bytes.as_slice());
+                let _ = raw.next_header();
+            }
+        }
+    }
+
     #[test]
     fn sizes_may_be_base_256_and_canonical_names_are_plain() {
         assert_eq!(number(&[0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0]), Some(256));
