@@ -23,6 +23,9 @@ pub struct Explanation {
     /// Every capability asked, by name (`network:<origin>`, ...).
     pub capabilities: Vec<String>,
     pub not_granted: Vec<String>,
+    /// What each granted capability is granted as: a folder's path and
+    /// access, a program's path (`spawn:git` → `/usr/bin/git`).
+    pub granted_as: std::collections::BTreeMap<String, String>,
     pub migrations: Vec<String>,
     /// `[[workflow]]`s: routes the launcher runs on a schedule.
     pub workflows: Vec<WorkflowLine>,
@@ -126,6 +129,7 @@ pub fn explain(app: &AppPaths, id: &str) -> anyhow::Result<Explanation> {
         active: active.as_deref() == Some(id),
         routes,
         not_granted: grants::ungranted(app, &m)?,
+        granted_as: grants::targets(&grants::load(app)?),
         capabilities: caps,
         migrations: m.migrations.clone(),
         workflows,
@@ -195,7 +199,12 @@ pub fn render(e: &Explanation) -> String {
     } else {
         let _ = writeln!(s, "\ncapabilities asked:");
         for c in &e.capabilities {
-            let mark = if e.not_granted.contains(c) { "not granted" } else { "granted" };
+            let mark = match e.granted_as.get(c) {
+                _ if e.not_granted.contains(c) => "not granted".to_string(),
+                // A path from grants.json: escaped like any text the host did not write.
+                Some(target) => format!("granted ({})", crate::elsewhere::text::terminal(target)),
+                None => "granted".to_string(),
+            };
             let _ = writeln!(s, "  {c:<50} {mark}");
         }
     }

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{ErrorKind, kinded};
 use crate::gate::Caller;
-use crate::manifest::{Access, Manifest, Origin};
+use crate::manifest::{Access, AppId, Manifest, Origin};
 use crate::root::{AppPaths, write_atomic};
 
 const GRANTS_FILE: &str = "grants.json";
@@ -140,65 +140,162 @@ fn add(app: &AppPaths, manifest: &Manifest, names: &[String]) -> anyhow::Result<
     let mut g = load(app)?;
     let mut done = Vec::new();
     for name in names {
-        let (kind, what) = name.split_once(':').ok_or_else(|| {
-            invalid(format!("`{}` is not a capability; write network:<origin>, files:<name> or spawn:<program> (see `autoapp explain {}`)", name.escape_debug(), app.id))
-        })?;
-        match kind {
-            "network" => {
-                let o = Origin::parse(what).map_err(|e| invalid(e.to_string()))?;
-                if !manifest.capabilities.network.contains(&o) {
-                    return Err(invalid(format!(
-                        "{} does not ask for network {o}; grant only what `autoapp explain {}` lists",
-                        app.id, app.id
-                    )));
-                }
-                if !g.network.contains(&o) {
-                    g.network.push(o.clone());
-                }
-                done.push(format!("network {o}"));
-            }
-            "files" => {
-                let f = manifest.capabilities.files.iter().find(|f| f.name == what).ok_or_else(|| {
-                    invalid(format!(
-                        "{} asks for no folder named `{}`; grant only what `autoapp explain {}` lists",
-                        app.id,
-                        what.escape_debug(),
-                        app.id
-                    ))
-                })?;
-                // What the grant holds is the files capability's to resolve.
-                let granted = crate::caps::files::resolve(f).map_err(|e| invalid(format!("{e:#}")))?;
-                done.push(format!(
-                    "files {} → {} ({})",
-                    f.name,
-                    granted.path.display(),
-                    if f.access == Access::Write { "read and write" } else { "read only" }
-                ));
-                g.files.insert(f.name.clone(), granted);
-            }
-            "spawn" => {
-                let s = manifest.capabilities.spawn.iter().find(|s| s.program == what).ok_or_else(|| {
-                    invalid(format!(
-                        "{} asks to run no program `{}`; grant only what `autoapp explain {}` lists",
-                        app.id,
-                        what.escape_debug(),
-                        app.id
-                    ))
-                })?;
-                let path = crate::caps::spawn::resolve(s)?;
-                done.push(format!("spawn {} → {}", s.program, path.display()));
-                g.spawn.insert(s.program.clone(), path);
-            }
-            _ => {
-                return Err(invalid(format!(
-                    "`{}` is not a kind of capability; the kinds are network, files and spawn",
-                    kind.escape_debug()
-                )));
-            }
-        }
+        let held = resolve(&app.id, manifest, name)?;
+        done.push(held.said());
+        held.insert_into(&mut g);
     }
     save(app, &g)?;
     Ok(done)
+}
+
+/// What granting one capability holds on this computer: what `manifest`
+/// declares, resolved here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Held {
+    Network(Origin),
+    /// The folder's name as declared, and where it is here.
+    Files(String, FilesGrant),
+    /// The program's name as declared, and the program it is here.
+    Spawn(String, PathBuf),
+}
+
+impl Held {
+    /// The grant in words, with its target: `network https://x`,
+    /// `files docs → /home/a/docs (read only)`, `spawn git → /usr/bin/git`.
+    pub fn said(&self) -> String {
+        match self {
+            Held::Network(o) => format!("network {o}"),
+            Held::Files(name, g) => format!(
+                "files {name} → {} ({})",
+                g.path.display(),
+                if g.access == Access::Write { "read and write" } else { "read only" }
+            ),
+            Held::Spawn(name, path) => format!("spawn {name} → {}", path.display()),
+        }
+    }
+
+    fn insert_into(self, g: &mut Grants) {
+        match self {
+            Held::Network(o) => {
+                if !g.network.contains(&o) {
+                    g.network.push(o);
+                }
+            }
+            Held::Files(name, f) => {
+                g.files.insert(name, f);
+            }
+            Held::Spawn(name, path) => {
+                g.spawn.insert(name, path);
+            }
+        }
+    }
+}
+
+/// The one check a grant passes, whoever asks for it (`autoapp grant`, the
+/// panel, a restored backup's `grants.json`): `name` (`network:<origin>`,
+/// `files:<name>`, `spawn:<program>`) must be something `manifest` asks for,
+/// and is resolved as its capability resolves it on this computer (a folder:
+/// the declared path, which must exist; a program: found as `grant` finds it).
+pub fn resolve(app: &AppId, manifest: &Manifest, name: &str) -> anyhow::Result<Held> {
+    let (kind, what) = name.split_once(':').ok_or_else(|| {
+        invalid(format!("`{}` is not a capability; write network:<origin>, files:<name> or spawn:<program> (see `autoapp explain {app}`)", name.escape_debug()))
+    })?;
+    match kind {
+        "network" => {
+            let o = Origin::parse(what).map_err(|e| invalid(e.to_string()))?;
+            if !manifest.capabilities.network.contains(&o) {
+                return Err(invalid(format!(
+                    "{app} does not ask for network {o}; grant only what `autoapp explain {app}` lists"
+                )));
+            }
+            Ok(Held::Network(o))
+        }
+        "files" => {
+            let f = manifest.capabilities.files.iter().find(|f| f.name == what).ok_or_else(|| {
+                invalid(format!(
+                    "{app} asks for no folder named `{}`; grant only what `autoapp explain {app}` lists",
+                    what.escape_debug()
+                ))
+            })?;
+            // What the grant holds is the files capability's to resolve.
+            let granted = crate::caps::files::resolve(f).map_err(|e| invalid(format!("{e:#}")))?;
+            Ok(Held::Files(f.name.clone(), granted))
+        }
+        "spawn" => {
+            let s = manifest.capabilities.spawn.iter().find(|s| s.program == what).ok_or_else(|| {
+                invalid(format!(
+                    "{app} asks to run no program `{}`; grant only what `autoapp explain {app}` lists",
+                    what.escape_debug()
+                ))
+            })?;
+            let path = crate::caps::spawn::resolve(s)?;
+            Ok(Held::Spawn(s.program.clone(), path))
+        }
+        _ => Err(invalid(format!(
+            "`{}` is not a kind of capability; the kinds are network, files and spawn",
+            kind.escape_debug()
+        ))),
+    }
+}
+
+/// Grants that came from elsewhere (a backup's `grants.json`), each passed
+/// through [`resolve`] as if the person granted it now: kept only when the
+/// release asks for it and it holds exactly what granting it here would
+/// hold (the same folder and access, the same program). Answers what is
+/// kept and, for each grant left out, one sentence naming it and why.
+pub fn check_from_elsewhere(app: &AppId, manifest: &Manifest, from: &Grants) -> (Grants, Vec<String>) {
+    let mut kept = Grants::default();
+    let mut refused = Vec::new();
+    let shown = |s: &str| crate::elsewhere::named(s);
+    let mut check = |name: String, target: String, fits: &dyn Fn(&Held) -> bool| match resolve(app, manifest, &name) {
+        Ok(held) if fits(&held) => held.insert_into(&mut kept),
+        Ok(held) => refused.push(format!(
+            "the grant {} → {} is not kept: granting it here holds {}",
+            shown(&name),
+            shown(&target),
+            crate::elsewhere::text::terminal(&held.said())
+        )),
+        Err(e) => refused.push(format!(
+            "the grant {} → {} is not kept: {}",
+            shown(&name),
+            shown(&target),
+            crate::elsewhere::text::terminal(&crate::elsewhere::text::cut(&format!("{e:#}"), 300))
+        )),
+    };
+    for o in &from.network {
+        check(format!("network:{o}"), o.to_string(), &|h: &Held| *h == Held::Network(o.clone()));
+    }
+    for (name, g) in &from.files {
+        let target = g.path.display().to_string();
+        check(format!("files:{name}"), target, &|h: &Held| matches!(h, Held::Files(_, held) if held == g));
+    }
+    for (name, path) in &from.spawn {
+        let target = path.display().to_string();
+        check(format!("spawn:{name}"), target, &|h: &Held| matches!(h, Held::Spawn(_, held) if held == path));
+    }
+    (kept, refused)
+}
+
+/// What each grant of `g` is granted as, by capability name: a folder's path
+/// and access, a program's path. (An origin is its own target.)
+pub fn targets(g: &Grants) -> BTreeMap<String, String> {
+    let files = g.files.iter().map(|(n, f)| {
+        let access = if f.access == Access::Write { "read and write" } else { "read only" };
+        (format!("files:{n}"), format!("{}, {access}", f.path.display()))
+    });
+    let spawn = g.spawn.iter().map(|(n, p)| (format!("spawn:{n}"), p.display().to_string()));
+    files.chain(spawn).collect()
+}
+
+/// Each grant of `g` in words, with its target ([`Held::said`]).
+pub fn said(g: &Grants) -> Vec<String> {
+    g.network
+        .iter()
+        .map(|o| Held::Network(o.clone()))
+        .chain(g.files.iter().map(|(n, f)| Held::Files(n.clone(), f.clone())))
+        .chain(g.spawn.iter().map(|(n, p)| Held::Spawn(n.clone(), p.clone())))
+        .map(|h| h.said())
+        .collect()
 }
 
 /// Takes back each named capability; names not granted are reported.

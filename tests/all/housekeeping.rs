@@ -361,7 +361,7 @@ fn a_damaged_tampered_or_foreign_backup_is_refused_and_nothing_is_placed() {
     cases.push((
         "an entry longer than listed",
         with(&|e| e[data].1.extend_from_slice(&[0u8; 4096])),
-        "is larger than its backup.json says",
+        "bytes where its list says",
     ));
     // Data with a migration its release does not have, its hash recomputed.
     let migrated = {
@@ -461,7 +461,7 @@ fn a_damaged_tampered_or_foreign_backup_is_refused_and_nothing_is_placed() {
         tar.into_inner().unwrap().finish().unwrap();
     }
     assert!(std::fs::metadata(&bomb).unwrap().len() < 1 << 20, "a small file");
-    cases.push(("a long name of 200 MB", bomb, "holds more than its manifest lists"));
+    cases.push(("a long name of 200 MB", bomb, "a long name that declares 209715200 bytes"));
 
     for (case, path, words) in cases {
         let fresh = TestRoot::new();
@@ -474,7 +474,8 @@ fn a_damaged_tampered_or_foreign_backup_is_refused_and_nothing_is_placed() {
         assert!(!fresh.path().join("evil.sh").exists() && !fresh.path().parent().unwrap().join("evil.sh").exists());
     }
 
-    // Grants travel, each said; one naming a folder this computer lacks does not.
+    // Grants travel only as `autoapp grant` would grant them here: notes asks
+    // for no network and no folder, so neither is kept, and each is said.
     let grants = json!({
         "network": [{ "scheme": "https", "host": "example.com", "wildcard": false, "port": 443 }],
         "files": { "docs": { "path": "/nonexistent/autoapp-docs", "access": "read" } },
@@ -482,15 +483,13 @@ fn a_damaged_tampered_or_foreign_backup_is_refused_and_nothing_is_placed() {
     std::fs::write(n.app_dir().join("grants.json"), grants.to_string()).unwrap();
     let with_grants = backup(&n.root, "notes", dir.path());
     let said = n.root.ok(&["restore", with_grants.to_str().unwrap(), "--as", "notes-granted"]);
-    assert!(said.contains("granted, as in the backup: network:https://example.com"), "{said}");
-    assert!(!said.contains("autoapp-docs"), "{said}");
+    assert!(said.contains("the grant \"network:https://example.com\" → \"https://example.com\" is not kept"), "{said}");
+    assert!(said.contains("the grant \"files:docs\" → \"/nonexistent/autoapp-docs\" is not kept"), "{said}");
     let kept: Value =
         serde_json::from_str(&std::fs::read_to_string(n.root.path().join("apps/notes-granted/grants.json")).unwrap())
             .unwrap();
-    assert_eq!(kept["network"], grants["network"]);
+    assert_eq!(kept["network"], json!([]));
     assert_eq!(kept["files"], json!({}));
-    let record = n.root.ok(&["runs", "notes-granted", "--json"]);
-    assert!(record.contains("grants kept from the backup: network:https://example.com"), "{record}");
 
     // Over an existing app: refused, with how to pick another id; --as places it beside.
     let said = n.root.refused(&["restore", file.to_str().unwrap()]);
@@ -827,4 +826,399 @@ fn space_says_what_each_app_holds() {
     assert!(text.contains("notes") && text.contains("total"), "{text}");
     let said = n.root.refused(&["space", "nope"]);
     assert!(said.contains("there is no app `nope`"), "{said}");
+}
+
+// ---- A backup is data, not code (issue 29): each case made from a genuine
+// backup by a tamperer who knows the format (hashes and ids recomputed).
+
+/// `good`'s entries changed by `f`, written as a new backup file in `dir`.
+fn tampered(good: &Entries, dir: &Path, tag: &str, f: impl FnOnce(&mut Entries)) -> PathBuf {
+    let mut e = good.clone();
+    f(&mut e);
+    let p = dir.join(format!("{tag}.autoapp-backup"));
+    write_entries(&p, &e);
+    p
+}
+
+fn index_of(e: &Entries, name: &str) -> usize {
+    e.iter().position(|(n, _)| n == name).unwrap_or_else(|| panic!("{name} in the backup"))
+}
+
+/// Sets `path`'s entry to `bytes` and lists it with its hash.
+fn put(e: &mut Entries, path: &str, bytes: Vec<u8>) {
+    let i = index_of(e, path);
+    e[i].1 = bytes;
+    let listed = relisted(&e[0].1, path, &e[i].1);
+    e[0].1 = listed;
+}
+
+/// A SQLite file's bytes after `sql` ran on them (with the sqlite3 library
+/// directly, as a tamperer would).
+fn with_sql(db: &[u8], sql: &str) -> Vec<u8> {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("x.sqlite");
+    std::fs::write(&path, db).unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(sql).unwrap();
+    conn.pragma_update(None, "journal_mode", "DELETE").unwrap();
+    drop(conn);
+    std::fs::read(&path).unwrap()
+}
+
+/// The rows of a record file: (time, request_id, route, effect).
+fn record_rows(db: &[u8]) -> Vec<(String, String, String, String)> {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("runs.sqlite");
+    std::fs::write(&path, db).unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let mut st = conn.prepare("SELECT time, request_id, route, effect FROM runs ORDER BY seq").unwrap();
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).unwrap().map(Result::unwrap).collect()
+}
+
+fn record_json(root: &TestRoot, app: &str) -> Vec<Value> {
+    let out = root.ok(&["runs", app, "--json", "--limit", "100000"]);
+    match serde_json::from_str::<Value>(&out).unwrap() {
+        Value::Array(rows) => rows,
+        v => v["rows"].as_array().cloned().unwrap_or_default(),
+    }
+}
+
+#[test]
+fn a_record_whose_trigger_aborts_inserts_never_wedges_the_root() {
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    let runs = good[index_of(&good, "data/runs.sqlite")].1.clone();
+    let hostile = tampered(&good, dir.path(), "aborting-trigger", |e| {
+        let db = with_sql(&runs, "CREATE TRIGGER stop BEFORE INSERT ON runs BEGIN SELECT RAISE(ABORT, 'no'); END;");
+        put(e, "data/runs.sqlite", db);
+    });
+    let fresh = TestRoot::new();
+    // Another app on the same root, restored from the genuine file.
+    fresh.ok(&["restore", file.to_str().unwrap(), "--as", "other"]);
+    // The record is made anew: the trigger never comes along.
+    let out = fresh.run(&["restore", hostile.to_str().unwrap()]);
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    if out.status.success() {
+        fresh.call("notes", "notes.add", r#"{"title":"after"}"#);
+        let rows = record_json(&fresh, "notes");
+        assert!(rows.iter().any(|r| r["route"] == "restore"), "the restore is recorded: {rows:?}");
+        assert!(rows.iter().any(|r| r["route"] == "notes.add"), "so is a later call: {rows:?}");
+    } else {
+        assert!(said.contains("cannot be restored") && said.contains("Nothing was placed"), "{said}");
+        assert!(!fresh.path().join("apps/notes").exists());
+    }
+    // Whatever the file held, every command on the root works: `status`
+    // gets as far as saying no launcher runs (exit 1, its own answer), not a
+    // failure of recovery.
+    let status = fresh.fails_with(1, &["status"]);
+    assert!(status.contains("no launcher is running"), "{status}");
+    fresh.ok(&["space"]);
+    assert_eq!(fresh.call("other", "notes.list", "{}")["notes"].as_array().unwrap().len(), 1);
+    backup(&fresh, "other", dir.path());
+    assert!(leftovers(&fresh).iter().all(|n| !n.starts_with(".restore-")), "{:?}", leftovers(&fresh));
+}
+
+/// A release of notes that asks for `capabilities` (and so has an external route).
+fn asking(n: &Notes, capabilities: &str) {
+    let manifest = std::fs::read_to_string(n.ws.path().join("autoapp.toml")).unwrap();
+    let manifest = manifest.replace(
+        "[data]",
+        &format!(
+            "[[route]]\nname = \"notes.sync\"\neffect = \"external\"\nsummary = \"Sync\"\ninput = {{ type = \"object\" }}\n\n[capabilities]\n{capabilities}\n\n[data]"
+        ),
+    );
+    std::fs::write(n.ws.path().join("autoapp.toml"), manifest).unwrap();
+}
+
+#[test]
+fn a_record_whose_trigger_deletes_rows_or_whose_runs_is_a_view_loses_no_row() {
+    let n = Notes::new();
+    // A release that asks for something to grant and revoke.
+    asking(&n, "network = [\"https://example.com\"]");
+    let v1 = n.build();
+    n.root.ok(&["grant", "notes", "--all-asked"]);
+    n.root.ok(&["activate", "notes", &v1]);
+    n.add("one");
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    let runs = good[index_of(&good, "data/runs.sqlite")].1.clone();
+    let before = record_rows(&runs);
+    assert!(before.iter().any(|r| r.3 == "lifecycle"), "the genuine record has lifecycle rows: {before:?}");
+
+    let deleting = tampered(&good, dir.path(), "deleting-trigger", |e| {
+        let db = with_sql(
+            &runs,
+            "CREATE TRIGGER forget AFTER INSERT ON runs WHEN NEW.effect IN ('lifecycle', 'external')
+             BEGIN DELETE FROM runs WHERE seq = NEW.seq; END;",
+        );
+        put(e, "data/runs.sqlite", db);
+    });
+    let fresh = TestRoot::new();
+    fresh.ok(&["restore", deleting.to_str().unwrap()]);
+    fresh.call("notes", "notes.add", r#"{"title":"after"}"#);
+    fresh.ok(&["revoke", "notes", "network:https://example.com"]);
+    let rows = record_json(&fresh, "notes");
+    for (time, request_id, route, _) in &before {
+        assert!(
+            rows.iter().any(|r| r["time"] == *time && r["request_id"] == *request_id && r["route"] == *route),
+            "the backup's row {route} at {time} is in the restored record: {rows:?}"
+        );
+    }
+    for route in ["restore", "notes.add", "revoke"] {
+        assert!(rows.iter().any(|r| r["route"] == route), "{route} is recorded after the restore: {rows:?}");
+    }
+    assert_eq!(rows.len(), before.len() + 3, "every row, and nothing else: {rows:?}");
+
+    // `runs` replaced by a view over another table: not the record's table; refused, named.
+    let viewed = tampered(&good, dir.path(), "runs-view", |e| {
+        let db = with_sql(
+            &runs,
+            "ALTER TABLE runs RENAME TO kept;
+             CREATE VIEW runs AS SELECT * FROM kept WHERE effect NOT IN ('lifecycle', 'external');",
+        );
+        put(e, "data/runs.sqlite", db);
+    });
+    let fresh = TestRoot::new();
+    let said = fresh.refused(&["restore", viewed.to_str().unwrap()]);
+    assert!(said.contains("runs.sqlite holds a view \"runs\" where a table should be"), "{said}");
+    assert!(leftovers(&fresh).is_empty(), "{:?}", leftovers(&fresh));
+    fresh.ok(&["space"]);
+}
+
+#[test]
+fn an_app_store_with_a_trigger_or_view_its_migrations_do_not_make_is_refused_naming_it() {
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    let data = good[index_of(&good, "data/app.sqlite")].1.clone();
+    for (case, sql, named) in [
+        (
+            "trigger",
+            "CREATE TRIGGER sneaky AFTER INSERT ON notes BEGIN DELETE FROM note_tags; END;",
+            "trigger \"sneaky\"",
+        ),
+        ("view", "CREATE VIEW peek AS SELECT title FROM notes;", "view \"peek\""),
+        ("table", "CREATE TABLE extra (x);", "table \"extra\""),
+    ] {
+        let hostile = tampered(&good, dir.path(), case, |e| put(e, "data/app.sqlite", with_sql(&data, sql)));
+        let fresh = TestRoot::new();
+        let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+        assert!(said.contains(named) && said.contains("that its release's migrations do not make"), "{case}: {said}");
+        assert!(leftovers(&fresh).is_empty(), "{case}: {:?}", leftovers(&fresh));
+    }
+}
+
+#[test]
+fn a_backups_grants_pass_the_check_grant_makes_and_are_printed_escaped() {
+    let n = Notes::new();
+    asking(&n, "network = [\"https://example.com\"]\nspawn = [{ program = \"cat\", args = [\"*\"] }]");
+    let v1 = n.build();
+    n.root.ok(&["grant", "notes", "--all-asked"]);
+    n.root.ok(&["activate", "notes", &v1]);
+    let granted: Value =
+        serde_json::from_str(&std::fs::read_to_string(n.app_dir().join("grants.json")).unwrap()).unwrap();
+    let cat = granted["spawn"]["cat"].as_str().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    let esc = "\u{1b}[1A\u{1b}[2K\u{1b}[8m";
+    let hostile = tampered(&good, dir.path(), "grants", |e| {
+        let grants = json!({
+            "network": [
+                { "scheme": "https", "host": "example.com", "wildcard": false, "port": 443 },
+                { "scheme": "https", "host": format!("evil.example{esc}"), "wildcard": false, "port": 443 },
+            ],
+            "files": { format!("home{esc}"): { "path": "/tmp", "access": "write" } },
+            "spawn": { "cat": "/bin/sh", format!("git{esc}"): "/bin/sh" },
+        });
+        put(e, "grants.json", serde_json::to_vec(&grants).unwrap());
+    });
+    let fresh = TestRoot::new();
+    let out = fresh.run(&["restore", hostile.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = [out.stdout.as_slice(), out.stderr.as_slice()].concat();
+    assert!(!printed.contains(&0x1b), "no ESC byte reaches the terminal: {}", String::from_utf8_lossy(&printed));
+    let said = String::from_utf8_lossy(&printed);
+    assert!(said.contains("the grant \"spawn:cat\" → \"/bin/sh\" is not kept"), "{said}");
+    assert!(
+        said.contains("granted, as in the backup (checked as `autoapp grant` checks it): network https://example.com"),
+        "{said}"
+    );
+    let kept: Value =
+        serde_json::from_str(&std::fs::read_to_string(fresh.path().join("apps/notes/grants.json")).unwrap()).unwrap();
+    assert_eq!(kept["network"].as_array().unwrap().len(), 1, "{kept}");
+    assert_eq!(kept["spawn"], json!({}), "not /bin/sh as cat, nothing the release does not ask for: {kept}");
+    assert_eq!(kept["files"], json!({}), "{kept}");
+    // Granted here, `explain` names the program each grant runs.
+    fresh.ok(&["grant", "notes", "spawn:cat"]);
+    let explained = fresh.ok(&["explain", "notes"]);
+    assert!(explained.contains(&format!("granted ({cat})")), "{explained}");
+}
+
+/// Peak resident memory of `autoapp args…` on `root`, in KiB (GNU time's %M).
+fn peak_kib(root: &TestRoot, args: &[&str]) -> (u64, std::process::Output) {
+    let report = tempfile::NamedTempFile::new().unwrap();
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o", report.path().to_str().unwrap()])
+        .arg(env!("CARGO_BIN_EXE_autoapp"))
+        .arg("--root")
+        .arg(root.path())
+        .args(args)
+        .env("AUTOAPP_LOG", "off")
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(report.path()).unwrap();
+    let kib = text.lines().last().and_then(|l| l.trim().parse().ok()).unwrap_or_else(|| panic!("time said {text}"));
+    (kib, out)
+}
+
+#[test]
+fn a_small_file_whose_long_name_declares_3_gb_is_refused_in_flat_memory() {
+    if !Path::new("/usr/bin/time").exists() {
+        eprintln!("skipped: /usr/bin/time (GNU time) is not installed, so peak memory cannot be measured");
+        return;
+    }
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    const DECLARED: u64 = 3 << 30;
+    // The manifest lists 3 GB for the data (so nothing stops at its sum),
+    // and the data's entry comes after a GNU long name of 3 GB of zeros.
+    let mut m: Value = serde_json::from_slice(&good[0].1).unwrap();
+    for f in m["files"].as_array_mut().unwrap() {
+        if f["path"] == "data/app.sqlite" {
+            f["bytes"] = json!(DECLARED);
+        }
+    }
+    let manifest = serde_json::to_vec(&m).unwrap();
+    let bomb = dir.path().join("long-name.autoapp-backup");
+    {
+        let mut tar = tar::Builder::new(zstd::Encoder::new(std::fs::File::create(&bomb).unwrap(), 1).unwrap());
+        let mut h = tar::Header::new_gnu();
+        h.set_size(manifest.len() as u64);
+        h.set_path("backup.json").unwrap();
+        h.set_cksum();
+        tar.append(&h, manifest.as_slice()).unwrap();
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::GNULongName);
+        h.set_size(DECLARED);
+        h.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
+        h.set_cksum();
+        tar.append(&h, std::io::repeat(0).take(DECLARED)).unwrap();
+        tar.into_inner().unwrap().finish().unwrap();
+    }
+    let bytes = std::fs::metadata(&bomb).unwrap().len();
+    assert!(bytes < 1 << 20, "a small file: {bytes} bytes");
+    let fresh = TestRoot::new();
+    let (kib, out) = peak_kib(&fresh, &["restore", bomb.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("a long name that declares 3221225472 bytes; at most 4096"), "{stderr}");
+    eprintln!("a {bytes}-byte file declaring a 3 GB long name: refused, peak memory {} MB", kib / 1024);
+    assert!(kib < 100 * 1024, "peak memory {kib} KiB");
+    assert!(leftovers(&fresh).is_empty());
+}
+
+#[test]
+fn a_component_that_is_not_one_is_refused_at_restore_even_with_its_release_id_recomputed() {
+    use autoapp::release::{Migration, ReleaseInputs, release_id};
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    let garbage: Vec<u8> = b"\0asm\x0d\0\x01\0".iter().copied().chain(std::iter::repeat_n(0x42u8, 4096)).collect();
+    let hostile = tampered(&good, dir.path(), "garbage-component", |e| {
+        let text = String::from_utf8(e[index_of(e, "release/autoapp.toml")].1.clone()).unwrap();
+        let parsed = autoapp::manifest::parse(&text, "autoapp.toml").unwrap();
+        let migrations: Vec<Migration> = parsed
+            .migrations
+            .iter()
+            .map(|m| Migration {
+                name: m.clone(),
+                sql: String::from_utf8(e[index_of(e, &format!("release/{m}"))].1.clone()).unwrap(),
+            })
+            .collect();
+        let inputs = ReleaseInputs {
+            component: &garbage,
+            manifest_text: &text,
+            manifest: &parsed,
+            migrations: &migrations,
+            source: "",
+        };
+        let id = release_id(&inputs);
+        put(e, "release/component.wasm", garbage.clone());
+        let info = index_of(e, "release/release.json");
+        let mut r: Value = serde_json::from_slice(&e[info].1).unwrap();
+        r["id"] = json!(id);
+        r["component_sha256"] = json!(sha(&garbage));
+        r["component_bytes"] = json!(garbage.len());
+        put(e, "release/release.json", serde_json::to_vec(&r).unwrap());
+        let mut m: Value = serde_json::from_slice(&e[0].1).unwrap();
+        m["release"] = json!(id);
+        e[0].1 = serde_json::to_vec(&m).unwrap();
+    });
+    let fresh = TestRoot::new();
+    let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+    assert!(said.contains("its release/component.wasm is refused as a build would refuse it"), "{said}");
+    assert!(!fresh.path().join("apps/notes").exists() && leftovers(&fresh).is_empty());
+}
+
+#[test]
+fn two_entries_that_collide_are_refused_with_a_sentence_naming_both() {
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    let hostile = tampered(&good, dir.path(), "collide", |e| {
+        let body = b"inside".to_vec();
+        let mut m: Value = serde_json::from_slice(&e[0].1).unwrap();
+        m["files"].as_array_mut().unwrap().push(json!({
+            "path": "release/component.wasm/x", "bytes": body.len(), "sha256": sha(&body)
+        }));
+        e[0].1 = serde_json::to_vec(&m).unwrap();
+        e.push(("release/component.wasm/x".into(), body));
+    });
+    let fresh = TestRoot::new();
+    let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+    assert!(
+        said.contains("\"release/component.wasm\" and \"release/component.wasm/x\" collide"),
+        "one sentence naming both: {said}"
+    );
+    assert!(!said.contains("os error"), "{said}");
+    assert!(leftovers(&fresh).is_empty());
+}
+
+#[test]
+fn a_restore_that_cannot_be_recorded_is_undone_and_never_wedges_the_root() {
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let fresh = TestRoot::new();
+    fresh.ok(&["restore", file.to_str().unwrap(), "--as", "other"]);
+    // Killed after the rename, before its row: recovery writes the row from
+    // the marker. A marker it cannot read (here: damaged) is a restore that
+    // cannot finish.
+    let out = Command::new(env!("CARGO_BIN_EXE_autoapp"))
+        .args(["--root", fresh.path().to_str().unwrap(), "restore", file.to_str().unwrap()])
+        .env("AUTOAPP_FAULT", "restore:placed")
+        .env("AUTOAPP_LOG", "off")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the restore was killed");
+    std::fs::write(fresh.path().join("apps/notes/.restored.json"), "{ damaged").unwrap();
+    let out = fresh.run(&["space"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the next command works: {stderr}");
+    assert!(stderr.contains("the restore of notes could not be recorded, so it was undone"), "{stderr}");
+    assert!(!fresh.path().join("apps/notes").exists(), "undone");
+    assert!(leftovers(&fresh).iter().all(|n| !n.starts_with(".restore-")), "{:?}", leftovers(&fresh));
+    assert_eq!(fresh.call("other", "notes.list", "{}")["notes"].as_array().unwrap().len(), 1);
+    // And the restore can simply be done again.
+    fresh.ok(&["restore", file.to_str().unwrap()]);
+    assert_eq!(fresh.call("notes", "notes.list", "{}")["notes"].as_array().unwrap().len(), 1);
 }

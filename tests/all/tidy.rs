@@ -170,7 +170,9 @@ fn the_host_modules_depend_on_each_other_without_a_cycle() {
 /// The external crates that carry a concern, and the only modules that may
 /// name them (ARCHITECTURE.md, "Deliberately absent").
 const CONFINED: &[(&str, &[&str])] = &[
-    ("rusqlite", &["caps::store", "gate::record", "plans"]),
+    // `sqlite` opens every connection (hardened); `elsewhere::sqlite` reads
+    // a database file from elsewhere without trusting it.
+    ("rusqlite", &["sqlite", "caps::store", "gate::record", "plans", "elsewhere::sqlite"]),
     ("wasmtime", &["runtime", "bindings", "caps"]),
     ("wasmtime_wasi", &["runtime", "bindings", "caps"]),
     ("wasmtime_wasi_http", &["runtime", "bindings", "caps"]),
@@ -213,6 +215,40 @@ fn the_crates_that_carry_a_concern_stay_in_their_modules() {
         }
     }
     assert!(crossed.is_empty(), "{}", crossed.join("\n"));
+}
+
+/// Every SQLite connection the host opens is opened by `sqlite::open` (or
+/// `sqlite::in_memory`): `trusted_schema = OFF`, defensive, no extension. A
+/// database file may have come from elsewhere.
+#[test]
+fn every_sqlite_connection_is_opened_by_the_hardened_helper() {
+    let mut found = Vec::new();
+    for (module, code) in host_modules() {
+        for open in ["Connection::open", "open_in_memory", "open_with_flags"] {
+            if module != "sqlite" && code.contains(open) {
+                found.push(format!("{module} calls {open}; open connections with crate::sqlite::open"));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    // No way to load an extension is compiled in.
+    let manifest = std::fs::read_to_string(repo().join("host/Cargo.toml")).unwrap();
+    let rusqlite = manifest.lines().find(|l| l.starts_with("rusqlite")).expect("host/Cargo.toml names rusqlite");
+    assert!(!rusqlite.contains("load_extension") && !rusqlite.contains("bundled-full"), "{rusqlite}");
+}
+
+/// `build::check` and `build::policy` share what they both need through
+/// `build` itself, never through each other.
+#[test]
+fn build_check_and_build_policy_do_not_import_each_other() {
+    for (module, code) in host_modules() {
+        let other = match module.as_str() {
+            "build::check" => "policy::",
+            "build::policy" => "check::",
+            _ => continue,
+        };
+        assert!(!code.contains(other), "{module} names {other}");
+    }
 }
 
 #[test]

@@ -12,6 +12,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use super::is_local_source;
 use super::toolchain::Choice;
 
 /// The cargo configuration files a build in `ws` reads: `.cargo/config.toml`
@@ -144,12 +145,6 @@ fn stays_inside(ws: &Path, base: &Path, path: &str) -> bool {
     std::fs::canonicalize(existing).is_ok_and(|real| real.starts_with(ws))
 }
 
-/// Whether a `git` or `registry-index` source is on this machine.
-pub fn is_local_source(url: &str) -> bool {
-    let lower = url.trim().to_ascii_lowercase();
-    lower.starts_with("file:") || !lower.contains("://")
-}
-
 /// The problems of the manifest `file` (in the real workspace `ws`).
 pub fn manifest_problems(ws: &Path, file: &Path, text: &str) -> Vec<String> {
     let shown = file.strip_prefix(ws).unwrap_or(file).display().to_string();
@@ -197,7 +192,7 @@ pub fn manifest_problems(ws: &Path, file: &Path, text: &str) -> Vec<String> {
 /// Every `Cargo.toml` of the workspace, never inside `.git` or `target`,
 /// never through a symlink.
 fn manifests(ws: &Path) -> Vec<PathBuf> {
-    manifests_within(ws, super::policy::MAX_WALK)
+    manifests_within(ws, super::MAX_WALK)
 }
 
 /// [`manifests`], looking at no more than `limit` entries.

@@ -28,6 +28,18 @@ use crate::release::{self, ReleaseInfo, ReleaseInputs};
 use crate::root::Root;
 use crate::runtime::{Compiled, Runtime};
 
+/// The most entries of a workspace walked (to find its `.git` folders, its
+/// `Cargo.toml` files): shared by `check` and `policy`, which do not import
+/// each other.
+pub const MAX_WALK: usize = 200_000;
+
+/// Whether a `git` or `registry-index` source is on this machine: `check`
+/// refuses one in the engineer's builds, `policy` opens no port for it.
+pub fn is_local_source(url: &str) -> bool {
+    let lower = url.trim().to_ascii_lowercase();
+    lower.starts_with("file:") || !lower.contains("://")
+}
+
 /// The target every Rust guest is built for.
 pub const TARGET: &str = "wasm32-wasip2";
 
@@ -182,19 +194,7 @@ pub fn build(
             (bytes, "cargo")
         }
     };
-    check_is_component(&bytes)?;
-
-    progress(&format!("checking and compiling the component ({} KiB)", bytes.len() / 1024));
-    let compiled = runtime
-        .compile_cached(&root.compiled_cache(), &bytes)
-        .map_err(|e| BuildError::Refused(format!("the component is not valid: {}", first_line(&e))))?;
-    check_interfaces(runtime, &compiled)?;
-    runtime.prepare(&compiled).map_err(|e| {
-        BuildError::Refused(format!(
-            "the component does not fit the world autoapp:app/app that this host speaks ({WIT_PACKAGE}): {}; rebuild it against the WIT that `autoapp create` wrote",
-            first_line(&e)
-        ))
-    })?;
+    check_component(root, runtime, &bytes, progress)?;
 
     let (info, new) = release::write(
         &paths,
@@ -207,6 +207,33 @@ pub fn build(
         },
     )?;
     Ok(Built { info, new })
+}
+
+/// The checks every component passes before it is part of a release,
+/// wherever it came from (built here, given with `--component`, restored
+/// from a backup): WebAssembly, a component and not a core module, valid
+/// (compiled by this engine, into the root's cache), importing only what
+/// this host provides (our WIT, WASI 0.2), exporting the world's
+/// interfaces, and linking against the world.
+pub fn check_component(
+    root: &Root,
+    runtime: &Runtime,
+    bytes: &[u8],
+    progress: &dyn Fn(&str),
+) -> Result<(), BuildError> {
+    check_is_component(bytes)?;
+    progress(&format!("checking and compiling the component ({} KiB)", bytes.len() / 1024));
+    let compiled = runtime
+        .compile_cached(&root.compiled_cache(), bytes)
+        .map_err(|e| BuildError::Refused(format!("the component is not valid: {}", first_line(&e))))?;
+    check_interfaces(runtime, &compiled)?;
+    runtime.prepare(&compiled).map_err(|e| {
+        BuildError::Refused(format!(
+            "the component does not fit the world autoapp:app/app that this host speaks ({WIT_PACKAGE}): {}; rebuild it against the WIT that `autoapp create` wrote",
+            first_line(&e)
+        ))
+    })?;
+    Ok(())
 }
 
 fn first_line(e: &anyhow::Error) -> String {
@@ -507,7 +534,7 @@ fn plan(
         return refuse(format!(
             "the workspace has more than {} files and folders outside its target folder; a build reads it \
              entry by entry to leave its .git folders out: move what the build does not need elsewhere",
-            policy::MAX_WALK
+            MAX_WALK
         ));
     };
     Ok(policy::Plan {

@@ -22,8 +22,7 @@ use std::path::{Path, PathBuf};
 
 use crate::caps::confine::{Policy, Sockets, System};
 
-/// The most entries of a workspace walked to find its `.git` folders.
-pub const MAX_WALK: usize = 200_000;
+use super::{MAX_WALK, is_local_source};
 
 /// The folder of the builds' own cargo home, inside the person's.
 pub const BUILD_HOME: &str = "autoapp-builds";
@@ -147,7 +146,7 @@ impl Network {
         if let Some(regs) = table.get("registries").and_then(toml::Value::as_table) {
             for (name, reg) in regs {
                 if let Some(index) = reg.get("index").and_then(toml::Value::as_str)
-                    && !super::check::is_local_source(index)
+                    && !is_local_source(index)
                 {
                     self.ports.extend(port_of(index));
                     self.config_args.push(format!("registries.{name}.index={}", toml::Value::from(index)));
@@ -161,7 +160,7 @@ impl Network {
                     .get(name)
                     .and_then(|s| s.get("registry"))
                     .and_then(toml::Value::as_str)
-                    .filter(|r| !super::check::is_local_source(r))
+                    .filter(|r| !is_local_source(r))
             };
             for (name, source) in sources {
                 if let Some(registry) = remote(name) {

@@ -144,7 +144,7 @@ impl AppStore {
 
     /// A new connection for calls of `mode`.
     fn connect(&self, mode: Mode) -> anyhow::Result<Pooled> {
-        let mut conn = Connection::open_with_flags(
+        let mut conn = crate::sqlite::open(
             &self.path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
                 | OpenFlags::SQLITE_OPEN_CREATE
@@ -319,11 +319,7 @@ impl AppStore {
         conn.conn.busy_timeout(MIGRATE_BUSY)?;
         let result = (|| {
             let tx = conn.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            tx.execute_batch(&format!(
-                "CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (
-                    seq INTEGER PRIMARY KEY, name TEXT NOT NULL, sha256 TEXT NOT NULL,
-                    applied_at TEXT NOT NULL)"
-            ))?;
+            tx.execute_batch(&migrations_table())?;
             let applied = read_applied(&tx)?;
             let wanted = hashed(migrations);
             check_forward(&applied, &wanted)?;
@@ -343,6 +339,33 @@ impl AppStore {
         result
     }
 }
+
+/// The host's table of applied migrations, as `migrate` makes it (the same
+/// text: SQLite keeps it in the schema, which a restore compares).
+fn migrations_table() -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (
+                    seq INTEGER PRIMARY KEY, name TEXT NOT NULL, sha256 TEXT NOT NULL,
+                    applied_at TEXT NOT NULL)"
+    )
+}
+
+/// The schema a store has when `migrations` (and nothing else) made it: the
+/// host's table of applied migrations, then each migration applied, to an
+/// empty database in memory. A store from elsewhere (a restored backup's)
+/// must hold exactly this.
+pub fn schema_made_by(migrations: &[Migration]) -> anyhow::Result<Vec<crate::elsewhere::sqlite::Object>> {
+    let conn = crate::sqlite::in_memory()?;
+    conn.execute_batch(&migrations_table())?;
+    for m in migrations {
+        conn.execute_batch(&m.sql).with_context(|| format!("migration {} failed on an empty database", m.name))?;
+    }
+    Ok(crate::elsewhere::sqlite::schema_of(&conn)?)
+}
+
+/// The name of the host's table of applied migrations (a store that never
+/// ran a migration may lack it).
+pub const HOST_MIGRATIONS_TABLE: &str = MIGRATIONS_TABLE;
 
 /// A migration as a release brings it: its file name and its SQL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -375,11 +398,9 @@ pub fn copy_data(from: &Path, to: &Path) -> anyhow::Result<()> {
         if entry.file_type()?.is_dir() {
             copy_data(&entry.path(), &target)?;
         } else if name_str.ends_with(".sqlite") {
-            let src = Connection::open_with_flags(
-                entry.path(),
-                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )
-            .with_context(|| format!("cannot open {}", entry.path().display()))?;
+            let src =
+                crate::sqlite::open(&entry.path(), OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+                    .with_context(|| format!("cannot open {}", entry.path().display()))?;
             src.busy_timeout(std::time::Duration::from_secs(10))?;
             src.backup(rusqlite::MAIN_DB, &target, None::<fn(rusqlite::backup::Progress)>)
                 .with_context(|| format!("cannot copy {}", entry.path().display()))?;
@@ -400,10 +421,11 @@ pub fn copy_data(from: &Path, to: &Path) -> anyhow::Result<()> {
 /// writing (write-ahead log), and every write committed before it began is
 /// in it. `to` is synced before this returns.
 pub fn back_up_file(from: &Path, to: &Path) -> anyhow::Result<()> {
-    let src = Connection::open_with_flags(from, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+    let src = crate::sqlite::open(from, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
         .with_context(|| format!("cannot open {}", from.display()))?;
     src.busy_timeout(std::time::Duration::from_secs(10))?;
-    let mut dst = Connection::open(to).with_context(|| format!("cannot create {}", to.display()))?;
+    let mut dst = crate::sqlite::open(to, crate::sqlite::read_write())
+        .with_context(|| format!("cannot create {}", to.display()))?;
     {
         let backup = rusqlite::backup::Backup::new(&src, &mut dst)?;
         // All pages at once: a step-by-step copy restarts whenever another
@@ -422,29 +444,13 @@ pub fn back_up_file(from: &Path, to: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// SQLite's own check of the database file at `path` (`PRAGMA
-/// integrity_check`): an error naming the first problems when it is not ok.
-pub fn check_integrity(path: &Path) -> anyhow::Result<()> {
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    integrity(path).with_context(|| format!("{name} fails SQLite's integrity check"))
-}
-
-fn integrity(path: &Path) -> anyhow::Result<()> {
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    let mut stmt = conn.prepare("PRAGMA integrity_check(5)")?;
-    let found: Vec<String> = stmt.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
-    anyhow::ensure!(found == ["ok"], "{}", found.join("; "));
-    Ok(())
-}
-
 /// The migrations applied to the store in `data`, without keeping it open.
 pub fn applied_in(data: &Path) -> anyhow::Result<Vec<Applied>> {
     let path = data.join(STORE_FILE);
     if !path.exists() {
         return Ok(Vec::new());
     }
-    let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    let conn = crate::sqlite::open(&path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     read_applied(&conn)
 }
 
@@ -455,7 +461,7 @@ pub fn tables_in(data: &Path) -> anyhow::Result<Vec<String>> {
     if !path.exists() {
         return Ok(Vec::new());
     }
-    let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    let conn = crate::sqlite::open(&path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     let mut st = conn.prepare(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'
          AND name NOT LIKE '\\_autoapp%' ESCAPE '\\' ORDER BY name",

@@ -29,25 +29,35 @@ pub(super) fn backup(root: Root, app: String, to: Option<PathBuf>, json: bool) -
 
 /// `autoapp restore FILE [--as <app>]`.
 pub(super) fn restore(root: Root, file: PathBuf, as_id: Option<String>, json: bool) -> Result<(), Failure> {
+    use crate::elsewhere::text::terminal;
     let as_id = as_id.as_deref().map(app_id).transpose()?;
     tell!(
-        "checking {} (every file's hash, the release, SQLite's integrity check) before placing anything",
+        "checking {} (every file's hash, the release and its component, SQLite's integrity check and schema, the grants) before placing anything",
         file.display()
     );
-    let r = housekeeping::restore(&root, &Caller::command_line(), &file, as_id.as_ref(), &super::progress)
+    let config = crate::config::Config::load(root.dir()).map_err(|e| format!("{e:#}"))?;
+    let runtime = crate::runtime::Runtime::new(&config).map_err(|e| format!("{e:#}"))?;
+    let r = housekeeping::restore(&root, &runtime, &Caller::command_line(), &file, as_id.as_ref(), &super::progress)
         .map_err(|e| format!("{e:#}"))?;
     if json {
         return print_json(&r);
     }
+    // What the backup said of itself came from elsewhere: escaped.
     say!(
         "restored {} from a backup of {} taken at {}; its active release is {}",
         r.app,
-        r.backup_of,
-        r.taken_at,
+        terminal(&r.backup_of),
+        terminal(&r.taken_at),
         short(&r.release)
     );
+    if r.rows > 0 {
+        say!("its record was made anew here, with the backup's {} rows copied in", r.rows);
+    }
     for g in &r.grants_kept {
-        say!("granted, as in the backup: {g}");
+        say!("granted, as in the backup (checked as `autoapp grant` checks it): {}", terminal(g));
+    }
+    for g in &r.grants_refused {
+        say!("{}", terminal(g));
     }
     if !r.grants_kept.is_empty() {
         say!("(`autoapp revoke {} CAPABILITY` takes any of them back)", r.app);
@@ -56,7 +66,7 @@ pub(super) fn restore(root: Root, file: PathBuf, as_id: Option<String>, json: bo
         say!("everything its release asks for is granted; `autoapp open` serves it");
     } else {
         say!(
-            "on this computer these are not granted (a folder or program the backup's grants named is not here, or was never granted): {}",
+            "on this computer these are not granted (a grant the backup held did not pass the check `autoapp grant` makes, or was never granted): {}",
             r.grant_again.join(", ")
         );
         say!("grant them again with `autoapp grant {} {}`", r.app, r.grant_again.join(" "));

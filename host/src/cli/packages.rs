@@ -27,7 +27,10 @@ pub(super) fn key(action: String, name: Option<String>, json: bool) -> Result<()
         match sign::load(&dir)? {
             Some(k) => k,
             None => {
-                return fail(format!("you have no publisher key in {}; make one with `autoapp key new`", dir.display()));
+                return fail(format!(
+                    "you have no publisher key in {}; make one with `autoapp key new`",
+                    dir.display()
+                ));
             }
         }
     };

@@ -261,7 +261,8 @@ fn writer(data: &Path, rx: mpsc::Receiver<Msg>) {
 
 fn open(data: &Path) -> anyhow::Result<Connection> {
     std::fs::create_dir_all(data).with_context(|| format!("cannot create {}", data.display()))?;
-    let conn = Connection::open(data.join(RUNS_FILE)).context("cannot open the record")?;
+    let conn =
+        crate::sqlite::open(&data.join(RUNS_FILE), crate::sqlite::read_write()).context("cannot open the record")?;
     // A lifecycle action's row ([`action`]) comes through a connection of its
     // own, beside the writer's: each waits out the other's commit.
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
@@ -392,8 +393,7 @@ pub fn carry_over(from: &Path, to: &Path) -> anyhow::Result<()> {
             _ => {}
         }
     }
-    let src = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .context("cannot open the record")?;
+    let src = crate::sqlite::open(&path, crate::sqlite::read_only()).context("cannot open the record")?;
     src.busy_timeout(std::time::Duration::from_secs(5))?;
     src.backup(rusqlite::MAIN_DB, to.join(RUNS_FILE), None::<fn(rusqlite::backup::Progress)>)
         .with_context(|| format!("cannot carry the record over to {}", to.display()))?;
@@ -437,14 +437,92 @@ pub fn recorded<T>(
     }
 }
 
+/// The record's columns, as a copy of a record from elsewhere (a backup's)
+/// is read: each typed as the record's table says, `answered_by` taken as
+/// `nobody` from a record written before the column existed.
+pub const COLUMNS: &[crate::elsewhere::sqlite::Column] = {
+    use crate::elsewhere::sqlite::{Column, Type};
+    const fn text(name: &'static str) -> Column {
+        Column { name, ty: Type::Text, default: None }
+    }
+    &[
+        text("time"),
+        text("request_id"),
+        text("channel"),
+        text("caller"),
+        text("app"),
+        text("release"),
+        text("route"),
+        text("effect"),
+        text("arguments_hash"),
+        text("decision"),
+        text("reason"),
+        text("outcome"),
+        Column { name: "duration_ms", ty: Type::Real, default: None },
+        Column { name: "answered_by", ty: Type::Text, default: Some("nobody") },
+    ]
+};
+
+/// Makes the record of the data folder `data` (which has none) anew, with
+/// this module's own table, and copies in every row of `from` — a record
+/// from elsewhere, never opened as a record: its rows are read typed and
+/// checked ([`COLUMNS`]), in order; nothing in its schema (a trigger, a
+/// view) comes along. Answers how many rows were copied.
+pub fn rebuild_from(data: &Path, from: &crate::elsewhere::sqlite::Foreign) -> anyhow::Result<u64> {
+    use crate::elsewhere::sqlite::Cell;
+    let path = data.join(RUNS_FILE);
+    anyhow::ensure!(!path.exists(), "{} exists already", path.display());
+    let mut conn = open(data)?;
+    let mut batch: Vec<Row> = Vec::with_capacity(BATCH);
+    let mut failed: Option<anyhow::Error> = None;
+    let copied = from.rows("runs", COLUMNS, "seq", |cells| {
+        let mut c = cells.into_iter();
+        let mut next = || c.next().map(Cell::text).unwrap_or_default();
+        let (time, request_id, channel, caller, app, release) = (next(), next(), next(), next(), next(), next());
+        let (route, effect, arguments_hash, decision, reason, outcome) =
+            (next(), next(), next(), next(), next(), next());
+        let duration_ms = next().parse().unwrap_or(0.0);
+        let answered_by = next();
+        batch.push(Row {
+            time,
+            request_id,
+            channel,
+            caller,
+            app,
+            release,
+            route,
+            effect,
+            arguments_hash,
+            decision,
+            reason,
+            outcome,
+            duration_ms,
+            answered_by,
+        });
+        if batch.len() >= BATCH {
+            if let Err(e) = insert(&mut conn, batch.iter()) {
+                failed = Some(e);
+                return Err(crate::elsewhere::refused("its rows cannot be written to the new record"));
+            }
+            batch.clear();
+        }
+        Ok(())
+    });
+    if let Some(e) = failed {
+        return Err(e.context("cannot write the restored record"));
+    }
+    let copied = copied.map_err(|r| anyhow::anyhow!("{r}"))?;
+    insert(&mut conn, batch.iter())?;
+    Ok(copied)
+}
+
 /// The record of the data folder `data`, oldest first (the newest `limit`).
 pub fn read(data: &Path, limit: usize) -> anyhow::Result<Vec<Row>> {
     let path = data.join(RUNS_FILE);
     if !path.exists() {
         return Ok(Vec::new());
     }
-    let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .context("cannot open the record")?;
+    let conn = crate::sqlite::open(&path, crate::sqlite::read_only()).context("cannot open the record")?;
     // The writer may be setting the file up this very moment (it creates the
     // file, then the table): wait out its lock, and a record without its
     // table yet has no rows.

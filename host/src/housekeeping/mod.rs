@@ -6,6 +6,7 @@
 
 pub mod backup;
 pub mod prune;
+pub mod restore;
 pub mod space;
 
 use std::path::Path;
@@ -13,8 +14,9 @@ use std::path::Path;
 use crate::manifest::AppId;
 use crate::root::Root;
 
-pub use backup::{BackedUp, Restored, back_up, restore};
+pub use backup::{BackedUp, back_up};
 pub use prune::{Options, Plan};
+pub use restore::{Restored, restore};
 pub use space::Space;
 
 /// Bytes under `path` (a file's length, or every file's below a folder;

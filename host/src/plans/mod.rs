@@ -258,7 +258,7 @@ impl Plans {
     fn with<T>(&self, f: impl FnOnce(&mut Connection) -> anyhow::Result<T>) -> anyhow::Result<T> {
         let mut guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
-            let conn = Connection::open(&self.path)
+            let conn = crate::sqlite::open(&self.path, crate::sqlite::read_write())
                 .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", self.path.display()))?;
             conn.busy_timeout(Duration::from_secs(5))?;
             conn.execute_batch(
