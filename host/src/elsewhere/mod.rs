@@ -14,6 +14,8 @@
 //! - [`sqlite`]: a SQLite file from elsewhere, opened read-only and checked
 //!   (integrity, its schema against the one expected), its rows read typed.
 //!   It is never opened as one of the host's own databases.
+//! - [`wasm`]: a component from elsewhere (a package) by its framing: its
+//!   top-level sections, every declared length checked before it is used.
 //!
 //! The shape every reader shares: the reader says first what it expects (an
 //! [`Expected`]: each part's canonical name and size, from a list it has
@@ -27,6 +29,7 @@ pub mod archive;
 pub mod sqlite;
 #[macro_use]
 pub mod text;
+pub mod wasm;
 
 use std::collections::BTreeMap;
 

@@ -14,12 +14,15 @@
 //! before the first `autoapp:` section are exactly the release's component,
 //! so the release id an install computes is the publisher's.
 //!
-//! Reading a package is reading a file from elsewhere: [`read`] walks the
-//! component's top-level sections by their framing alone (never more than
-//! the bytes it was given), checks every section's declared length against
-//! what is left and against its bound before it looks inside, and refuses
-//! anything out of place with one sentence.
+//! Reading a package is reading a file from elsewhere: [`read`] takes the
+//! component's top-level sections from the room that reads what comes from
+//! elsewhere ([`crate::elsewhere::wasm`]: framing only, every declared length
+//! checked against what is left), checks Autoapp's for place, count and size
+//! before it looks inside, and refuses anything out of place with one
+//! sentence.
 
+use crate::elsewhere::wasm::{self, Section};
+use crate::elsewhere::{Refused, named};
 use crate::release::Migration;
 
 /// The custom sections of a package, in the order they must appear.
@@ -27,6 +30,7 @@ pub const MANIFEST_SECTION: &str = "autoapp:manifest";
 pub const MIGRATIONS_SECTION: &str = "autoapp:migrations";
 pub const WIT_SECTION: &str = "autoapp:wit";
 pub const SIGNATURE_SECTION: &str = "autoapp:signature";
+const ORDER: [&str; 4] = [MANIFEST_SECTION, MIGRATIONS_SECTION, WIT_SECTION, SIGNATURE_SECTION];
 
 /// What a name of ours starts with: no other section may use it.
 const OURS: &str = "autoapp:";
@@ -41,35 +45,32 @@ pub const MAX_WIT: usize = 256;
 /// The most a signature section may hold (a publisher's name, a key, a
 /// signature).
 pub const MAX_SIGNATURE: usize = 4096;
-
-/// The binary preamble of a component (`\0asm`, version 0x0d, layer 1) and
-/// of a core module (version 1, layer 0).
-const COMPONENT_PREAMBLE: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
-const MODULE_PREAMBLE: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
+const MAXIMA: [usize; 4] = [MAX_MANIFEST, MAX_MIGRATIONS, MAX_WIT, MAX_SIGNATURE];
 
 /// Why bytes are not a package: each a sentence that says what was wrong.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FormatError {
-    #[error("it is a core WebAssembly module, not a component: a package is a component built for autoapp:app")]
-    CoreModule,
-    #[error("it is not a WebAssembly component (its first bytes are not a component's preamble)")]
-    NotWasm,
-    #[error("it ends inside a section at byte {0}: the file is cut short or damaged")]
-    Truncated(usize),
-    #[error("the section at byte {at} declares {declared} bytes but only {left} follow: the file is damaged")]
-    Overlong { at: usize, declared: u64, left: usize },
+    /// The framing: not a component, cut short, a length that lies.
+    #[error("{0}")]
+    Framing(Refused),
     #[error("its `{name}` section holds {len} bytes; at most {max} are allowed")]
     TooBig { name: &'static str, len: usize, max: usize },
-    #[error("it holds an unknown Autoapp section `{0}`")]
+    #[error("it holds an unknown Autoapp section {0}")]
     UnknownSection(String),
     #[error("its `{0}` section appears twice")]
     Twice(&'static str),
-    #[error("its `{0}` section is out of order: Autoapp's sections come last, as manifest, migrations, wit, signature")]
+    #[error("{0} is out of order: Autoapp's sections come last, as manifest, migrations, wit, signature")]
     OutOfOrder(String),
     #[error("it has no `{0}` section: it is a component, but not an Autoapp package (make one with `autoapp pack`)")]
     Missing(&'static str),
     #[error("its `{0}` section is not what it should be: {1}")]
     Malformed(&'static str, String),
+}
+
+impl From<Refused> for FormatError {
+    fn from(r: Refused) -> FormatError {
+        FormatError::Framing(r)
+    }
 }
 
 /// Autoapp's part of a package, before it is packed.
@@ -106,169 +107,72 @@ struct MigrationEntry {
 
 /// Appends a custom section `name` holding `payload` to `out`.
 pub fn push_section(out: &mut Vec<u8>, name: &str, payload: &[u8]) {
-    let mut body = Vec::with_capacity(name.len() + payload.len() + 5);
-    leb128(&mut body, name.len() as u64);
-    body.extend_from_slice(name.as_bytes());
-    body.extend_from_slice(payload);
-    out.push(0);
-    leb128(out, body.len() as u64);
-    out.extend_from_slice(&body);
+    wasm::push_custom(out, name, payload);
 }
 
-fn leb128(out: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let byte = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
+fn is_ours(s: &Section) -> bool {
+    s.name.as_deref().is_some_and(|n| n.starts_with(OURS))
 }
 
 /// The package of `contents`, unsigned: the component with Autoapp's
 /// sections appended. The component itself must carry none of ours.
 pub fn pack(contents: &Contents<'_>) -> Result<Vec<u8>, FormatError> {
-    let sections = walk(contents.component)?;
-    if let Some(s) = sections.iter().find(|s| s.ours) {
-        return Err(FormatError::OutOfOrder(s.name.clone()));
+    if let Some(s) = wasm::sections(contents.component)?.iter().find(|s| is_ours(s)) {
+        return Err(FormatError::OutOfOrder(wasm::describe(s)));
     }
     let migrations: Vec<MigrationEntry> =
         contents.migrations.iter().map(|m| MigrationEntry { name: m.name.clone(), sql: m.sql.clone() }).collect();
     let migrations = serde_json::to_vec(&migrations).expect("JSON of strings");
-    for (name, len, max) in [
-        (MANIFEST_SECTION, contents.manifest_text.len(), MAX_MANIFEST),
-        (MIGRATIONS_SECTION, migrations.len(), MAX_MIGRATIONS),
-        (WIT_SECTION, contents.wit.len(), MAX_WIT),
-    ] {
-        if len > max {
-            return Err(FormatError::TooBig { name, len, max });
-        }
-    }
+    let parts: [&[u8]; 3] = [contents.manifest_text.as_bytes(), &migrations, contents.wit.as_bytes()];
     let mut out = contents.component.to_vec();
-    push_section(&mut out, MANIFEST_SECTION, contents.manifest_text.as_bytes());
-    push_section(&mut out, MIGRATIONS_SECTION, &migrations);
-    push_section(&mut out, WIT_SECTION, contents.wit.as_bytes());
+    for (i, part) in parts.iter().enumerate() {
+        if part.len() > MAXIMA[i] {
+            return Err(FormatError::TooBig { name: ORDER[i], len: part.len(), max: MAXIMA[i] });
+        }
+        push_section(&mut out, ORDER[i], part);
+    }
     Ok(out)
-}
-
-/// One top-level section, by its framing.
-#[derive(Debug)]
-struct Section {
-    /// Where the section starts (its id byte).
-    start: usize,
-    /// Its name, for a custom section; empty otherwise.
-    name: String,
-    /// Whether it is a custom section named `autoapp:…`.
-    ours: bool,
-    /// The custom section's payload (after its name), for ours.
-    payload: std::ops::Range<usize>,
-}
-
-/// Reads an unsigned LEB128 `u32` at `*at` of `bytes` (at most 5 bytes).
-fn read_u32(bytes: &[u8], at: &mut usize) -> Result<u64, FormatError> {
-    let mut value: u64 = 0;
-    for i in 0..5 {
-        let byte = *bytes.get(*at).ok_or(FormatError::Truncated(*at))?;
-        *at += 1;
-        value |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Ok(value);
-        }
-    }
-    Err(FormatError::Malformed("length", format!("a length at byte {} runs past five bytes", *at - 5)))
-}
-
-/// The top-level sections of the component `bytes`, by their framing alone.
-fn walk(bytes: &[u8]) -> Result<Vec<Section>, FormatError> {
-    match bytes.get(..8) {
-        Some(p) if p == COMPONENT_PREAMBLE => {}
-        Some(p) if p == MODULE_PREAMBLE => return Err(FormatError::CoreModule),
-        _ => return Err(FormatError::NotWasm),
-    }
-    let mut at = 8;
-    let mut sections = Vec::new();
-    while at < bytes.len() {
-        let start = at;
-        let id = bytes[at];
-        at += 1;
-        let declared = read_u32(bytes, &mut at)?;
-        let left = bytes.len() - at;
-        if declared > left as u64 {
-            return Err(FormatError::Overlong { at: start, declared, left });
-        }
-        let end = at + declared as usize;
-        let mut section = Section { start, name: String::new(), ours: false, payload: end..end };
-        if id == 0 {
-            let mut name_at = at;
-            let name_len = read_u32(&bytes[..end], &mut name_at)?;
-            let name_end = name_at
-                .checked_add(name_len as usize)
-                .filter(|e| *e <= end)
-                .ok_or(FormatError::Overlong { at: start, declared: name_len, left: end.saturating_sub(name_at) })?;
-            // A name is shown only cut and escaped: it is the file's words.
-            section.name = String::from_utf8_lossy(&bytes[name_at..name_end]).into_owned();
-            section.ours = section.name.starts_with(OURS);
-            section.payload = name_end..end;
-        }
-        sections.push(section);
-        at = end;
-    }
-    Ok(sections)
-}
-
-/// The name of a section as a sentence may show it: at most 80 characters.
-fn shown(name: &str) -> String {
-    crate::elsewhere::text::cut(name, 80).into_owned()
 }
 
 /// Reads a package: the component's sections, then Autoapp's, each checked
 /// for place, count and size before its contents are looked at.
 pub fn read(bytes: &[u8]) -> Result<Package<'_>, FormatError> {
-    let sections = walk(bytes)?;
-    let order = [MANIFEST_SECTION, MIGRATIONS_SECTION, WIT_SECTION, SIGNATURE_SECTION];
-    let first_ours = sections.iter().position(|s| s.ours).ok_or(FormatError::Missing(MANIFEST_SECTION))?;
+    let sections = wasm::sections(bytes)?;
+    let first_ours = sections.iter().position(is_ours).ok_or(FormatError::Missing(MANIFEST_SECTION))?;
     let mut found: [Option<&Section>; 4] = [None; 4];
     let mut last = None;
     for s in &sections[first_ours..] {
-        if !s.ours {
-            let what = if s.name.is_empty() { "a component section".to_string() } else { shown(&s.name) };
-            return Err(FormatError::OutOfOrder(what));
+        if !is_ours(s) {
+            return Err(FormatError::OutOfOrder(wasm::describe(s)));
         }
-        let i = order.iter().position(|n| *n == s.name).ok_or_else(|| FormatError::UnknownSection(shown(&s.name)))?;
+        let name = s.name.as_deref().unwrap_or_default();
+        let i = ORDER.iter().position(|n| *n == name).ok_or_else(|| FormatError::UnknownSection(named(name)))?;
         if found[i].is_some() {
-            return Err(FormatError::Twice(order[i]));
+            return Err(FormatError::Twice(ORDER[i]));
         }
         if last.is_some_and(|l| l > i) {
-            return Err(FormatError::OutOfOrder(order[i].to_string()));
+            return Err(FormatError::OutOfOrder(wasm::describe(s)));
         }
         last = Some(i);
         found[i] = Some(s);
     }
-    for (name, i, max) in [
-        (MANIFEST_SECTION, 0, MAX_MANIFEST),
-        (MIGRATIONS_SECTION, 1, MAX_MIGRATIONS),
-        (WIT_SECTION, 2, MAX_WIT),
-        (SIGNATURE_SECTION, 3, MAX_SIGNATURE),
-    ] {
-        if let Some(s) = found[i]
-            && s.payload.len() > max
+    for (i, s) in found.iter().enumerate() {
+        if let Some(s) = s
+            && s.payload.len() > MAXIMA[i]
         {
-            return Err(FormatError::TooBig { name, len: s.payload.len(), max });
+            return Err(FormatError::TooBig { name: ORDER[i], len: s.payload.len(), max: MAXIMA[i] });
         }
     }
-    let text = |i: usize, name: &'static str| -> Result<String, FormatError> {
-        let s = found[i].ok_or(FormatError::Missing(name))?;
+    let text = |i: usize| -> Result<String, FormatError> {
+        let s = found[i].ok_or(FormatError::Missing(ORDER[i]))?;
         String::from_utf8(bytes[s.payload.clone()].to_vec())
-            .map_err(|_| FormatError::Malformed(name, "it is not UTF-8 text".into()))
+            .map_err(|_| FormatError::Malformed(ORDER[i], "it is not UTF-8 text".into()))
     };
-    let manifest_text = text(0, MANIFEST_SECTION)?;
-    let wit = text(2, WIT_SECTION)?;
-    let migrations_json = text(1, MIGRATIONS_SECTION)?;
-    let migrations: Vec<MigrationEntry> = serde_json::from_str(&migrations_json).map_err(|e| {
+    let manifest_text = text(0)?;
+    let migrations: Vec<MigrationEntry> = serde_json::from_str(&text(1)?).map_err(|e| {
         FormatError::Malformed(MIGRATIONS_SECTION, format!("it is not a JSON list of {{name, sql}}: {e}"))
     })?;
+    let wit = text(2)?;
     let (signed, signature) = match found[3] {
         Some(s) => (&bytes[..s.start], Some(&bytes[s.payload.clone()])),
         None => (bytes, None),
@@ -289,7 +193,7 @@ mod tests {
 
     /// The smallest component: its preamble and one custom section of its own.
     fn component() -> Vec<u8> {
-        let mut c = COMPONENT_PREAMBLE.to_vec();
+        let mut c = wasm::COMPONENT_PREAMBLE.to_vec();
         push_section(&mut c, "component-type:x", b"\x01\x02");
         c
     }
@@ -323,9 +227,8 @@ mod tests {
 
     #[test]
     fn what_is_not_a_package_is_refused_with_its_sentence() {
-        assert_eq!(read(&MODULE_PREAMBLE), Err(FormatError::CoreModule));
-        assert_eq!(read(b"garbage, not wasm"), Err(FormatError::NotWasm));
-        assert_eq!(read(b"\0as"), Err(FormatError::NotWasm));
+        assert!(matches!(read(&wasm::MODULE_PREAMBLE), Err(FormatError::Framing(_))));
+        assert!(matches!(read(b"garbage, not wasm"), Err(FormatError::Framing(_))));
         assert_eq!(read(&component()), Err(FormatError::Missing(MANIFEST_SECTION)));
         let c = component();
         let m = migrations();
@@ -334,14 +237,6 @@ mod tests {
         for cut in 9..packed.len() {
             assert!(read(&packed[..cut]).is_err(), "cut at {cut}");
         }
-        // A section that claims more than follows.
-        let mut liar = c.clone();
-        liar.extend_from_slice(&[0, 0xff, 0xff, 0xff, 0xff, 0x0f]);
-        assert!(matches!(read(&liar), Err(FormatError::Overlong { .. })));
-        // A length of six bytes.
-        let mut long = c.clone();
-        long.extend_from_slice(&[0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00]);
-        assert!(matches!(read(&long), Err(FormatError::Malformed("length", _))));
     }
 
     #[test]
@@ -354,14 +249,14 @@ mod tests {
         assert_eq!(read(&twice), Err(FormatError::Twice(WIT_SECTION)));
         let mut after = packed.clone();
         push_section(&mut after, "name", b"x");
-        assert_eq!(read(&after), Err(FormatError::OutOfOrder("name".into())));
+        assert_eq!(read(&after), Err(FormatError::OutOfOrder("the custom section \"name\"".into())));
         let mut unknown = packed.clone();
         push_section(&mut unknown, "autoapp:grants", b"all");
-        assert_eq!(read(&unknown), Err(FormatError::UnknownSection("autoapp:grants".into())));
+        assert_eq!(read(&unknown), Err(FormatError::UnknownSection("\"autoapp:grants\"".into())));
         let mut swapped = c.clone();
         push_section(&mut swapped, MIGRATIONS_SECTION, b"[]");
         push_section(&mut swapped, MANIFEST_SECTION, b"");
-        assert_eq!(read(&swapped), Err(FormatError::OutOfOrder(MANIFEST_SECTION.into())));
+        assert_eq!(read(&swapped), Err(FormatError::OutOfOrder("the custom section \"autoapp:manifest\"".into())));
         let mut big = c.clone();
         push_section(&mut big, MANIFEST_SECTION, &vec![b'a'; MAX_MANIFEST + 1]);
         push_section(&mut big, MIGRATIONS_SECTION, b"[]");
@@ -384,17 +279,6 @@ mod tests {
         assert!(matches!(pack(&contents(&packed, &m)), Err(FormatError::OutOfOrder(_))));
     }
 
-    #[test]
-    fn leb128_lengths_round_trip() {
-        for v in [0u64, 1, 127, 128, 300, 16_384, u32::MAX as u64] {
-            let mut out = Vec::new();
-            leb128(&mut out, v);
-            let mut at = 0;
-            assert_eq!(read_u32(&out, &mut at).unwrap(), v);
-            assert_eq!(at, out.len());
-        }
-    }
-
     mod fuzz {
         use super::super::*;
         use proptest::prelude::*;
@@ -402,7 +286,7 @@ mod tests {
         proptest! {
             #[test]
             fn reading_any_bytes_after_a_preamble_never_panics(tail in proptest::collection::vec(any::<u8>(), 0..256)) {
-                let mut bytes = COMPONENT_PREAMBLE.to_vec();
+                let mut bytes = wasm::COMPONENT_PREAMBLE.to_vec();
                 bytes.extend_from_slice(&tail);
                 let _ = read(&bytes);
             }
