@@ -75,3 +75,104 @@ fn a_signed_package_names_its_publisher_and_signing_needs_the_person_s_key() {
     let e = other.refused(&["key", "new", "--name", "Ada\u{202e}sppA"]);
     assert!(e.contains("invisible format characters"), "{e}");
 }
+
+/// A signed package of notes, made on a root of its own: (that root, the
+/// file's folder, the file, the publisher's fingerprint).
+fn signed_notes_package(name: &str) -> (TestRoot, tempfile::TempDir, std::path::PathBuf, String) {
+    let publisher = TestRoot::new();
+    publisher.install("notes");
+    let made: serde_json::Value =
+        serde_json::from_str(&publisher.ok(&["key", "new", "--name", name, "--json"])).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let packed: serde_json::Value = serde_json::from_str(&publisher.ok(&[
+        "pack",
+        "notes",
+        "--sign",
+        "--to",
+        out.path().to_str().unwrap(),
+        "--json",
+    ]))
+    .unwrap();
+    let file = std::path::PathBuf::from(packed["file"].as_str().unwrap());
+    (publisher, out, file, made["fingerprint"].as_str().unwrap().to_string())
+}
+
+#[test]
+fn a_signed_package_installs_on_another_root_as_a_candidate_that_answers_the_same() {
+    let (publisher, _out, file, fingerprint) = signed_notes_package("Ada's Apps");
+    let person = TestRoot::new();
+    let said = person.ok(&["install", file.to_str().unwrap()]);
+    // What explain says, and the publisher, first time.
+    assert!(said.contains(&format!("publisher: Ada's Apps (fingerprint {fingerprint}): the first time")), "{said}");
+    assert!(said.contains("notes.add") && said.contains("routes:"), "{said}");
+    assert!(said.contains("nothing of it runs until you activate it"), "{said}");
+    // A candidate: nothing active, nothing granted.
+    let candidates = person.ok(&["candidates", "notes", "--json"]);
+    let release = publisher.ok(&["candidates", "notes", "--json"]);
+    let active = |j: &str| serde_json::from_str::<serde_json::Value>(j).unwrap()["active"]["id"].clone();
+    assert_eq!(active(&candidates), serde_json::Value::Null, "{candidates}");
+    let id = active(&release).as_str().unwrap().to_string();
+    assert!(candidates.contains(&id), "the same release id as the publisher's: {candidates}");
+    assert_eq!(person.run(&["call", "notes", "notes.list"]).status.code(), Some(1));
+    person.ok(&["activate", "notes", &id]);
+    person.call("notes", "notes.add", r#"{"title": "installed"}"#);
+    publisher.call("notes", "notes.add", r#"{"title": "installed"}"#);
+    assert_eq!(
+        person.call("notes", "notes.list", "{}")["notes"][0]["title"],
+        publisher.call("notes", "notes.list", "{}")["notes"][0]["title"]
+    );
+    // Again: the same publisher, the same release.
+    let again: serde_json::Value =
+        serde_json::from_str(&person.ok(&["install", file.to_str().unwrap(), "--json"])).unwrap();
+    assert_eq!(again["standing"], "same");
+    assert_eq!(again["new_release"], false);
+    assert!(person.ok(&["runs", "notes"]).contains("install"));
+}
+
+#[test]
+fn a_package_that_does_not_hold_is_refused_with_a_sentence_and_nothing_is_placed() {
+    let (_publisher, out, file, fingerprint) = signed_notes_package("Ada");
+    let person = TestRoot::new();
+    let nothing_placed = |r: &TestRoot| assert!(!r.path().join("apps/notes").exists(), "nothing is placed");
+    // A flipped byte inside the component.
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[200] ^= 0x01;
+    let flipped = out.path().join("flipped.wasm");
+    std::fs::write(&flipped, &bytes).unwrap();
+    let e = person.refused(&["install", flipped.to_str().unwrap()]);
+    assert!(e.contains("does not verify"), "{e}");
+    nothing_placed(&person);
+    // Garbage, and a component that is not a package.
+    let garbage = out.path().join("garbage.wasm");
+    std::fs::write(&garbage, b"not a component at all").unwrap();
+    assert!(person.refused(&["install", garbage.to_str().unwrap()]).contains("not a WebAssembly component"));
+    let bare = crate::support::guest_component("notes");
+    assert!(person.refused(&["install", bare.to_str().unwrap()]).contains("not an Autoapp package"));
+    nothing_placed(&person);
+    // Unsigned: refused, then taken with --unsigned, saying so.
+    let unsigned_dir = tempfile::tempdir().unwrap();
+    let publisher2 = TestRoot::new();
+    publisher2.install("notes");
+    let packed: serde_json::Value = serde_json::from_str(&publisher2.ok(&[
+        "pack",
+        "notes",
+        "--to",
+        unsigned_dir.path().to_str().unwrap(),
+        "--json",
+    ]))
+    .unwrap();
+    let unsigned = packed["file"].as_str().unwrap().to_string();
+    assert!(person.refused(&["install", &unsigned]).contains("--unsigned"));
+    nothing_placed(&person);
+    assert!(person.ok(&["install", &unsigned, "--unsigned"]).contains("anyone could have made"));
+    // Another root pinned to Ada's key refuses a package signed by another.
+    let pinned = TestRoot::new();
+    pinned.ok(&["install", file.to_str().unwrap()]);
+    let (_p2, _out2, other_file, other_fp) = signed_notes_package("Ada");
+    let e = pinned.refused(&["install", other_file.to_str().unwrap()]);
+    assert!(e.contains(&fingerprint) && e.contains(&other_fp) && e.contains("--publisher"), "{e}");
+    let accepted = pinned.ok(&["install", other_file.to_str().unwrap(), "--publisher", &other_fp]);
+    assert!(accepted.contains(&format!("in place of {fingerprint}")), "{accepted}");
+    // From then on, the new key is the pinned one.
+    assert!(pinned.refused(&["install", file.to_str().unwrap()]).contains(&other_fp));
+}

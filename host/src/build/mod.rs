@@ -155,30 +155,13 @@ pub fn build(
     let manifest_text = std::fs::read_to_string(&manifest_path).map_err(|e| {
         BuildError::Refused(format!("cannot read {} ({e}); every app needs one", manifest_path.display()))
     })?;
-    let manifest = manifest::parse(&manifest_text, &manifest_path.display().to_string())?;
+    let manifest = check_manifest(runtime, &manifest_text, &manifest_path.display().to_string())?;
     if manifest.id != *app {
         return refuse(format!(
             "{} says id = \"{}\" but you are building {app}; make them the same",
             manifest_path.display(),
             manifest.id
         ));
-    }
-    let min_every = runtime.config().workflow_min_every_secs;
-    let too_often: Vec<String> = manifest
-        .workflows
-        .iter()
-        .filter(|w| w.schedule.every_secs().is_some_and(|s| s < min_every))
-        .map(|w| {
-            format!(
-                "workflow `{}` runs {}: a release's workflows run at most once every {min_every} seconds; write a longer interval, like every = \"{}m\"",
-                w.name,
-                w.schedule,
-                min_every.div_ceil(60)
-            )
-        })
-        .collect();
-    if !too_often.is_empty() {
-        return Err(manifest::ManifestError { file: manifest_path.display().to_string(), problems: too_often }.into());
     }
     let migrations = read_migrations(&ws, &manifest)?;
 
@@ -207,6 +190,32 @@ pub fn build(
         },
     )?;
     Ok(Built { info, new })
+}
+
+/// The checks every manifest passes before it is part of a release,
+/// wherever it came from (a workspace, a package): it parses with every
+/// rule of `manifest`, and its workflows run no more often than this
+/// launcher allows. `file` names it in the problems.
+pub fn check_manifest(runtime: &Runtime, manifest_text: &str, file: &str) -> Result<Manifest, BuildError> {
+    let manifest = manifest::parse(manifest_text, file)?;
+    let min_every = runtime.config().workflow_min_every_secs;
+    let too_often: Vec<String> = manifest
+        .workflows
+        .iter()
+        .filter(|w| w.schedule.every_secs().is_some_and(|s| s < min_every))
+        .map(|w| {
+            format!(
+                "workflow `{}` runs {}: a release's workflows run at most once every {min_every} seconds; write a longer interval, like every = \"{}m\"",
+                w.name,
+                w.schedule,
+                min_every.div_ceil(60)
+            )
+        })
+        .collect();
+    if !too_often.is_empty() {
+        return Err(manifest::ManifestError { file: file.to_string(), problems: too_often }.into());
+    }
+    Ok(manifest)
 }
 
 /// The checks every component passes before it is part of a release,

@@ -159,6 +159,30 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Install a package (`autoapp pack`'s file) as a candidate release of its app.
+    ///
+    /// The package is checked whole before anything is placed: its sections, its
+    /// signature, the WIT version, the manifest and the component (as a build checks
+    /// them). It becomes a candidate, as a build does: nothing runs until you
+    /// `autoapp activate` it, and it gets nothing you did not `autoapp grant`. The
+    /// publisher's key is pinned at an app's first install; a package for it signed by
+    /// another key is refused unless you name that key with --publisher. A registry
+    /// reference is not taken yet: install from a file.
+    Install {
+        /// The package file (`<app>-<version>.wasm`).
+        file: PathBuf,
+        /// The id to install it as [default: the id its manifest gives]
+        #[arg(long = "as", value_name = "APP")]
+        as_id: Option<String>,
+        /// Install a package nobody signed (anyone could have made it).
+        #[arg(long)]
+        unsigned: bool,
+        /// Accept a package signed by this key (its fingerprint) for an app pinned to another.
+        #[arg(long, value_name = "FINGERPRINT")]
+        publisher: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Write one file holding a copy of an app: its data, active release, grants and record.
     ///
     /// Each database (the app's store, its record) is copied with SQLite's online
@@ -521,6 +545,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Plan { action, app, plan } => plans::act(root, action, app, plan),
         Command::Key { action, name, json } => packages::key(action, name, json),
         Command::Pack { app, release, to, sign, json } => packages::pack(root, app, release, to, sign, json),
+        Command::Install { file, as_id, unsigned, publisher, json } => {
+            packages::install(root, file, as_id, unsigned, publisher, json)
+        }
         Command::Backup { app, to, json } => housekeeping::backup(root, app, to, json),
         Command::Restore { file, as_id, json } => housekeeping::restore(root, file, as_id, json),
         Command::Space { app, json } => housekeeping::space(root, app, json),

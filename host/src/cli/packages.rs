@@ -86,3 +86,50 @@ pub(super) fn pack(
     }
     Ok(())
 }
+
+/// `autoapp install FILE [--as APP] [--unsigned] [--publisher FINGERPRINT]`.
+pub(super) fn install(
+    root: Root,
+    file: PathBuf,
+    as_id: Option<String>,
+    unsigned: bool,
+    publisher: Option<String>,
+    json: bool,
+) -> Result<(), Failure> {
+    use crate::packages::install::{self, Standing};
+    let as_id = as_id.as_deref().map(app_id).transpose()?;
+    tell!("checking {} (its sections, signature, manifest and component) before placing anything", file.display());
+    let config = crate::config::Config::load(root.dir()).map_err(|e| format!("{e:#}"))?;
+    let runtime = crate::runtime::Runtime::new(&config).map_err(|e| format!("{e:#}"))?;
+    let options = install::Options { as_id: as_id.as_ref(), unsigned, publisher: publisher.as_deref() };
+    let i = install::install(&root, &runtime, &crate::gate::Caller::command_line(), &file, &options, &super::progress)?;
+    if json {
+        return print_json(&i);
+    }
+    let what = if i.new_app { "a new app" } else { "a candidate of the app you have" };
+    say!("installed {} {} as {what}: candidate {}", i.app, i.version, i.release);
+    match (&i.publisher, &i.standing) {
+        (Some(p), Standing::FirstTime) => say!(
+            "publisher: {} (fingerprint {}): the first time you install {} from this publisher; later packages must be signed by the same key",
+            p.name,
+            p.fingerprint,
+            i.app
+        ),
+        (Some(p), Standing::Same) => {
+            say!("publisher: {} (fingerprint {}): the same publisher as the app you have", p.name, p.fingerprint)
+        }
+        (Some(p), Standing::Changed { from }) => say!(
+            "publisher: {} (fingerprint {}), which you accepted in place of {from}; it is pinned from now on",
+            p.name,
+            p.fingerprint
+        ),
+        _ => say!("not signed: anyone could have made this package"),
+    }
+    let root_app = root.app(&app_id(&i.app)?);
+    let e = crate::explain::explain(&root_app, &i.release)?;
+    say!("");
+    say_inline!("{}", crate::explain::render(&e));
+    say!("");
+    say!("nothing of it runs until you activate it: `autoapp activate {} {}`", i.app, short(&i.release));
+    Ok(())
+}

@@ -4,10 +4,13 @@
 //! ([`format`], [`sign`]).
 //!
 //! What is here now: the format (writing and bounded reading), publisher
-//! keys, signing and verifying, and `autoapp pack`. Installing a package as a
-//! candidate and the OCI registry are the next steps (issue 30).
+//! keys, signing and verifying, `autoapp pack`, and `autoapp install FILE`
+//! ([`install`]: checked whole, placed as a candidate, the publisher pinned).
+//! The OCI registry (`publish`, `install registry/repository:tag`) and the
+//! panel's Install are the next steps (issue 30).
 
 pub mod format;
+pub mod install;
 pub mod sign;
 
 use std::path::{Path, PathBuf};
