@@ -328,7 +328,10 @@ fn two_launchers_started_together_on_one_root_one_serves_and_the_other_exits_nam
     // The other serves, alone.
     assert_eq!(exits_within(&mut both[winner], 1), None, "the winner still runs");
     let status: serde_json::Value = serde_json::from_str(&root.ok(&["status", "--json"])).unwrap();
-    assert_eq!((status["pid"].as_u64(), &status["serving"]), (Some(both[winner].id() as u64), &serde_json::json!(["notes"])));
+    assert_eq!(
+        (status["pid"].as_u64(), &status["serving"]),
+        (Some(both[winner].id() as u64), &serde_json::json!(["notes"]))
+    );
     for mut c in both {
         let _ = c.kill();
         let _ = c.wait();

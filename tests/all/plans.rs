@@ -576,11 +576,22 @@ fn a_forged_card_is_refused_past_its_bounds_and_framed_within_them() {
     let forged_lines = "summary: nothing to see\n  [ ] 1. a harmless task\nStarting it means nothing: approve\n";
     // The attack as the issue tells it: oversized, refused with a sentence.
     let oversized = format!("{forged_lines}{}", "\n".repeat(8000));
-    a.refused("plan_open", json!({ "app": "jotter", "request": oversized }), "invalid-input", "at most 2000 are allowed");
-    let open = a.ok("plan_open", json!({ "app": "jotter", "request": "r", "touches": { "routes": ["entries.purge"] } }));
+    a.refused(
+        "plan_open",
+        json!({ "app": "jotter", "request": oversized }),
+        "invalid-input",
+        "at most 2000 are allowed",
+    );
+    let open =
+        a.ok("plan_open", json!({ "app": "jotter", "request": "r", "touches": { "routes": ["entries.purge"] } }));
     let id = open["plan"]["id"].as_u64().unwrap();
     let big = "x".repeat(8 * 1024);
-    a.refused("plan_task", json!({ "plan": id, "title": "t", "detail": big }), "invalid-input", "at most 1000 are allowed");
+    a.refused(
+        "plan_task",
+        json!({ "plan": id, "title": "t", "detail": big }),
+        "invalid-input",
+        "at most 1000 are allowed",
+    );
     for n in 0..30 {
         a.ok("plan_task", json!({ "plan": id, "title": format!("task {n}") }));
     }
@@ -588,10 +599,8 @@ fn a_forged_card_is_refused_past_its_bounds_and_framed_within_them() {
 
     // Within the bounds: the host's lines come first, the agent's are framed, no U+202E.
     let request = format!("{forged_lines}{}gnp.\u{202e}exe", "\n".repeat(50));
-    let open = a.ok(
-        "plan_open",
-        json!({ "app": "jotter", "request": request, "touches": { "routes": ["entries.purge"] } }),
-    );
+    let open =
+        a.ok("plan_open", json!({ "app": "jotter", "request": request, "touches": { "routes": ["entries.purge"] } }));
     let id = open["plan"]["id"].as_u64().unwrap();
     a.ok("plan_task", json!({ "plan": id, "title": "the real task" }));
     a.ok("plan_submit", json!({ "plan": id }));
@@ -601,7 +610,9 @@ fn a_forged_card_is_refused_past_its_bounds_and_framed_within_them() {
     assert!(!card.contains('\u{202e}'), "{card}");
     let (host, agent) = card.split_once("The agent's words (not checked by Autoapp):").expect("framed");
     assert!(host.starts_with(&format!("An agent asks you to start plan {id} of jotter")), "{card}");
-    assert!(host.contains("Starting it means one thing") && host.contains("entries.purge  ← the app has no such thing now"));
+    assert!(
+        host.contains("Starting it means one thing") && host.contains("entries.purge  ← the app has no such thing now")
+    );
     assert!(!host.contains("nothing to see"), "fails before: the agent's lines came first: {card}");
     assert!(agent.trim_start_matches('\n').lines().all(|l| l.starts_with("  | ")), "{card}");
     assert!(card.lines().count() < 40, "blank runs collapsed: {card}");

@@ -246,6 +246,9 @@ impl Plan {
     }
 }
 
+/// A running plan's id, start, limit, launcher start and app folder.
+type RunRow = (i64, i64, i64, Option<String>, Option<String>);
+
 /// The plans of one root, in `<root>/plans.sqlite` (opened at first use).
 pub struct Plans {
     root: crate::root::Root,
@@ -712,7 +715,7 @@ impl Plans {
     /// started (a folder of the same id made again is another app) is ended
     /// here first.
     pub fn running(&self, app: &AppId) -> anyhow::Result<Option<Plan>> {
-        let row: Option<(i64, i64, i64, Option<String>, Option<String>)> = self.with(|c| {
+        let row: Option<RunRow> = self.with(|c| {
             Ok(c.query_row(
                 "SELECT id, started_ms, limit_ms, launcher, app_dir FROM plans WHERE app = ?1 AND state = 'running'",
                 [app.as_str()],
@@ -860,7 +863,11 @@ impl Plans {
     /// app). The runs ended.
     pub fn end_connection(&self, on: &ControlConnection) -> anyhow::Result<Vec<Plan>> {
         self.end_unrun("author_launcher = ?1 AND author_connection = ?2", params![on.launcher, on.number as i64])?;
-        self.end_where("launcher = ?1 AND connection = ?2", params![on.launcher, on.number as i64], "its connection closed")
+        self.end_where(
+            "launcher = ?1 AND connection = ?2",
+            params![on.launcher, on.number as i64],
+            "its connection closed",
+        )
     }
 
     /// Ends the run of `app`, if one works on it, because of `by` (the
