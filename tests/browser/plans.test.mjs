@@ -164,4 +164,15 @@ test("a forged plan's card shows the host's lines first and no bidi override", S
   assert.match(words, /summary: nothing to see/);
   assert.ok(text.indexOf("side.nowhere") < text.indexOf("The agent's words (not checked by Autoapp):"), text);
   assert.ok(text.indexOf("The agent's words (not checked by Autoapp):") < text.indexOf("summary: nothing to see"), text);
+
+  // A caller's arguments on a card: the override is shown as its escape, not obeyed.
+  const client = await control(root);
+  const invoked = client.request({ type: "invoke", app: "web", route: "entries.add", input: { text: "gnp.\u202Eexe" }, client: "an mcp client" });
+  const asking = panel.locator(".question").first();
+  await asking.waitFor();
+  const args = await asking.locator("pre.arguments").textContent();
+  assert.ok(!args.includes("\u202E") && args.includes("gnp.\\u{202e}exe"), args);
+  await asking.locator("button.deny").click();
+  assert.equal((await invoked).ok, false);
+  client.close();
 });
