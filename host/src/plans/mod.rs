@@ -392,9 +392,10 @@ impl Plans {
                     Ok(Plan {
                         id: r.get::<_, i64>(0)? as u64,
                         app: r.get(1)?,
-                        client: r.get(2)?,
-                        request: r.get(3)?,
-                        summary: r.get(4)?,
+                        client: text::one_line(&r.get::<_, String>(2)?),
+                        // As the person sees it, also for a file an older launcher wrote.
+                        request: text::for_person(&r.get::<_, String>(3)?),
+                        summary: text::for_person(&r.get::<_, String>(4)?),
                         state,
                         created_at: rfc3339_ms(r.get(6)?),
                         submitted_at: r.get::<_, Option<i64>>(7)?.map(rfc3339_ms),
@@ -405,7 +406,7 @@ impl Plans {
                         },
                         ended_at: r.get::<_, Option<i64>>(10)?.map(rfc3339_ms),
                         ended_by: r.get(11)?,
-                        outcome: r.get(12)?,
+                        outcome: r.get::<_, Option<String>>(12)?.map(|o| text::for_person(&o)),
                         run: match (r.get::<_, Option<i64>>(13)?, r.get::<_, Option<String>>(14)?) {
                             (Some(c), Some(launcher)) => Some(ControlConnection { launcher, number: c as u64 }),
                             _ => None,
@@ -424,12 +425,20 @@ impl Plans {
         let mut tasks = conn.prepare("SELECT n, title, detail, done, note FROM tasks WHERE plan = ?1 ORDER BY n")?;
         plan.tasks = tasks
             .query_map([id as i64], |r| {
-                Ok(Task { n: r.get(0)?, title: r.get(1)?, detail: r.get(2)?, done: r.get(3)?, note: r.get(4)? })
+                Ok(Task {
+                    n: r.get(0)?,
+                    title: text::for_person(&r.get::<_, String>(1)?),
+                    detail: text::for_person(&r.get::<_, String>(2)?),
+                    done: r.get(3)?,
+                    note: r.get::<_, Option<String>>(4)?.map(|n| text::for_person(&n)),
+                })
             })?
             .collect::<Result<_, _>>()?;
         let mut touches = conn.prepare("SELECT kind, name, found FROM touches WHERE plan = ?1 ORDER BY rowid")?;
         plan.touches = touches
-            .query_map([id as i64], |r| Ok(Touch { kind: r.get(0)?, name: r.get(1)?, exists: r.get(2)? }))?
+            .query_map([id as i64], |r| {
+                Ok(Touch { kind: r.get(0)?, name: text::one_line(&r.get::<_, String>(1)?), exists: r.get(2)? })
+            })?
             .collect::<Result<_, _>>()?;
         Ok(Some(plan))
     }

@@ -342,3 +342,24 @@ fn a_run_answers_only_its_tools_of_its_app_on_its_connection() {
         assert_eq!(answer, None, "case {n}");
     }
 }
+
+#[test]
+fn a_plan_an_older_launcher_wrote_is_shown_without_format_characters() {
+    let (_d, p) = plans(Duration::from_secs(60));
+    let a = app("notes");
+    let plan = p.open(&a, on(1), "agent", "r", "", Vec::new()).unwrap();
+    p.add_task(plan.id, &on(1), "t", "").unwrap();
+    // As a launcher before the bounds stored it: the agent's text unchanged.
+    p.with(|c| {
+        c.execute(
+            "UPDATE plans SET request = 'a\u{202e}b\n\n\n\nc', client = 'x\u{2066}y' WHERE id = ?1",
+            [plan.id as i64],
+        )?;
+        c.execute("UPDATE tasks SET title = 't\u{200b}' WHERE plan = ?1", [plan.id as i64])?;
+        Ok(())
+    })
+    .unwrap();
+    let shown = p.get(plan.id).unwrap();
+    assert_eq!((shown.request.as_str(), shown.client.as_str(), shown.tasks[0].title.as_str()), ("ab\n\nc", "xy", "t"));
+    assert!(!shown.text().chars().any(text::is_format));
+}
