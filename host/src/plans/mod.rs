@@ -13,8 +13,12 @@
 //! changes it: other connections' changes and the person's activation are
 //! refused with conflict (the callers check [`Plans::running`]).
 //!
-//! Plans live in `<root>/plans.sqlite` and survive a restart; a run does not
-//! (the launcher marks one it finds running as stopped by the restart). The
+//! Plans live in `<root>/plans.sqlite` and are kept across a restart; a run
+//! does not survive one (the launcher marks one it finds running as stopped
+//! by the restart), nor a plan not run yet (its agent's connection ended).
+//! Runs and authors are bound to (launcher start id, connection number), and
+//! a run to its app's folder; only the launcher holding the root's lock has
+//! live runs (the command line asks the lock who that is). The
 //! launcher and the command line share the file (`autoapp plan stop` from a
 //! terminal ends a run the launcher serves: the stand-in reads the file at
 //! every question). This module knows no MCP and no HTTP.
