@@ -282,12 +282,16 @@ fn words(field: &str, said: &str, max: usize) -> anyhow::Result<String> {
     Ok(text::for_person(said))
 }
 
-/// Which folder `app` is now (device and inode), if it exists: a run is bound
-/// to the folder its app was when it started, so an app removed and created
-/// again with the same id is another app to it.
+/// Which folder `app` is now (device, inode and, where the filesystem keeps
+/// it, birth time: an inode number freed by emptying the trash can come back),
+/// if it exists: a run is bound to the folder its app was when it started,
+/// so an app removed and created again with the same id is another app to it.
 fn app_identity(paths: &crate::root::AppPaths) -> Option<String> {
     use std::os::unix::fs::MetadataExt as _;
-    std::fs::metadata(&paths.dir).ok().map(|m| format!("{}:{}", m.dev(), m.ino()))
+    std::fs::metadata(&paths.dir).ok().map(|m| {
+        let born = m.created().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+        format!("{}:{}:{}", m.dev(), m.ino(), born.map(|d| d.as_nanos()).unwrap_or(0))
+    })
 }
 
 fn not_found(plan: u64) -> anyhow::Error {
