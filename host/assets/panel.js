@@ -49,14 +49,16 @@ function explainBox(e) {
 
 // An engineer's plans of one app: drafts, the one waiting for the person
 // (Reject), the running one with its tasks' progress (Stop), finished ones.
-// Every word of a plan is the agent's, drawn as text.
+// What the host knows comes first (state, counts, the marks of what the app
+// lacks, what ended it); every word of the agent's follows in a framed block
+// under a heading saying so, drawn as text.
 function plansBox(a) {
   const box = el("div", { class: "plans" }, el("h3", { text: "Plans" }));
   for (const p of a.plans) {
     const done = p.tasks.filter((t) => t.done).length;
     const head = el("div", { class: "row" },
       el("strong", { text: `plan ${p.id}: ${p.state}` }),
-      el("span", { class: "muted", text: `by ${p.client}, ${p.createdAt}; ${done} of ${p.tasks.length} tasks done` }));
+      el("span", { class: "muted", text: `by an agent calling itself "${p.client}", ${p.createdAt}; ${done} of ${p.tasks.length} tasks done` }));
     if (p.state === "running") {
       head.append(el("span", { class: "muted", text: `until ${p.endsBy} at the latest` }),
         el("button", { class: "danger plan-stop", text: "Stop", onclick: () => act(`stopping plan ${p.id}`, "/api/plan", { app: a.id, action: "stop", plan: p.id }) }));
@@ -64,16 +66,18 @@ function plansBox(a) {
     if (p.state === "submitted" || p.state === "draft") {
       head.append(el("button", { class: "plan-reject", text: "Reject", onclick: () => act(`rejecting plan ${p.id}`, "/api/plan", { app: a.id, action: "reject", plan: p.id }) }));
     }
-    const card = el("div", { class: `card plan plan-${p.state}`, "data-plan": String(p.id) }, head,
-      el("p", { text: `Request (the agent's words): ${p.request}` }),
-      p.summary ? el("p", { text: p.summary }) : "",
-      el("ol", {}, ...p.tasks.map((t) => el("li", { class: t.done ? "done" : "", text: `${t.done ? "✓ " : ""}${t.title}${t.detail ? ` — ${t.detail}` : ""}${t.note ? ` (done: ${t.note})` : ""}` }))));
+    const card = el("div", { class: `card plan plan-${p.state}`, "data-plan": String(p.id) }, head);
     if (p.touches.length) {
-      card.append(el("p", { text: "Touches: " }, ...p.touches.map((t) =>
+      card.append(el("p", { class: "touches", text: "It says it touches: " }, ...p.touches.map((t) =>
         el("span", { class: t.exists ? "touch" : "touch missing", text: `${t.kind} ${t.name}${t.exists ? "" : " (the app has no such thing now)"}; ` }))));
     }
-    if (p.outcome) card.append(el("p", { text: `Outcome: ${p.outcome}` }));
     if (p.endedBy) card.append(el("p", { class: "muted", text: `Ended by ${p.endedBy} at ${p.endedAt}` }));
+    const words = el("blockquote", { class: "agent-words" },
+      el("p", { text: `Request: ${p.request}` }),
+      p.summary ? el("p", { text: `Summary: ${p.summary}` }) : "",
+      el("ol", {}, ...p.tasks.map((t) => el("li", { class: t.done ? "done" : "", text: `${t.done ? "✓ " : ""}${t.title}${t.detail ? ` — ${t.detail}` : ""}${t.note ? ` (done: ${t.note})` : ""}` }))));
+    if (p.outcome) words.append(el("p", { text: `Outcome: ${p.outcome}` }));
+    card.append(el("p", { class: "muted agent-words-head", text: "The agent's words (not checked by Autoapp):" }), words);
     box.append(card);
   }
   return box;

@@ -3,7 +3,9 @@
 //!
 //! `127.0.0.1`, an ephemeral port, and `<root>/launcher.json` holding the
 //! port, the pid and a 32-byte hex secret (written atomically at mode 0600,
-//! removed on exit; a file whose pid is dead is stale and removed). Newline-
+//! removed on exit; a file no launcher holds the root's lock for is stale and
+//! removed — never judged by its pid, which another PID namespace cannot
+//! see). Newline-
 //! delimited JSON. The first line must be `{"type":"auth","secret":…}` within
 //! 2 seconds, compared in constant time, or the socket closes. Lines are
 //! capped at 1 MiB. Requests: `invoke` (a route call on channel `mcp`; the
@@ -25,7 +27,7 @@ use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, AsyncWriteEx
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::engineer::Engineer;
-use crate::gate::Caller;
+use crate::gate::{Caller, Connection};
 use crate::manifest::AppId;
 use crate::root::{LAUNCHER_FILE, Root};
 use crate::server::Launcher;
@@ -213,8 +215,16 @@ async fn serve(stream: TcpStream, secret: Arc<Secret>, launcher: Arc<Launcher>, 
     let _ = send(&mut w, &json!({ "ok": true })).await;
     // The connection's number, for the life of the launcher: a run the
     // person starts for an engineer here is bound to it, and ends with it.
-    let connection = NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut runs_end = RunsEnd { plans: launcher.apps.plans().clone(), connection, may_run: false };
+    let connection = Connection {
+        launcher: launcher.id.clone(),
+        number: NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+    };
+    let mut runs_end = RunsEnd {
+        plans: launcher.apps.plans().clone(),
+        connection: connection.clone(),
+        may_run: false,
+        told: Arc::downgrade(&launcher),
+    };
     // Lines are read on a task of their own, so that a tool working for a
     // long time still notices its caller going away (the end of the stream).
     let (tx, lines) = tokio::sync::mpsc::channel::<Result<Vec<u8>, ()>>(QUEUED_LINES);
@@ -247,7 +257,7 @@ async fn serve(stream: TcpStream, secret: Arc<Secret>, launcher: Arc<Launcher>, 
             Ok(Request::Session) => {
                 runs_end.may_run = true;
                 let token = crate::secret::random_hex();
-                SESSIONS.lock().unwrap_or_else(|p| p.into_inner()).insert(token.clone(), connection);
+                SESSIONS.lock().unwrap_or_else(|p| p.into_inner()).insert(token.clone(), connection.clone());
                 json!({ "ok": true, "session": token })
             }
             Ok(Request::Engineer { tool, arguments, client, session }) => {
@@ -256,9 +266,9 @@ async fn serve(stream: TcpStream, secret: Arc<Secret>, launcher: Arc<Launcher>, 
                 let on = match session {
                     None => {
                         runs_end.may_run = true;
-                        Some(connection)
+                        Some(connection.clone())
                     }
-                    Some(token) => SESSIONS.lock().unwrap_or_else(|p| p.into_inner()).get(&token).copied(),
+                    Some(token) => SESSIONS.lock().unwrap_or_else(|p| p.into_inner()).get(&token).cloned(),
                 };
                 let Some(on) = on else {
                     let said = refuse(
@@ -286,15 +296,18 @@ async fn serve(stream: TcpStream, secret: Arc<Secret>, launcher: Arc<Launcher>, 
 /// The next control connection's number.
 static NEXT_CONNECTION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
-/// The open engineer sessions: token → the connection that opened it.
-static SESSIONS: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, u64>>> =
+/// The open engineer sessions: token → the connection that opened it (of
+/// this launcher start: a token of another is unknown here).
+static SESSIONS: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, Connection>>> =
     std::sync::LazyLock::new(Default::default);
 
 /// Ends the runs of a connection when it closes (or the launcher drops it),
 /// and the sessions it opened.
 struct RunsEnd {
     plans: Arc<crate::plans::Plans>,
-    connection: u64,
+    connection: Connection,
+    /// Told that the app's plans changed (the panel redraws them).
+    told: std::sync::Weak<Launcher>,
     /// Whether a run can be bound to this connection: it opened a session or
     /// called an engineer's tool as itself. Other connections (`invoke`,
     /// `status`, a session's per-call connections) have nothing to end.
@@ -307,10 +320,13 @@ impl Drop for RunsEnd {
             return;
         }
         SESSIONS.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, c| *c != self.connection);
-        match self.plans.end_connection(self.connection, std::process::id()) {
+        match self.plans.end_connection(&self.connection) {
             Ok(ended) => {
                 for p in ended {
                     tracing::info!(app = %p.app, "the run of plan {} ended: its connection closed", p.id);
+                    if let Some(l) = self.told.upgrade() {
+                        l.announce(crate::server::LauncherEvent::Changed { app: p.app.clone() });
+                    }
                 }
             }
             Err(e) => tracing::error!("cannot end the runs of a closed connection: {e:#}"),
@@ -452,23 +468,59 @@ pub struct Client {
     writer: tokio::net::tcp::OwnedWriteHalf,
 }
 
-/// The launcher running on `root`: its file, with a stale one removed.
+/// The launcher running on `root`: its file, when a launcher holds the
+/// root's lock. A file with the lock free is stale: removed while holding the
+/// lock (so no launcher starting meanwhile loses its own). Whether the pid in
+/// it looks alive from here is never asked: from another PID namespace a live
+/// launcher's pid looks dead.
 pub fn running(root: &Root) -> anyhow::Result<Option<LauncherFile>> {
     let path = root.dir().join(LAUNCHER_FILE);
+    let stale = crate::root::without_launcher(root, || match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            tracing::warn!("cannot remove a stale launcher.json: {e}");
+        }
+        _ => {}
+    })?;
+    if stale.is_some() {
+        return Ok(None);
+    }
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
+        // Held, and its file not written yet: it is starting.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).context("cannot read launcher.json"),
     };
-    let file: Option<LauncherFile> = serde_json::from_str(&text).ok();
-    match file {
-        Some(f) if Path::new(&format!("/proc/{}", f.pid)).exists() => Ok(Some(f)),
-        _ => {
-            // The launcher that wrote it is gone: the file is stale.
-            let _ = std::fs::remove_file(&path);
-            Ok(None)
+    Ok(serde_json::from_str(&text).ok())
+}
+
+/// The sentence a second launcher refuses to start with: which launcher
+/// holds the root (from `launcher.json` when it is readable, else from what
+/// the holder wrote into the lock).
+pub fn held_by(root: &Root) -> String {
+    let file: Option<LauncherFile> =
+        std::fs::read_to_string(root.dir().join(LAUNCHER_FILE)).ok().and_then(|t| serde_json::from_str(&t).ok());
+    // A launcher writes itself into the lock the moment it has it: a moment's wait.
+    let mut holder = crate::root::Holder::default();
+    for _ in 0..10 {
+        holder = crate::root::launcher_holder(root).ok().flatten().unwrap_or_default();
+        if holder.pid != 0 || file.is_some() {
+            break;
         }
+        std::thread::sleep(Duration::from_millis(20));
     }
+    let (pid, since) = match file {
+        Some(f) => (f.pid, f.started_at),
+        None => (holder.pid, holder.started_at),
+    };
+    let who = match (pid, since.is_empty()) {
+        (0, _) => "another process".to_string(),
+        (p, true) => format!("the launcher with pid {p}"),
+        (p, false) => format!("the launcher with pid {p}, started {}", crate::elsewhere::text::terminal(&since)),
+    };
+    format!(
+        "{who} holds this root ({}): one root, one launcher. Use `autoapp open` to reach it, or `autoapp stop` to stop it first",
+        root.dir().display()
+    )
 }
 
 impl Client {

@@ -11,17 +11,29 @@ use crate::server::{Launcher, Opener, SiteKey};
 
 /// Runs the launcher until Ctrl+C, SIGTERM or a `stop` request: the panel
 /// (unless `only` names one app to serve), the apps' servers, the control
-/// connection. On the way out the calls in flight finish, the record is
-/// flushed and `launcher.json` is removed.
+/// connection. First of all it takes the root's launcher lock (one root, one
+/// launcher), held until it returns; a root another launcher holds is
+/// refused, naming that launcher. On the way out the calls in flight finish,
+/// the record is flushed and `launcher.json` is removed.
 pub async fn run(root: crate::root::Root, config: Config, only: Option<AppId>) -> anyhow::Result<()> {
+    let me = crate::root::Holder {
+        pid: std::process::id(),
+        started_at: crate::release::now_rfc3339(),
+        id: crate::secret::random_hex(),
+    };
+    let Some(_lock) = crate::root::take_launcher_lock(&root, &me)? else {
+        anyhow::bail!("{}", crate::control::held_by(&root));
+    };
     let apps = Arc::new(Apps::new(root.clone(), &config)?);
-    let opener = Opener::from_config(&config.opener);
-    let launcher = Launcher::new(apps, config, opener, only.is_none());
-    let control = crate::control::start(&root, launcher.clone()).await?;
+    // Only runs and authors of this start are live in it.
+    apps.plans().bind_launcher(&me.id);
     // A run does not survive a restart: one found running was stopped by it.
-    if let Err(e) = launcher.apps().plans().end_launcher(None, "the launcher restarted") {
+    if let Err(e) = apps.plans().end_launcher(None, "the launcher restarted") {
         tracing::error!("cannot end the runs of the last launcher: {e:#}");
     }
+    let opener = Opener::from_config(&config.opener);
+    let launcher = Launcher::new(apps, config, opener, only.is_none(), me.id.clone(), me.started_at.clone());
+    let control = crate::control::start(&root, launcher.clone()).await?;
     match &only {
         None => {
             launcher.start().await?;
@@ -59,7 +71,7 @@ pub async fn run(root: crate::root::Root, config: Config, only: Option<AppId>) -
     say!("Autoapp is stopping: finishing the calls in flight.");
     launcher.shutdown().await;
     drop(control);
-    if let Err(e) = launcher.apps().plans().end_launcher(Some(std::process::id()), "the launcher stopped") {
+    if let Err(e) = launcher.apps().plans().end_launcher(Some(&me.id), "the launcher stopped") {
         tracing::error!("cannot end the runs: {e:#}");
     }
     Ok(())

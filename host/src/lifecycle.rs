@@ -494,6 +494,11 @@ impl Apps {
             let active = release::active(&paths).ok().flatten().unwrap_or_default();
             (active, format!("moved to {}", to.display()))
         })?;
+        // A run ends with its app: one working on it now is stopped, its row
+        // in the record that moves with the data.
+        if let Err(e) = self.plans().end_app(app, "its app was removed") {
+            tracing::error!(%app, "cannot end the run of a removed app: {e:#}");
+        }
         self.close_store(&paths.data());
         if let Err(e) = rename(&paths.dir, &to) {
             // The folder stayed: its record says the move failed.

@@ -5,6 +5,8 @@
 //!   config.toml                 optional overrides of config/autoapp.toml
 //!   standing.json               the person's standing approval, when on
 //!   plans.sqlite                the engineer's plans (and which one runs)
+//!   launcher.json               the running launcher's control port and secret (0600)
+//!   launcher.lock               held by the one launcher serving the root, for its life
 //!   apps/<id>/
 //!     workspace/                the default workspace (or workspace.path, a pointer to a chosen one)
 //!     releases/<release-id>/    immutable: component.wasm, autoapp.toml, migrations/, release.json
@@ -164,19 +166,105 @@ pub fn sync_dir(dir: &Path) -> anyhow::Result<()> {
 /// The launcher's connection file in the root.
 pub const LAUNCHER_FILE: &str = "launcher.json";
 
-/// The pid of a launcher that is running on this root, if one is.
+/// The launcher's lock in the root: held (`flock`, exclusive) by the one
+/// launcher serving the root for its whole life, taken before anything is
+/// served or written. It holds that launcher's pid, start time and id, for a
+/// second launcher to name it. The kernel lets go of it when the process ends
+/// however it ends, and in whatever PID namespace the reader runs: a launcher
+/// is gone when its lock is free, never because its pid looks dead.
+pub const LAUNCHER_LOCK: &str = "launcher.lock";
+
+/// The root's launcher lock, held until dropped.
+#[derive(Debug)]
+pub struct LauncherLock {
+    _file: fs::File,
+}
+
+/// Who holds (or last held) a root's launcher lock, as it wrote itself down.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Holder {
+    pub pid: u32,
+    #[serde(rename = "startedAt")]
+    pub started_at: String,
+    /// The launcher's id: a random value per start (see `launcher::run`).
+    pub id: String,
+}
+
+/// How many times (20 ms apart) a launcher tries the lock before it says
+/// another holds it.
+const LOCK_TRIES: u32 = 10;
+
+/// The longest lock file read: what a launcher writes there is small.
+const MAX_HOLDER: u64 = 4096;
+
+fn open_lock(root: &Root) -> anyhow::Result<fs::File> {
+    let path = root.dir().join(LAUNCHER_LOCK);
+    fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))
+}
+
+/// Takes the root's launcher lock for `holder` (written into the file), at
+/// once or not at all: `Ok(None)` when another process holds it.
+pub fn take_launcher_lock(root: &Root, holder: &Holder) -> anyhow::Result<Option<LauncherLock>> {
+    use std::io::Seek as _;
+    let mut file = open_lock(root)?;
+    // A process looking at the lock (`launcher_holder`) holds it for a
+    // moment: tried again for a little while before another is said to hold it.
+    let mut tries = 0;
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(fs::TryLockError::WouldBlock) if tries < LOCK_TRIES => tries += 1,
+            Err(fs::TryLockError::WouldBlock) => return Ok(None),
+            Err(fs::TryLockError::Error(e)) => return Err(e).context("cannot lock the root's launcher.lock"),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    file.set_len(0)?;
+    file.seek(std::io::SeekFrom::Start(0))?;
+    file.write_all(&serde_json::to_vec(holder)?)?;
+    file.sync_all()?;
+    Ok(Some(LauncherLock { _file: file }))
+}
+
+/// The launcher holding the root's lock, if one does: `None` when the lock
+/// is free (no launcher serves the root, whatever `launcher.json` says).
+/// What the holder wrote may be missing (it is starting): then its fields
+/// are empty.
+pub fn launcher_holder(root: &Root) -> anyhow::Result<Option<Holder>> {
+    use std::io::Read as _;
+    let mut file = open_lock(root)?;
+    match file.try_lock_shared() {
+        Ok(()) => return Ok(None),
+        Err(fs::TryLockError::WouldBlock) => {}
+        Err(fs::TryLockError::Error(e)) => return Err(e).context("cannot lock the root's launcher.lock"),
+    }
+    let mut text = String::new();
+    let _ = (&mut file).take(MAX_HOLDER).read_to_string(&mut text);
+    Ok(Some(serde_json::from_str(&text).unwrap_or_default()))
+}
+
+/// Runs `f` while holding the root's launcher lock, when no launcher holds
+/// it (`None` when one does): what is stale can be removed without racing
+/// a launcher that starts meanwhile.
+pub fn without_launcher<T>(root: &Root, f: impl FnOnce() -> T) -> anyhow::Result<Option<T>> {
+    let file = open_lock(root)?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(f())),
+        Err(fs::TryLockError::WouldBlock) => Ok(None),
+        Err(fs::TryLockError::Error(e)) => Err(e).context("cannot lock the root's launcher.lock"),
+    }
+}
+
+/// The pid of a launcher that is running on this root, if one is (its lock
+/// is held); `Some(0)` when the holder has not written itself down yet.
 pub fn running_launcher(root: &Root) -> anyhow::Result<Option<u32>> {
-    let path = root.dir().join(LAUNCHER_FILE);
-    let text = match fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).context("cannot read launcher.json"),
-    };
-    let pid = serde_json::from_str::<serde_json::Value>(&text)
-        .ok()
-        .and_then(|v| v["pid"].as_u64())
-        .and_then(|p| u32::try_from(p).ok());
-    Ok(pid.filter(|p| process_alive(*p)))
+    Ok(launcher_holder(root)?.map(|h| h.pid))
 }
 
 /// Whether process `pid` is running (on this machine, by `/proc`).

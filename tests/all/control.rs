@@ -273,3 +273,118 @@ fn a_release_activated_from_the_command_line_is_served_from_the_launchers_next_c
     assert_eq!(a["error"]["message"], "no route notes.count", "the guest answered: {a}");
     l.still_serving();
 }
+
+/// `autoapp --root <root> <args>`, its output piped.
+fn spawn(root: &TestRoot, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_autoapp"))
+        .arg("--root")
+        .arg(root.path())
+        .args(args)
+        .env_remove("AUTOAPP_ROOT")
+        .env("AUTOAPP_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The child's exit code once it exits within `secs`, else `None` (it still runs).
+fn exits_within(child: &mut Child, secs: u64) -> Option<i32> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < until {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status.code().unwrap_or(-1));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    None
+}
+
+fn stderr_of(child: &mut Child) -> String {
+    let mut e = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut e).unwrap();
+    e
+}
+
+#[test]
+fn two_launchers_started_together_on_one_root_one_serves_and_the_other_exits_naming_it() {
+    let root = TestRoot::with_config("opener = \"none\"\n");
+    root.install("notes");
+    let mut both = [spawn(&root, &["serve", "notes"]), spawn(&root, &["serve", "notes"])];
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let loser = loop {
+        if let Some(i) = (0..2).find(|&i| both[i].try_wait().unwrap().is_some()) {
+            break i;
+        }
+        assert!(std::time::Instant::now() < until, "fails before: both launchers serve the root");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let winner = 1 - loser;
+    let code = both[loser].wait().unwrap().code();
+    let said = stderr_of(&mut both[loser]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains(&format!("pid {}", both[winner].id())), "the refusal names the launcher: {said}");
+    // The other serves, alone.
+    assert_eq!(exits_within(&mut both[winner], 1), None, "the winner still runs");
+    let status: serde_json::Value = serde_json::from_str(&root.ok(&["status", "--json"])).unwrap();
+    assert_eq!(
+        (status["pid"].as_u64(), &status["serving"]),
+        (Some(both[winner].id() as u64), &serde_json::json!(["notes"]))
+    );
+    for mut c in both {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+#[test]
+fn status_from_another_pid_namespace_leaves_a_live_launchers_files_alone() {
+    let runs = Command::new("unshare").args(["--pid", "--fork", "--mount-proc", "true"]).status();
+    if !runs.is_ok_and(|s| s.success()) {
+        println!("skipped: unshare --pid --fork --mount-proc does not run here (it needs root or user namespaces)");
+        return;
+    }
+    let l = Running::start();
+    let out = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", env!("CARGO_BIN_EXE_autoapp"), "--root"])
+        .arg(l.root.path())
+        .arg("status")
+        .env_remove("AUTOAPP_ROOT")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        l.root.path().join("launcher.json").exists(),
+        "fails before: launcher.json removed as stale from another PID namespace ({said})"
+    );
+    assert!(out.status.success(), "the launcher answered across namespaces: {said}");
+    l.still_serving();
+}
+
+#[test]
+fn open_refuses_a_root_whose_launcher_lock_another_process_holds() {
+    let root = TestRoot::with_config("opener = \"none\"\n");
+    let lock = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(root.path().join("launcher.lock"))
+        .unwrap();
+    lock.try_lock().unwrap();
+    let mut open = spawn(&root, &["open"]);
+    let code = exits_within(&mut open, 30);
+    if code.is_none() {
+        let _ = open.kill();
+        let _ = open.wait();
+        panic!("fails before: open served a root whose lock another process holds");
+    }
+    let said = stderr_of(&mut open);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("holds this root") && said.contains("one root, one launcher"), "{said}");
+    assert!(!root.path().join("launcher.json").exists(), "nothing written");
+    drop(lock);
+    // Free again: a launcher starts.
+    let l = Running::start_on(root);
+    assert!(l.root.ok(&["status"]).contains("Autoapp is running"));
+}

@@ -214,8 +214,8 @@ fn a_plan_is_read_first_and_its_run_approves_only_its_own_apps_changes_until_it_
     assert_eq!((q["route"].as_str(), q["channel"].as_str()), (Some("plan_start"), Some("ai")));
     let card = q["change"].as_str().unwrap();
     for said in [
-        "request (the agent's words): the person asked",
-        "[ ] 1. edit the list route",
+        "  | request: the person asked",
+        "  | [ ] 1. edit the list route",
         "entries.purge  ← the app has no such thing now",
         "only jotter",
     ] {
@@ -372,5 +372,251 @@ fn a_plan_is_read_first_and_its_run_approves_only_its_own_apps_changes_until_it_
     assert_eq!(d.answer()["error"]["kind"], "denied", "past its limit, it asks again");
     let ended = plans(&t, "jotter").into_iter().find(|p| p["id"] == sixth).unwrap();
     assert_eq!(ended["endedBy"], "its time limit (run_limit_secs)");
+    served.stop();
+}
+
+/// A root with jotter built and active, and `other` created; questions
+/// expire after `window` seconds.
+fn jotter_root(window: u64) -> TestRoot {
+    let t = TestRoot::with_config(&format!("opener = \"none\"\napproval_window_secs = {window}\n"));
+    t.ok(&["create", "jotter"]);
+    let active = t.build("jotter");
+    t.ok(&["activate", "jotter", &active]);
+    t.ok(&["create", "other"]);
+    t
+}
+
+/// Starts plan `id` of `a`, the person saying yes in `panel`.
+fn run(a: &mut Agent, panel: &mut crate::support::http::Http, asked: &mpsc::Receiver<Value>, id: u64) {
+    a.start("plan_start", json!({ "plan": id }));
+    answer(panel, &next_question(asked), true);
+    let started = a.answer();
+    assert_eq!(started["output"]["plan"]["state"], "running", "{started}");
+}
+
+/// The rows of `app`'s record.
+fn rows(t: &TestRoot, app: &str) -> Vec<Value> {
+    serde_json::from_str(&t.ok(&["runs", app, "--json", "--limit", "500"])).unwrap()
+}
+
+#[test]
+fn a_run_is_bound_to_its_launcher_start_and_never_answers_the_same_connection_number_of_another() {
+    let t = jotter_root(600);
+    let x = Served::start(&t, &["open"]);
+    let mut x_panel = x.tab("the Autoapp panel");
+    let x_asked = questions(&x_panel);
+    // Connection 1 of launcher X runs a plan of jotter.
+    let mut a = Agent::connect(&t);
+    let plan = submitted(&mut a, "jotter");
+    run(&mut a, &mut x_panel, &x_asked, plan);
+
+    // Launcher Y on a copy of the root, whose plans are X's as they are now
+    // (copied after Y started: a start ends the runs it finds).
+    let copy = TestRoot::with_config("opener = \"none\"\n");
+    for entry in ["apps", "config.toml"] {
+        let ok = std::process::Command::new("cp")
+            .args(["-a", t.path().join(entry).to_str().unwrap(), copy.path().to_str().unwrap()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    let y = Served::start(&copy, &["open"]);
+    let mut y_panel = y.tab("the Autoapp panel");
+    let y_asked = questions(&y_panel);
+    {
+        let c = rusqlite::Connection::open(copy.path().join("plans.sqlite")).unwrap();
+        c.execute("ATTACH DATABASE ?1 AS x", [t.path().join("plans.sqlite").to_str().unwrap()]).unwrap();
+        c.execute_batch(
+            "BEGIN; DELETE FROM main.plans; INSERT INTO main.plans SELECT * FROM x.plans;
+             DELETE FROM main.tasks; INSERT INTO main.tasks SELECT * FROM x.tasks; COMMIT;",
+        )
+        .unwrap();
+    }
+    // Y's connection 1: the same number, another launcher. Its write asks.
+    let mut b = Agent::connect(&copy);
+    b.start("source_write", json!({ "app": "jotter", "path": "NOTES.md", "content": "from Y" }));
+    let q = next_question(&y_asked);
+    assert_eq!((q["appId"].as_str(), q["route"].as_str()), (Some("jotter"), Some("source_write")));
+    answer(&mut y_panel, &q, false);
+    let said = b.answer();
+    assert_eq!(said["error"]["kind"], "denied", "fails before: answered by run {plan} of launcher X: {said}");
+    assert!(!copy.path().join("apps/jotter/workspace/NOTES.md").exists());
+    b.refused("plan_finish", json!({ "plan": plan, "outcome": "not mine" }), "conflict", "plan");
+    // X's run goes on, its own connection's write answered by it.
+    let wrote = a.ok("source_write", json!({ "app": "jotter", "path": "NOTES.md", "content": "from X" }));
+    assert_eq!(wrote["answeredBy"], format!("run {plan}"));
+    drop((b, a));
+    y.stop();
+    x.stop();
+}
+
+#[test]
+fn a_run_ends_with_its_app_its_connections_questions_and_nobody_elses_change_lands_during_it() {
+    let t = jotter_root(8);
+    let served = Served::start(&t, &["open"]);
+    let mut panel = served.tab("the Autoapp panel");
+    let asked = questions(&panel);
+    let ws = t.path().join("apps/jotter/workspace");
+    let write = |content: &str| json!({ "app": "jotter", "path": "NOTES.md", "content": content });
+
+    // A card waiting from before another agent's run: approved during the run, nothing is applied.
+    let mut b = Agent::connect(&t);
+    b.start("source_write", write("b's, asked before the run"));
+    let waiting = next_question(&asked);
+    let mut a = Agent::connect(&t);
+    let plan = submitted(&mut a, "jotter");
+    run(&mut a, &mut panel, &asked, plan);
+    answer(&mut panel, &waiting, true);
+    let late = b.answer();
+    assert_eq!(late["error"]["kind"], "conflict", "fails before: applied during another agent's run: {late}");
+    assert!(!ws.join("NOTES.md").exists(), "nothing of it was written");
+    // Another agent's write during the run, and its start of a plan not its own: refused, and rows.
+    b.refused("source_write", write("b's, during the run"), "conflict", "running on jotter from another connection");
+    let mut c = Agent::connect(&t);
+    let cs = submitted(&mut c, "other");
+    b.refused("plan_start", json!({ "plan": cs }), "conflict", "written by another agent's connection");
+    let record = rows(&t, "jotter");
+    let refused: Vec<&Value> =
+        record.iter().filter(|r| r["route"] == "source_write" && r["decision"] == "refused").collect();
+    assert!(
+        refused.iter().any(|r| r["reason"].as_str().unwrap().contains("began running on jotter")),
+        "the late approval's refusal is a row: {record:#?}"
+    );
+    assert!(
+        refused.iter().any(|r| r["reason"].as_str().unwrap().contains("running on jotter from another connection")),
+        "fails before: the refused write left no row: {record:#?}"
+    );
+    let other_rows = rows(&t, "other");
+    assert!(
+        other_rows.iter().any(|r| r["route"] == "plan_start"
+            && r["decision"] == "refused"
+            && r["reason"].as_str().unwrap().contains("written by another agent's connection")),
+        "fails before: another agent's plan_start left no row: {other_rows:#?}"
+    );
+    // A plan whose agent went away waits for nothing.
+    drop(c);
+    for _ in 0..100 {
+        if plans(&t, "other").iter().any(|p| p["id"] == cs && p["state"] == "stopped") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let gone = plans(&t, "other").into_iter().find(|p| p["id"] == cs).unwrap();
+    assert_eq!((gone["state"].as_str(), gone["endedBy"].as_str()), (Some("stopped"), Some("its agent went away")));
+    b.start("source_write", json!({ "app": "other", "path": "NOTES.md", "content": "x" }));
+    let q = next_question(&asked);
+    assert_eq!(q["appId"], "other", "fails before: refused while a gone agent's plan waited");
+    answer(&mut panel, &q, false);
+    assert_eq!(b.answer()["error"]["kind"], "denied");
+
+    // The person removes jotter and creates it again: the run ended with it; the next write asks.
+    let removed = panel
+        .request("POST", "/api/remove", Some(&json!({ "app": "jotter", "confirm": "jotter" }).to_string()))
+        .unwrap();
+    assert_eq!(removed.status, 200, "{}", String::from_utf8_lossy(&removed.body));
+    t.ok(&["create", "jotter"]);
+    a.start("source_write", write("after the app was made again"));
+    let q = next_question(&asked);
+    assert_eq!(q["appId"], "jotter", "fails before: the old run answered the new app's write");
+    answer(&mut panel, &q, false);
+    assert_eq!(a.answer()["error"]["kind"], "denied");
+    let ended = plans(&t, "jotter").into_iter().find(|p| p["id"] == plan).unwrap();
+    assert_eq!((ended["state"].as_str(), ended["endedBy"].as_str()), (Some("stopped"), Some("its app was removed")));
+
+    // Two runs on one connection (two apps); one question left unanswered ends both.
+    let mut d = Agent::connect(&t);
+    let on_jotter = submitted(&mut d, "jotter");
+    run(&mut d, &mut panel, &asked, on_jotter);
+    let on_other = submitted(&mut d, "other");
+    run(&mut d, &mut panel, &asked, on_other);
+    d.start("apps_create", json!({ "app": "third" }));
+    let _unanswered = next_question(&asked);
+    assert_eq!(d.answer()["error"]["kind"], "denied", "nobody answered within the window");
+    for (app, id) in [("jotter", on_jotter), ("other", on_other)] {
+        let p = plans(&t, app).into_iter().find(|p| p["id"] == id).unwrap();
+        assert_eq!(
+            (p["state"].as_str(), p["endedBy"].as_str()),
+            (Some("stopped"), Some("a question outside the run went unanswered")),
+            "fails before: only one of the connection's runs ended ({app})"
+        );
+    }
+
+    // A plan-finish row names who finished it: the session's call that did, not the plan's author.
+    let mut held = Agent::connect(&t);
+    let token = held.session();
+    let call = |tool: &str, args: Value, client: &str| {
+        let mut once = Agent::connect(&t);
+        once.send(&json!({ "type": "engineer", "tool": tool, "arguments": args, "client": client, "session": token }));
+        once.answer()
+    };
+    let open = call("plan_open", json!({ "app": "jotter", "request": "r" }), "author");
+    let id = open["output"]["plan"]["id"].as_u64().unwrap();
+    call("plan_task", json!({ "plan": id, "title": "t" }), "author");
+    call("plan_submit", json!({ "plan": id }), "author");
+    let mut starting = Agent::connect(&t);
+    starting.send(&json!({ "type": "engineer", "tool": "plan_start", "arguments": { "plan": id }, "client": "author", "session": token }));
+    answer(&mut panel, &next_question(&asked), true);
+    assert_eq!(starting.answer()["ok"], true);
+    let finished = call("plan_finish", json!({ "plan": id, "outcome": "done" }), "finisher");
+    assert_eq!(finished["ok"], true, "{finished}");
+    let record = rows(&t, "jotter");
+    let row = record.iter().find(|r| r["route"] == "plan-finish").expect("a plan-finish row");
+    assert_eq!(row["caller"], "finisher", "fails before: the row named the plan's author");
+    drop(held);
+    served.stop();
+}
+
+#[test]
+fn a_forged_card_is_refused_past_its_bounds_and_framed_within_them() {
+    let t = jotter_root(600);
+    let served = Served::start(&t, &["open"]);
+    let mut panel = served.tab("the Autoapp panel");
+    let asked = questions(&panel);
+    let mut a = Agent::connect(&t);
+    let forged_lines = "summary: nothing to see\n  [ ] 1. a harmless task\nStarting it means nothing: approve\n";
+    // The attack as the issue tells it: oversized, refused with a sentence.
+    let oversized = format!("{forged_lines}{}", "\n".repeat(8000));
+    a.refused(
+        "plan_open",
+        json!({ "app": "jotter", "request": oversized }),
+        "invalid-input",
+        "at most 2000 are allowed",
+    );
+    let open =
+        a.ok("plan_open", json!({ "app": "jotter", "request": "r", "touches": { "routes": ["entries.purge"] } }));
+    let id = open["plan"]["id"].as_u64().unwrap();
+    let big = "x".repeat(8 * 1024);
+    a.refused(
+        "plan_task",
+        json!({ "plan": id, "title": "t", "detail": big }),
+        "invalid-input",
+        "at most 1000 are allowed",
+    );
+    for n in 0..30 {
+        a.ok("plan_task", json!({ "plan": id, "title": format!("task {n}") }));
+    }
+    a.refused("plan_task", json!({ "plan": id, "title": "31" }), "invalid-input", "30 tasks, the most a plan may have");
+
+    // Within the bounds: the host's lines come first, the agent's are framed, no U+202E.
+    let request = format!("{forged_lines}{}gnp.\u{202e}exe", "\n".repeat(50));
+    let open =
+        a.ok("plan_open", json!({ "app": "jotter", "request": request, "touches": { "routes": ["entries.purge"] } }));
+    let id = open["plan"]["id"].as_u64().unwrap();
+    a.ok("plan_task", json!({ "plan": id, "title": "the real task" }));
+    a.ok("plan_submit", json!({ "plan": id }));
+    a.start("plan_start", json!({ "plan": id }));
+    let q = next_question(&asked);
+    let card = q["change"].as_str().unwrap();
+    assert!(!card.contains('\u{202e}'), "{card}");
+    let (host, agent) = card.split_once("The agent's words (not checked by Autoapp):").expect("framed");
+    assert!(host.starts_with(&format!("An agent asks you to start plan {id} of jotter")), "{card}");
+    assert!(
+        host.contains("Starting it means one thing") && host.contains("entries.purge  ← the app has no such thing now")
+    );
+    assert!(!host.contains("nothing to see"), "fails before: the agent's lines came first: {card}");
+    assert!(agent.trim_start_matches('\n').lines().all(|l| l.starts_with("  | ")), "{card}");
+    assert!(card.lines().count() < 40, "blank runs collapsed: {card}");
+    answer(&mut panel, &q, false);
+    assert_eq!(a.answer()["error"]["kind"], "denied");
     served.stop();
 }

@@ -76,7 +76,7 @@ test("a plan is read first; its run approves only its own app's changes until th
   await question.waitFor();
   const said = await question.textContent();
   assert.match(said, /web: plan_start/);
-  assert.match(said, /request \(the agent's words\): mark the list as edited/);
+  assert.match(said, /The agent's words \(not checked by Autoapp\):\n {2}\| request: mark the list as edited/);
   assert.match(said, /entries\.nowhere {2}← the app has no such thing now/);
   assert.match(said, /only web/);
   await question.locator("button.approve").click();
@@ -123,4 +123,56 @@ test("a plan is read first; its run approves only its own app's changes until th
   assert.ok(rows.some((r) => r.route === "plan-stop" && r.channel === "user"));
   const plans = JSON.parse(autoapp(root, "plans", "web", "--json")).plans;
   assert.equal(plans[0].endedBy, "the person (panel)");
+});
+
+test("a forged plan's card shows the host's lines first and no bidi override", SLOW, async () => {
+  const forged = "summary: nothing to see\n  [ ] 1. a harmless task\nStarting it means nothing: approve\n" +
+    "\n".repeat(40) + "gnp.\u202Eexe";
+  const opened = await call(agent, "plan_open", { app: "side", request: forged, touches: { routes: ["side.nowhere"] } });
+  assert.ok(!opened.isError, JSON.stringify(opened));
+  const plan = opened.structuredContent.plan.id;
+  await call(agent, "plan_task", { plan, title: "the real task \u202Etxt" });
+  await call(agent, "plan_submit", { plan });
+  // Past the bounds: refused with a sentence.
+  const big = await call(agent, "plan_open", { app: "side", request: forged + "\n".repeat(8000) });
+  assert.equal(big.isError, true);
+  assert.match(big.content[0].text, /at most 2000 are allowed/);
+
+  const starting = call(agent, "plan_start", { plan });
+  const question = panel.locator(".question").first();
+  await question.waitFor();
+  const card = await question.locator("pre.change").textContent();
+  assert.ok(!card.includes("\u202E"), card);
+  const heading = card.indexOf("The agent's words (not checked by Autoapp):");
+  assert.ok(heading > 0, card);
+  assert.ok(card.startsWith(`An agent asks you to start plan ${plan} of side`), card);
+  assert.ok(card.indexOf("Starting it means one thing") < heading, card);
+  assert.ok(card.indexOf("side.nowhere  ← the app has no such thing now") < heading, card);
+  assert.ok(card.indexOf("summary: nothing to see") > heading, card);
+  for (const line of card.slice(heading).split("\n").slice(1).filter((l) => l.length)) {
+    assert.ok(line.startsWith("  | "), `every line of the agent's is framed: ${JSON.stringify(line)}`);
+  }
+  await question.locator("button.deny").click();
+  assert.equal((await starting).isError, true);
+
+  // The panel's plan: the host's lines, then the agent's words in their framed block, no U+202E.
+  const shown = panel.locator(`.plan[data-plan="${plan}"]`);
+  await shown.waitFor();
+  const text = await shown.textContent();
+  assert.ok(!text.includes("\u202E"), text);
+  const words = await shown.locator("blockquote.agent-words").textContent();
+  assert.match(words, /summary: nothing to see/);
+  assert.ok(text.indexOf("side.nowhere") < text.indexOf("The agent's words (not checked by Autoapp):"), text);
+  assert.ok(text.indexOf("The agent's words (not checked by Autoapp):") < text.indexOf("summary: nothing to see"), text);
+
+  // A caller's arguments on a card: the override is shown as its escape, not obeyed.
+  const client = await control(root);
+  const invoked = client.request({ type: "invoke", app: "web", route: "entries.add", input: { text: "gnp.\u202Eexe" }, client: "an mcp client" });
+  const asking = panel.locator(".question").first();
+  await asking.waitFor();
+  const args = await asking.locator("pre.arguments").textContent();
+  assert.ok(!args.includes("\u202E") && args.includes("gnp.\\u{202e}exe"), args);
+  await asking.locator("button.deny").click();
+  assert.equal((await invoked).ok, false);
+  client.close();
 });

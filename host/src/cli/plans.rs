@@ -5,6 +5,9 @@ use super::{Failure, app_id, fail, open_apps, print_json};
 use crate::gate::Caller;
 use crate::root::Root;
 
+/// How many plans `autoapp plans` shows, newest first.
+const PLANS_LISTED: usize = 200;
+
 /// `autoapp plans <app> [--json]`.
 pub(super) fn list(root: Root, app: String, json: bool) -> Result<(), Failure> {
     let id = app_id(&app)?;
@@ -12,7 +15,7 @@ pub(super) fn list(root: Root, app: String, json: bool) -> Result<(), Failure> {
         return fail(crate::error::no_such_app(&id));
     }
     let apps = open_apps(&root)?;
-    let plans = apps.plans().list(&id)?;
+    let plans = apps.plans().list(&id, PLANS_LISTED)?;
     if json {
         return print_json(&serde_json::json!({ "app": id, "plans": plans }));
     }

@@ -121,6 +121,26 @@ fn terminal_with(text: &str, keep_lines: bool) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `text` with every format character shown as a visible escape
+/// (`\u{202e}`) and everything else as it is: for text whose every
+/// character matters to the person (a change's diff: a bidi override in
+/// source code reorders what they read, "Trojan Source"), where removing one
+/// would misstate what is approved.
+pub fn show_format(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_format) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_format(c) {
+            escape_into(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// The character shown where a control character was, on a page.
 pub const REPLACEMENT: char = '\u{FFFD}';
 
@@ -300,6 +320,12 @@ mod tests {
     fn a_terminal_sees_bidi_overrides_and_zero_width_characters() {
         let shown = terminal("git\u{202e}hs/nib/\u{202c} and\u{200b}\u{2066}x\u{2069}\u{feff}\u{e0041}");
         assert_eq!(shown, "git\\u{202e}hs/nib/\\u{202c} and\\u{200b}\\u{2066}x\\u{2069}\\u{feff}\\u{e0041}");
+    }
+
+    #[test]
+    fn a_diff_shows_format_characters_and_keeps_everything_else() {
+        assert_eq!(show_format("if a\u{202e} {\n\tb\u{200b}\n}"), "if a\\u{202e} {\n\tb\\u{200b}\n}");
+        assert!(matches!(show_format("plain\n\ttext"), Cow::Borrowed(_)));
     }
 
     #[test]

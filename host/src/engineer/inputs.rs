@@ -228,9 +228,11 @@ pub struct Touches {
 pub struct PlanOpen {
     /// the app's id, as apps_list gives it
     pub app: String,
-    /// what you were asked to do, as you understood it
+    /// what you were asked to do, as you understood it (at most 2,000 characters)
+    #[schemars(length(max = crate::plans::MAX_REQUEST))]
     pub request: String,
-    /// how you mean to do it, in a few sentences
+    /// how you mean to do it, in a few sentences (at most 4,000 characters)
+    #[schemars(length(max = crate::plans::MAX_SUMMARY))]
     pub summary: Option<String>,
     /// what the plan changes
     pub touches: Option<Touches>,
@@ -242,9 +244,11 @@ pub struct PlanTask {
     /// the plan's id, as plan_open gave it
     #[schemars(range(min = 1))]
     pub plan: u64,
-    /// the task, in a line
+    /// the task, in a line (title and detail together at most 1,000 characters; a plan has at most 30 tasks)
+    #[schemars(length(max = crate::plans::MAX_TASK))]
     pub title: String,
     /// what it involves
+    #[schemars(length(max = crate::plans::MAX_TASK))]
     pub detail: Option<String>,
 }
 
@@ -307,6 +311,8 @@ mod tests {
         assert!(s.get("$schema").is_none() && s.get("$defs").is_none());
         let open = schema::<PlanOpen>();
         assert_eq!(open["properties"]["touches"]["additionalProperties"], false, "inline: {open}");
+        assert_eq!(open["properties"]["request"]["maxLength"], crate::plans::MAX_REQUEST, "{open}");
+        assert_eq!(schema::<PlanTask>()["properties"]["title"]["maxLength"], crate::plans::MAX_TASK);
         assert_eq!(schema::<Nothing>()["properties"], serde_json::json!({}));
     }
 

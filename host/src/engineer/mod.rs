@@ -231,7 +231,15 @@ impl Engineer {
         // alone while a run works on the app.
         let checked;
         let caller = if plan::CHANGES.contains(&tool) {
-            checked = self.plan_check(caller, &app).await?;
+            checked = match self.plan_check(caller, &app).await {
+                Ok(c) => c,
+                Err(e) => {
+                    // Refused before anyone is asked: a row with its reason.
+                    let release = if tool == "preview_call" { "preview" } else { "workspace" };
+                    self.refused(caller, spec, &app, release, &args, &e).await;
+                    return Err(e);
+                }
+            };
             &checked
         } else {
             caller
@@ -285,7 +293,24 @@ impl Engineer {
             spec.name
         ));
         match self.apps.gate().guard(knock).await {
-            Ok(pass) => Ok(pass),
+            Ok(pass) => {
+                // The answer may have come while another agent's run began on
+                // the app: whoever approved it, the change is not made then.
+                if let Err(e) = self.still_free(caller, app).await {
+                    let row = Row {
+                        request_id: pass.request_id().to_string(),
+                        arguments_hash: pass.arguments_hash().to_string(),
+                        decision: Decision::Refused.as_str().to_string(),
+                        reason: format!("{e:#}"),
+                        outcome: "not-run".into(),
+                        answered_by: pass.answered_by().to_string(),
+                        ..Row::of(caller, app, release, spec.name, effect.as_str())
+                    };
+                    self.record(app, effect, row).await;
+                    return Err(e);
+                }
+                Ok(pass)
+            }
             Err(refusal) => {
                 let row = Row {
                     request_id: refusal.request_id.clone(),
@@ -304,6 +329,19 @@ impl Engineer {
                 Err(kinded(ErrorKind::Denied, refusal.reason))
             }
         }
+    }
+
+    /// Records a tool refused before anyone was asked, with its reason.
+    async fn refused(&self, caller: &Caller, spec: &Spec, app: &AppId, release: &str, args: &Value, e: &anyhow::Error) {
+        let effect = spec.effect.unwrap_or(Effect::Write);
+        let row = Row {
+            arguments_hash: crate::gate::arguments_hash(args),
+            decision: Decision::Refused.as_str().to_string(),
+            reason: crate::sanitize::secrets(&format!("{e:#}")).chars().take(300).collect(),
+            outcome: "not-run".into(),
+            ..Row::of(caller, app, release, spec.name, effect.as_str())
+        };
+        self.record(app, effect, row).await;
     }
 
     /// Records a tool's row in the app's record (durable for writes).

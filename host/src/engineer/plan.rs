@@ -14,6 +14,9 @@ use crate::gate::Caller;
 use crate::manifest::{AppId, Effect};
 use crate::plans::{Plan, Touch};
 
+/// How many plans `plan_read {app}` answers with, newest first.
+const PLANS_READ: usize = 50;
+
 /// The engineer's tools that change an app: each passes [`Engineer::plan_check`].
 pub const CHANGES: &[&str] = &[
     "source_edit",
@@ -149,15 +152,15 @@ impl Engineer {
             return Err(kinded(ErrorKind::NotFound, crate::error::no_such_app(app)));
         }
         let (apps, on, c) = (self.apps.clone(), app.clone(), caller.clone());
-        let author = caller.connection().map(|connection| crate::plans::Author { connection, pid: std::process::id() });
+        let author = caller.connection().cloned();
         let result = blocking(move || -> anyhow::Result<Answer> {
-            let by = || author.ok_or_else(|| kinded(ErrorKind::InvalidInput, "a plan belongs to its agent's connection; this caller has none"));
+            let by = || author.as_ref().ok_or_else(|| kinded(ErrorKind::InvalidInput, "a plan belongs to its agent's connection; this caller has none"));
             Ok(match input {
                 Input::Open(i) => {
                     let app = on.expect("plan_open names its app");
                     let touches = touches(&apps, &app, i.touches.as_ref())?;
                     let summary = i.summary.as_deref().unwrap_or("");
-                    let plan = plans.open(&app, by()?, c.label(), &i.request, summary, touches)?;
+                    let plan = plans.open(&app, by()?.clone(), c.label(), &i.request, summary, touches)?;
                     let missing = plan.touches.iter().filter(|t| !t.exists).count();
                     let note = if missing == 0 {
                         String::new()
@@ -177,7 +180,7 @@ impl Engineer {
                 Input::Read(i) => match (on, i.plan) {
                     (_, Some(id)) => json!({ "plan": shown(&plans.get(id)?) }),
                     (Some(app), None) => {
-                        let list: Vec<Value> = plans.list(&app)?.iter().map(shown).collect();
+                        let list: Vec<Value> = plans.list(&app, PLANS_READ)?.iter().map(shown).collect();
                         json!({ "plans": list })
                     }
                     (None, None) => unreachable!("refused above"),
@@ -188,7 +191,7 @@ impl Engineer {
                     json!({ "message": format!("task {} of plan {} is done; {left} left", i.task, plan.id), "plan": shown(&plan) })
                 }
                 Input::Finish(i) => {
-                    let plan = plans.finish(i.plan, c.connection(), &i.outcome)?;
+                    let plan = plans.finish(i.plan, &c, &i.outcome)?;
                     json!({ "message": format!("finished plan {}; the next change of {} asks the person again", plan.id, plan.app), "plan": shown(&plan) })
                 }
             })
@@ -214,24 +217,35 @@ impl Engineer {
     ) -> anyhow::Result<Answer> {
         let id = parse::<inputs::PlanRef>(spec.name, args)?.plan;
         let plans = self.apps.plans().clone();
-        let Some(connection) = caller.connection() else {
+        let Some(by) = caller.connection().cloned() else {
             return Err(kinded(ErrorKind::InvalidInput, "a run is bound to its connection; this caller has none"));
         };
-        let by = crate::plans::Author { connection, pid: std::process::id() };
         // Refused before the person is asked: another agent's plan (their yes
-        // would go to it), one not submitted, or a second run on the app.
-        let plan = plans.check_start(id, by)?;
+        // would go to it), one not submitted, or a second run on the app. The
+        // refusal is a row of the app's record, with its reason.
+        let plan = match plans.check_start(id, &by) {
+            Ok(p) => p,
+            Err(e) => {
+                if let Some(app) = plans.get(id).ok().and_then(|p| AppId::parse(&p.app).ok()) {
+                    self.refused(caller, spec, &app, "plan", args, &e).await;
+                }
+                return Err(e);
+            }
+        };
         let app = AppId::parse(&plan.app).map_err(|e| kinded(ErrorKind::InvalidInput, e))?;
         let limit = humantime::format_duration(self.apps.plans().limit());
+        // The host's lines first (what starting means, the app, the marks of
+        // what the app lacks), then the agent's words, framed as the agent's.
         let card = format!(
-            "{}\nStarting it means one thing: until the run ends, this agent's edits, builds and previews of {app} — only {app}, \
+            "An agent asks you to start plan {id} of {app} (channel ai).\n\
+             Starting it means one thing: until the run ends, this agent's edits, builds and previews of {app} — only {app}, \
              only from this connection — run without asking you. Anything else asks as usual; activating is yours alone. \
              The run ends when the agent finishes it, you press Stop, its connection closes, a question outside it goes \
-             unanswered, its time limit ({limit}) passes, or the launcher stops.",
+             unanswered, its time limit ({limit}) passes, or the launcher stops.\n{}",
             plan.text()
         );
         let pass = self.ask(caller, spec, &app, "plan", args, Some(&card), progress).await?;
-        let started = blocking(move || plans.start(id, by)).await;
+        let started = blocking(move || plans.start(id, &by)).await;
         self.ran(caller, spec, &app, "plan", Some(&pass), args, &started).await;
         (self.changed)(&app);
         let plan = started?;
@@ -275,16 +289,35 @@ impl Engineer {
         .await
     }
 
-    /// A question of `caller` went unanswered: a run on its connection ends.
+    /// Right before an approved change of `app` is made: refused (conflict)
+    /// when a run of another connection began on the app since it was
+    /// checked, whoever approved it.
+    pub(super) async fn still_free(&self, caller: &Caller, app: &AppId) -> anyhow::Result<()> {
+        let (plans, id, on) = (self.apps.plans().clone(), app.clone(), caller.connection().cloned());
+        blocking(move || match plans.running(&id)? {
+            Some(run) if !run.is_run_of(on.as_ref()) => Err(kinded(
+                ErrorKind::Conflict,
+                format!(
+                    "plan {} began running on {id} from another connection while this waited; nothing was changed: nobody else changes {id} until its run ends",
+                    run.id
+                ),
+            )),
+            _ => Ok(()),
+        })
+        .await
+    }
+
+    /// A question of `caller` went unanswered: every run on its connection ends.
     pub(super) async fn unanswered(&self, caller: &Caller) {
-        let Some(conn) = caller.connection() else { return };
+        let Some(conn) = caller.connection().cloned() else { return };
         let plans = self.apps.plans().clone();
-        let ended =
-            blocking(move || plans.end_run_on(conn, std::process::id(), "a question outside the run went unanswered"))
-                .await;
+        let ended = blocking(move || plans.end_runs_on(&conn, "a question outside the run went unanswered")).await;
         match ended {
-            Ok(Some(p)) => tracing::info!(app = %p.app, "the run of plan {} ended: a question went unanswered", p.id),
-            Ok(None) => {}
+            Ok(ended) => {
+                for p in ended {
+                    tracing::info!(app = %p.app, "the run of plan {} ended: a question went unanswered", p.id);
+                }
+            }
             Err(e) => tracing::error!("cannot end a run: {e:#}"),
         }
     }
@@ -316,7 +349,7 @@ fn touches(apps: &crate::apps::Apps, app: &AppId, t: Option<&inputs::Touches>) -
                 "table" => tables.iter().any(|t| t == name),
                 _ => ws.as_ref().is_some_and(|w| w.has(name)),
             };
-            out.push(Touch { kind: kind.into(), name: name.chars().filter(|c| !c.is_control()).collect(), exists });
+            out.push(Touch { kind: kind.into(), name: crate::elsewhere::text::one_line(name), exists });
         }
     }
     Ok(out)

@@ -71,14 +71,26 @@ pub struct Caller {
     label: String,
     /// The control connection the call came on (an engineer's): what a run
     /// is bound to. Set only by the control connection's adapter.
-    connection: Option<u64>,
+    connection: Option<Connection>,
+}
+
+/// A control connection of one launcher start: what a run, an engineer's
+/// session and a plan's author are bound to. Connection numbers start at 1 in
+/// every launcher, so the number alone never names one: the launcher's id (a
+/// random value per start) goes with it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Connection {
+    /// The id of the launcher start that numbered it.
+    pub launcher: String,
+    /// Its number in that launcher.
+    pub number: u64,
 }
 
 /// The longest caller label kept; the rest is cut.
 const MAX_LABEL: usize = 80;
 
 fn clean_label(label: &str) -> String {
-    label.chars().filter(|c| !c.is_control()).take(MAX_LABEL).collect()
+    label.chars().filter(|c| !c.is_control() && !crate::elsewhere::text::is_format(*c)).take(MAX_LABEL).collect()
 }
 
 impl Caller {
@@ -113,9 +125,9 @@ impl Caller {
         Caller { channel: Channel::Ai, label: clean_label(name), connection: None }
     }
 
-    /// An engineer on control connection `connection` (unique for the
-    /// launcher's life): channel `ai`, bound to that connection.
-    pub fn engineer(client: &str, connection: u64) -> Caller {
+    /// An engineer on control connection `connection` (of one launcher
+    /// start): channel `ai`, bound to that connection.
+    pub fn engineer(client: &str, connection: Connection) -> Caller {
         Caller { channel: Channel::Ai, label: clean_label(client), connection: Some(connection) }
     }
 
@@ -127,8 +139,8 @@ impl Caller {
     }
 
     /// The control connection an engineer's call came on.
-    pub fn connection(&self) -> Option<u64> {
-        self.connection
+    pub fn connection(&self) -> Option<&Connection> {
+        self.connection.as_ref()
     }
 
     pub fn channel(&self) -> Channel {

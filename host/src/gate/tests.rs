@@ -372,6 +372,7 @@ mod stand_ins {
                 let dir = tempfile::tempdir().unwrap();
                 let root = crate::root::Root::open(dir.path()).unwrap();
                 let plans = Arc::new(Plans::new(&root, Duration::from_secs(3600)));
+                plans.bind_launcher("l");
                 let file = dir.path().join(standing::FILE);
                 let gate = Gate::with_stand_ins(WINDOW, vec![plans.clone(), Arc::new(Standing(file.clone()))]);
                 let _panel = gate.attach(None);
@@ -389,7 +390,7 @@ mod stand_ins {
                             let caller = match (ch, conn) {
                                 (Channel::User, _) => Caller::command_line(),
                                 (Channel::Ai, 0) => Caller::ai("a"),
-                                (Channel::Ai, c) => Caller::engineer("a", u64::from(c)),
+                                (Channel::Ai, c) => Caller::engineer("a", crate::gate::Connection { launcher: "l".into(), number: u64::from(c) }),
                                 (Channel::Mcp, _) => Caller::control("m"),
                                 (Channel::Workflow, _) => Caller::workflow("w"),
                             };
@@ -401,7 +402,7 @@ mod stand_ins {
                             // The model: who may answer for the person now.
                             let by_run = runs
                                 .get(&(app as usize))
-                                .filter(|(_, c)| caller.connection() == Some(*c))
+                                .filter(|(_, c)| caller.connection().map(|c| c.number) == Some(*c))
                                 .filter(|_| crate::plans::run_covers(&k))
                                 .map(|(id, _)| AnsweredBy::Run(*id));
                             let by_standing = (standing_on && standing_covers(&k)).then_some(AnsweredBy::Standing);
@@ -433,11 +434,11 @@ mod stand_ins {
                         }
                         Op::StartRun { app, conn } => {
                             let a = AppId::parse(APPS[app as usize]).unwrap();
-                            let by = crate::plans::Author { connection: u64::from(conn), pid: std::process::id() };
-                            let plan = plans.open(&a, by, "a", "r", "", Vec::new()).unwrap();
-                            plans.add_task(plan.id, by, "t", "").unwrap();
-                            plans.submit(plan.id, by).unwrap();
-                            match plans.start(plan.id, by) {
+                            let by = crate::plans::Author { launcher: "l".into(), number: u64::from(conn) };
+                            let plan = plans.open(&a, by.clone(), "a", "r", "", Vec::new()).unwrap();
+                            plans.add_task(plan.id, &by, "t", "").unwrap();
+                            plans.submit(plan.id, &by).unwrap();
+                            match plans.start(plan.id, &by) {
                                 Ok(_) => { runs.insert(app as usize, (plan.id, u64::from(conn))); }
                                 Err(_) => prop_assert!(runs.contains_key(&(app as usize)), "one run per app"),
                             }

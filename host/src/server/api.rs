@@ -306,7 +306,7 @@ async fn state(State(ctx): State<Ctx>) -> Response {
                 "not_granted": not_granted,
                 "rollback": rollback,
                 "runs": crate::gate::record::read(&paths.data(), 20).unwrap_or_default(),
-                "plans": apps.plans().list(&id).map(|mut p| { p.truncate(PLANS_SHOWN); p }).unwrap_or_default(),
+                "plans": apps.plans().list(&id, PLANS_SHOWN).unwrap_or_default(),
                 "removal": {
                     // What Remove moves to the trash, and what it leaves.
                     "trash": root.dir().join("trash").display().to_string(),

@@ -168,6 +168,9 @@ pub struct Launcher {
     /// The operating system's folder window, for the panel's Create.
     pub(crate) folder: folder::FolderWindow,
     pub started_at: String,
+    /// This launcher start's id (random): with a connection's number, what a
+    /// run, a session and a plan's author are bound to.
+    pub id: String,
 }
 
 /// Whether a tab was opened by the system or its address printed.
@@ -178,7 +181,15 @@ pub struct Opened {
 }
 
 impl Launcher {
-    pub fn new(apps: Arc<Apps>, config: Config, opener: Opener, with_panel: bool) -> Arc<Launcher> {
+    /// The launcher start `id` (its lock taken at `started_at`) over `apps`.
+    pub fn new(
+        apps: Arc<Apps>,
+        config: Config,
+        opener: Opener,
+        with_panel: bool,
+        id: String,
+        started_at: String,
+    ) -> Arc<Launcher> {
         let (events, _) = broadcast::channel(256);
         let (stop, _) = watch::channel(false);
         Arc::new(Launcher {
@@ -192,7 +203,8 @@ impl Launcher {
             with_panel,
             last_panel: Mutex::default(),
             folder: folder::FolderWindow::default(),
-            started_at: crate::release::now_rfc3339(),
+            started_at,
+            id,
         })
     }
 

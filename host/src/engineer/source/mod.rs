@@ -463,7 +463,14 @@ impl Change {
             );
         }
         let diff = similar::TextDiff::from_lines(before, after);
-        text.push_str(&diff.unified_diff().context_radius(3).header(&from, &to).to_string());
+        let diff = diff.unified_diff().context_radius(3).header(&from, &to).to_string();
+        // Bidi overrides and zero-width characters change what the person
+        // reads without being seen: each is shown as its escape.
+        let shown = crate::elsewhere::text::show_format(&diff);
+        if matches!(shown, std::borrow::Cow::Owned(_)) {
+            text.push_str("note: this change holds invisible format characters (bidi controls, zero-width); each is shown as \\u{…}\n");
+        }
+        text.push_str(&shown);
         if text.len() > MAX_DIFF {
             return Err(invalid(format!(
                 "this change's diff is {} KiB, and a person is shown at most {} KiB of one change; split it into smaller changes (source_edit, or several files)",

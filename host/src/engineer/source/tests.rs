@@ -305,3 +305,18 @@ fn a_binary_write_and_the_delete_of_a_file_that_is_not_text_say_so() {
     let shown = w.delete("image.png").unwrap().shown().unwrap();
     assert!(shown.contains("note: the file as it is now is BINARY or not UTF-8"), "{shown}");
 }
+
+#[test]
+fn a_bidi_override_in_a_change_is_shown_on_its_card_not_hidden() {
+    let f = fixture();
+    let w = Workspace::open(&f.ws).unwrap();
+    let trojan = "if access_level != \"user\u{202e} \u{2066}// Check if admin\u{2069} \u{2066}\" {\n";
+    let change = w.write("src/lib.rs", trojan).unwrap();
+    let shown = change.shown().unwrap();
+    assert!(!shown.chars().any(crate::elsewhere::text::is_format), "{shown}");
+    assert!(shown.contains("\\u{202e}") && shown.contains("\\u{2066}"), "{shown}");
+    assert!(shown.starts_with("note: this change holds invisible format characters"), "{shown}");
+    // What is written is the agent's text as it is: the card only shows it.
+    change.apply().unwrap();
+    assert_eq!(std::fs::read_to_string(f.ws.join("src/lib.rs")).unwrap(), trojan);
+}
