@@ -176,3 +176,81 @@ fn a_package_that_does_not_hold_is_refused_with_a_sentence_and_nothing_is_placed
     // From then on, the new key is the pinned one.
     assert!(pinned.refused(&["install", file.to_str().unwrap()]).contains(&other_fp));
 }
+
+/// A copy of the notes workspace in a temporary folder (manifest and
+/// migrations; the component comes built).
+fn notes_workspace() -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    let notes = repo().join("guests/notes");
+    std::fs::copy(notes.join("autoapp.toml"), ws.path().join("autoapp.toml")).unwrap();
+    std::fs::create_dir(ws.path().join("migrations")).unwrap();
+    for m in std::fs::read_dir(notes.join("migrations")).unwrap() {
+        let m = m.unwrap();
+        std::fs::copy(m.path(), ws.path().join("migrations").join(m.file_name())).unwrap();
+    }
+    ws
+}
+
+#[test]
+fn an_update_is_a_candidate_that_says_what_changed_previews_on_a_copy_and_keeps_the_rows() {
+    let publisher = TestRoot::new();
+    publisher.ok(&["key", "new", "--name", "Ada"]);
+    let ws = notes_workspace();
+    let component = crate::support::guest_component("notes");
+    let component = component.to_str().unwrap();
+    publisher.ok(&["create", "notes", "--at", ws.path().to_str().unwrap()]);
+    let built = |r: &TestRoot| -> String {
+        let v: serde_json::Value =
+            serde_json::from_str(&r.ok(&["build", "notes", "--component", component, "--json"])).unwrap();
+        v["release"].as_str().unwrap().to_string()
+    };
+    let out = tempfile::tempdir().unwrap();
+    let pack = |release: &str, name: &str| -> String {
+        let to = out.path().join(name);
+        publisher.ok(&["pack", "notes", "--release", release, "--sign", "--to", to.to_str().unwrap()]);
+        to.to_str().unwrap().to_string()
+    };
+    let v1 = built(&publisher);
+    let v1_file = pack(&v1, "v1.wasm");
+    // Version 2: a new route, a new migration.
+    let manifest = std::fs::read_to_string(ws.path().join("autoapp.toml")).unwrap();
+    let manifest = manifest
+        .replace("version = \"0.1.0\"", "version = \"0.2.0\"")
+        .replace(
+            "migrations = [\"migrations/0001_init.sql\"]",
+            "migrations = [\"migrations/0001_init.sql\", \"migrations/0002_archive.sql\"]",
+        )
+        .replacen(
+            "\n[data]",
+            "\n[[route]]\nname = \"notes.archive\"\neffect = \"write\"\nsummary = \"Archive a note\"\n\n[data]",
+            1,
+        );
+    std::fs::write(ws.path().join("autoapp.toml"), &manifest).unwrap();
+    std::fs::write(
+        ws.path().join("migrations/0002_archive.sql"),
+        "CREATE TABLE archived (note_id INTEGER PRIMARY KEY);\n",
+    )
+    .unwrap();
+    let v2 = built(&publisher);
+    let v2_file = pack(&v2, "v2.wasm");
+
+    let person = TestRoot::new();
+    person.ok(&["install", &v1_file]);
+    person.ok(&["activate", "notes", &v1]);
+    person.call("notes", "notes.add", r#"{"title": "kept across the update"}"#);
+    let said = person.ok(&["install", &v2_file]);
+    assert!(said.contains("a candidate of the app you have") && said.contains("the same publisher"), "{said}");
+    assert!(said.contains("compared with the active release"), "{said}");
+    assert!(
+        said.contains("notes.archive") && said.contains("0002_archive.sql"),
+        "explain names the new route and migration: {said}"
+    );
+    // A preview on a copy of the data, then the person's activation.
+    person.ok(&["preview", "notes", &v2]);
+    let previewed = person.ok(&["call", "notes", "notes.list", "{}", "--preview"]);
+    assert!(previewed.contains("kept across the update"), "{previewed}");
+    person.ok(&["preview-stop", "notes"]);
+    person.ok(&["activate", "notes", &v2]);
+    let listed = person.call("notes", "notes.list", "{}");
+    assert!(listed.to_string().contains("kept across the update"), "{listed}");
+}

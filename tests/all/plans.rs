@@ -92,9 +92,15 @@ fn questions(panel: &crate::support::http::Http) -> mpsc::Receiver<Value> {
         panel.cookie.clone().unwrap()
     )
     .unwrap();
+    // The stream's headers are sent once the launcher has counted the page
+    // as open: read them here, so a question asked next finds somebody to ask.
+    let mut lines = BufReader::new(events);
+    let mut header = String::new();
+    while lines.read_line(&mut header).is_ok_and(|n| n > 0) && header.trim() != "" {
+        header.clear();
+    }
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let mut lines = BufReader::new(events);
         let mut asked = false;
         let mut line = String::new();
         while lines.read_line(&mut line).is_ok_and(|n| n > 0) {
