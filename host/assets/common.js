@@ -39,12 +39,10 @@ async function api(method, path, body) {
 
 // The approvals strip: one row per waiting question, with time left (amber
 // under a minute) and Approve / Deny. `onCount` gets the number waiting.
-// Invisible format characters (bidi controls, zero-width characters, tags)
-// shown as visible escapes: the host's elsewhere::text::is_format, for what
+// The same characters shown as visible escapes instead of removed, for what
 // the page draws of a caller's arguments as they are (the host stores them
 // unchanged, since the person approves exactly them).
-const FORMAT = /[\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u200B-\u200F\u2028-\u202E\u2060-\u206F\u3164\uFE00-\uFE0F\uFEFF\uFFA0\uFFF9-\uFFFB\u{E0001}\u{E0020}-\u{E007F}\u{E0100}-\u{E01EF}]/gu;
-const visible = (text) => text.replace(FORMAT, (c) => `\\u{${c.codePointAt(0).toString(16)}}`);
+function escaped(text) { return String(text).replace(INVISIBLE, (c) => `\\u{${c.codePointAt(0).toString(16)}}`); }
 
 function Approvals(container, onCount) {
   const questions = new Map();
@@ -69,7 +67,7 @@ function Approvals(container, onCount) {
       // else shows its arguments.
       const shown = q.change != null
         ? el("pre", { class: "change", text: q.change })
-        : el("pre", { class: "arguments", text: visible(JSON.stringify(q.arguments, null, 2)) });
+        : el("pre", { class: "arguments", text: escaped(JSON.stringify(q.arguments, null, 2)) });
       container.append(el("div", { class: "question", "data-request": q.requestId },
         el("div", { class: "what" },
           el("strong", { text: `${q.appId}: ${q.route}` }), " ",
