@@ -1222,3 +1222,84 @@ fn a_restore_that_cannot_be_recorded_is_undone_and_never_wedges_the_root() {
     fresh.ok(&["restore", file.to_str().unwrap()]);
     assert_eq!(fresh.call("notes", "notes.list", "{}")["notes"].as_array().unwrap().len(), 1);
 }
+
+/// Recomputes the release's id from `e`'s release files (a tamperer who
+/// changed them), and writes it where release.json and backup.json name it.
+fn rereleased(e: &mut Entries) {
+    use autoapp::release::{Migration, ReleaseInputs, release_id};
+    let text = String::from_utf8(e[index_of(e, "release/autoapp.toml")].1.clone()).unwrap();
+    let parsed = autoapp::manifest::parse(&text, "autoapp.toml").unwrap();
+    let migrations: Vec<Migration> = parsed
+        .migrations
+        .iter()
+        .map(|m| Migration {
+            name: m.clone(),
+            sql: String::from_utf8(e[index_of(e, &format!("release/{m}"))].1.clone()).unwrap(),
+        })
+        .collect();
+    let component = e[index_of(e, "release/component.wasm")].1.clone();
+    let inputs = ReleaseInputs {
+        component: &component,
+        manifest_text: &text,
+        manifest: &parsed,
+        migrations: &migrations,
+        source: "",
+    };
+    let id = release_id(&inputs);
+    let info = index_of(e, "release/release.json");
+    let mut r: Value = serde_json::from_slice(&e[info].1).unwrap();
+    r["id"] = json!(id);
+    put(e, "release/release.json", serde_json::to_vec(&r).unwrap());
+    let mut m: Value = serde_json::from_slice(&e[0].1).unwrap();
+    m["release"] = json!(id);
+    e[0].1 = serde_json::to_vec(&m).unwrap();
+}
+
+/// `good` with `sql` appended to the release's first migration, its id recomputed.
+fn with_migration(good: &Entries, dir: &Path, tag: &str, sql: &str) -> PathBuf {
+    tampered(good, dir, tag, |e| {
+        let text = String::from_utf8(e[index_of(e, "release/autoapp.toml")].1.clone()).unwrap();
+        let first = autoapp::manifest::parse(&text, "autoapp.toml").unwrap().migrations[0].clone();
+        let name = format!("release/{first}");
+        let mut body = e[index_of(e, &name)].1.clone();
+        body.extend_from_slice(sql.as_bytes());
+        put(e, &name, body);
+        rereleased(e);
+    })
+}
+
+#[test]
+fn a_backups_migrations_cannot_attach_another_apps_record_vacuum_into_a_file_or_run_forever() {
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    let fresh = TestRoot::new();
+    fresh.ok(&["restore", file.to_str().unwrap(), "--as", "other"]);
+    let record = fresh.path().join("apps/other/data/runs.sqlite");
+    let rows = || record_rows(&std::fs::read(&record).unwrap()).len();
+    let before = rows();
+    assert!(before > 0);
+
+    let attach = format!("\nATTACH '{}' AS x; DELETE FROM x.runs;\n", record.display());
+    let hostile = with_migration(&good, dir.path(), "attach", &attach);
+    let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+    assert_eq!(rows(), before, "the other app's record is intact");
+    assert!(said.contains("ATTACH and DETACH are not available"), "{said}");
+
+    let into = dir.path().join("stolen.sqlite");
+    let hostile = with_migration(&good, dir.path(), "vacuum", &format!("\nVACUUM INTO '{}';\n", into.display()));
+    let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+    assert!(said.contains("cannot be restored"), "{said}");
+    assert!(!into.exists(), "no file was made");
+
+    let endless = "\nCREATE TABLE forever AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) AS n FROM c;\n";
+    let hostile = with_migration(&good, dir.path(), "endless", endless);
+    let began = Instant::now();
+    let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+    assert!(said.contains("ran past its 2 s and was stopped"), "{said}");
+    assert!(began.elapsed() < Duration::from_secs(30), "{:?}", began.elapsed());
+    assert!(!fresh.path().join("apps/notes").exists());
+    assert!(leftovers(&fresh).iter().all(|n| !n.starts_with(".restore-")), "{:?}", leftovers(&fresh));
+    fresh.ok(&["space"]);
+}
