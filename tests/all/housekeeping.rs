@@ -1303,3 +1303,26 @@ fn a_backups_migrations_cannot_attach_another_apps_record_vacuum_into_a_file_or_
     assert!(leftovers(&fresh).iter().all(|n| !n.starts_with(".restore-")), "{:?}", leftovers(&fresh));
     fresh.ok(&["space"]);
 }
+
+/// `good` whose backup.json also lists `path` (with `body`), and holds it.
+fn with_extra(good: &Entries, dir: &Path, tag: &str, path: &str, body: &[u8]) -> PathBuf {
+    tampered(good, dir, tag, |e| {
+        let mut m: Value = serde_json::from_slice(&e[0].1).unwrap();
+        m["files"].as_array_mut().unwrap().push(json!({ "path": path, "bytes": body.len(), "sha256": sha(body) }));
+        e[0].1 = serde_json::to_vec(&m).unwrap();
+    })
+}
+
+#[test]
+fn a_long_name_in_the_list_is_refused_before_anything_is_unpacked() {
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    let long = format!("release/{}x", "a/".repeat(2000));
+    let hostile = with_extra(&good, dir.path(), "long-name", &long, b"x");
+    let fresh = TestRoot::new();
+    let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+    assert!(said.contains("bytes long; a name is at most 1024"), "{said}");
+    assert!(leftovers(&fresh).is_empty(), "{:?}", leftovers(&fresh));
+}
