@@ -414,7 +414,7 @@ fn a_damaged_tampered_or_foreign_backup_is_refused_and_nothing_is_placed() {
             e[0].1 = serde_json::to_vec(&m).unwrap();
             e.push((sneaky.clone(), body));
         }),
-        "which is not a file a backup holds",
+        "is not a plain relative name",
     ));
     cases.push((
         "a missing entry",
@@ -1325,4 +1325,57 @@ fn a_long_name_in_the_list_is_refused_before_anything_is_unpacked() {
     let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
     assert!(said.contains("bytes long; a name is at most 1024"), "{said}");
     assert!(leftovers(&fresh).is_empty(), "{:?}", leftovers(&fresh));
+}
+
+#[test]
+fn a_listed_8_gb_component_is_refused_before_anything_is_unpacked() {
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    // Listed as 8 GB of zeros (its hash would be precomputed; none is read).
+    let hostile = tampered(&good, dir.path(), "8gb", |e| {
+        let mut m: Value = serde_json::from_slice(&e[0].1).unwrap();
+        for f in m["files"].as_array_mut().unwrap() {
+            if f["path"] == "release/component.wasm" {
+                f["bytes"] = json!(8u64 << 30);
+            }
+        }
+        e[0].1 = serde_json::to_vec(&m).unwrap();
+    });
+    let fresh = TestRoot::new();
+    let began = Instant::now();
+    let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+    assert!(said.contains("lists \"release/component.wasm\" of 8589934592 bytes; at most 268435456"), "{said}");
+    assert!(began.elapsed() < Duration::from_secs(20));
+    assert!(leftovers(&fresh).is_empty(), "no staging folder: {:?}", leftovers(&fresh));
+}
+
+#[test]
+fn a_deep_or_extra_release_file_is_refused_and_a_staging_folder_that_cannot_be_removed_wedges_nothing() {
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    let fresh = TestRoot::new();
+    let deep = format!("release/{}x.sql", "a/".repeat(100));
+    let hostile = with_extra(&good, dir.path(), "deep", &deep, b"x");
+    let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+    assert!(said.contains("more than 16 folders deep"), "{said}");
+    let hostile = with_extra(&good, dir.path(), "extra", "release/a/a/x", b"x");
+    let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+    assert!(said.contains("lists \"release/a/a/x\", which is not a file a backup holds"), "{said}");
+    assert!(leftovers(&fresh).is_empty(), "{:?}", leftovers(&fresh));
+
+    // What a crash left that cannot be removed (here: not a folder at all,
+    // so removing it as one fails) is said, never a failure of the command.
+    std::fs::create_dir_all(fresh.path().join("apps")).unwrap();
+    std::fs::write(fresh.path().join("apps/.restore-notes-deadbeef-4194305"), "x").unwrap();
+    let out = fresh.run(&["space"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("cannot be removed"), "{stderr}");
+    let status = fresh.fails_with(1, &["status"]);
+    assert!(status.contains("no launcher is running"), "{status}");
+    fresh.ok(&["restore", file.to_str().unwrap()]);
 }

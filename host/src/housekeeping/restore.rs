@@ -170,7 +170,8 @@ fn stage(
     journal::fault("restore:unpacked");
 
     let paths = AppPaths { id: id.clone(), dir: staging.to_path_buf() };
-    let release = check_release(root, runtime, file, &paths, &manifest.release)?;
+    let listed: Vec<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
+    let release = check_release(root, runtime, file, &paths, &manifest.release, &listed)?;
     check_data(file, &paths, &release.migrations)?;
     let rows = rebuild_record(file, staging)?;
     progress(&format!(
@@ -266,13 +267,27 @@ fn read_list(file: &Path) -> anyhow::Result<(Manifest, Expected)> {
         if path == MANIFEST {
             return Err(damaged(file, format!("its {MANIFEST} lists itself")));
         }
+        // Bounded and canonical first, then one of the files a backup holds.
+        expected.part(path, *bytes).map_err(|e| damaged(file, format!("its {MANIFEST}: {e}")))?;
         if staged_path(path, &manifest.release).is_none() {
             return Err(damaged(
                 file,
                 format!("its {MANIFEST} lists {}, which is not a file a backup holds", named(path)),
             ));
         }
-        expected.part(path, *bytes).map_err(|e| damaged(file, format!("its {MANIFEST}: {e}")))?;
+        if *bytes > most_bytes(path) {
+            return Err(damaged(
+                file,
+                format!("its {MANIFEST} lists {} of {} bytes; at most {}", named(path), bytes, most_bytes(path)),
+            ));
+        }
+    }
+    let migrations: u64 = manifest.files.iter().filter(|f| f.path.ends_with(".sql")).map(|f| f.bytes).sum();
+    if migrations > MAX_MIGRATIONS {
+        return Err(damaged(
+            file,
+            format!("its {MANIFEST} lists {migrations} bytes of migrations; at most {MAX_MIGRATIONS}"),
+        ));
     }
     if expected.total().is_none() {
         return Err(damaged(file, "the sizes its manifest lists are impossible"));
@@ -298,9 +313,39 @@ fn staged_path(name: &str, release: &str) -> Option<PathBuf> {
             _ => None,
         };
     }
+    // A release holds its component, its manifest, its release.json and the
+    // migrations its manifest lists (each a `.sql`; [`check_release`] holds
+    // that they are exactly the listed ones).
     let rel = name.strip_prefix("release/")?;
+    if !is_release_file(rel) {
+        return None;
+    }
     Some(PathBuf::from("releases").join(release).join(rel))
 }
+
+/// What a name inside `release/` may be: one of the release's own files, or a migration.
+fn is_release_file(rel: &str) -> bool {
+    matches!(rel, COMPONENT_FILE | MANIFEST_FILE | release::RELEASE_FILE) || rel.ends_with(".sql")
+}
+
+/// The most bytes a listed file of each kind may have, checked in
+/// [`read_list`] before anything is unpacked (a listing of an 8 GB
+/// component, its hash precomputed, fits in a backup of a megabyte).
+fn most_bytes(name: &str) -> u64 {
+    match name.strip_prefix("release/") {
+        Some(COMPONENT_FILE) => crate::build::MAX_COMPONENT,
+        Some(rel) if rel.ends_with(".sql") => store::MAX_MIGRATION_SQL as u64,
+        Some(_) => MAX_TEXT,
+        None if name == GRANTS => MAX_TEXT,
+        // The app's data and its record: bounded by the disk's room (`room_for`).
+        None => u64::MAX,
+    }
+}
+
+/// The most bytes of a release's manifest, release.json, or a backup's grants.json.
+const MAX_TEXT: u64 = 1 << 20;
+/// The most bytes of all a release's migrations together.
+const MAX_MIGRATIONS: u64 = 16 << 20;
 
 /// Step 2: room for what is listed, before anything is written.
 fn room_for(root: &Root, file: &Path, expected: &Expected) -> anyhow::Result<()> {
@@ -377,11 +422,27 @@ struct Checked {
 /// Step 4: the release's id is its files' hash, as every release's is; its
 /// release.json describes its component; its component is one a build
 /// would make a release of.
-fn check_release(root: &Root, runtime: &Runtime, file: &Path, paths: &AppPaths, rid: &str) -> anyhow::Result<Checked> {
+fn check_release(
+    root: &Root,
+    runtime: &Runtime,
+    file: &Path,
+    paths: &AppPaths,
+    rid: &str,
+    listed: &[&str],
+) -> anyhow::Result<Checked> {
     let rdir = paths.release(rid);
     let rmanifest = crate::manifest::load(&rdir.join(MANIFEST_FILE))
         .map_err(|e| damaged(file, format!("its release's autoapp.toml is not valid ({e})")))?;
     let manifest_text = std::fs::read_to_string(rdir.join(MANIFEST_FILE))?;
+    // The release holds exactly the files it covers: no migration its manifest does not list.
+    for listed in listed.iter().filter_map(|p| p.strip_prefix("release/")) {
+        if listed.ends_with(".sql") && !rmanifest.migrations.iter().any(|m| m == listed) {
+            return Err(damaged(
+                file,
+                format!("its release holds {}, a migration its autoapp.toml does not list", named(listed)),
+            ));
+        }
+    }
     let migrations = release::migrations(paths, rid, &rmanifest).map_err(|e| damaged(file, format!("{e:#}")))?;
     let component = std::fs::read(rdir.join(COMPONENT_FILE))
         .map_err(|e| damaged(file, format!("its release has no component ({e})")))?;
@@ -566,10 +627,19 @@ pub fn recover(root: &Root, caller: &Caller) -> anyhow::Result<Vec<String>> {
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         // A staging folder whose restore is gone (one running now is left to it).
+        // One that cannot be removed is said and left: never a reason for the command to fail.
         if name.starts_with(".restore-") && !super::in_use(&name) {
-            std::fs::remove_dir_all(entry.path())
-                .with_context(|| format!("cannot remove {}", entry.path().display()))?;
-            said.push(format!("an interrupted restore ({name}) was undone: nothing of it was placed"));
+            let shown = elsewhere::text::terminal(&name).into_owned();
+            match std::fs::remove_dir_all(entry.path()) {
+                Ok(()) => said.push(format!("an interrupted restore ({shown}) was undone: nothing of it was placed")),
+                Err(e) => {
+                    tracing::warn!(folder = %shown, error = %e, "an interrupted restore's folder cannot be removed");
+                    said.push(format!(
+                        "an interrupted restore left {} behind, and it cannot be removed ({e}); nothing of it was placed. Remove it by hand when you can",
+                        entry.path().display()
+                    ));
+                }
+            }
         }
     }
     for id in root.app_ids()? {
@@ -621,6 +691,8 @@ mod tests {
             "data/a/b.sqlite",
             "release/../../x",
             "release//etc/passwd",
+            "release/a/a/a/x",
+            "release/notes.txt",
             "other",
         ] {
             assert_eq!(staged_path(bad, &r), None, "{bad}");
