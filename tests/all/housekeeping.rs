@@ -956,8 +956,14 @@ fn a_record_whose_trigger_deletes_rows_or_whose_runs_is_a_view_loses_no_row() {
         );
         put(e, "data/runs.sqlite", db);
     });
+    // A record holds exactly the record's table: the trigger is refused, named,
+    // before SQLite's integrity check evaluates anything of the file.
     let fresh = TestRoot::new();
-    fresh.ok(&["restore", deleting.to_str().unwrap()]);
+    let said = fresh.refused(&["restore", deleting.to_str().unwrap()]);
+    assert!(said.contains("runs.sqlite holds trigger \"forget\" that Autoapp does not make in it"), "{said}");
+    assert!(leftovers(&fresh).is_empty(), "{:?}", leftovers(&fresh));
+    // The genuine file restores every row, and later rows follow them.
+    fresh.ok(&["restore", file.to_str().unwrap()]);
     fresh.call("notes", "notes.add", r#"{"title":"after"}"#);
     fresh.ok(&["revoke", "notes", "network:https://example.com"]);
     let rows = record_json(&fresh, "notes");
@@ -983,7 +989,7 @@ fn a_record_whose_trigger_deletes_rows_or_whose_runs_is_a_view_loses_no_row() {
     });
     let fresh = TestRoot::new();
     let said = fresh.refused(&["restore", viewed.to_str().unwrap()]);
-    assert!(said.contains("runs.sqlite holds a view \"runs\" where a table should be"), "{said}");
+    assert!(said.contains("runs.sqlite holds") && said.contains("view \"runs\""), "{said}");
     assert!(leftovers(&fresh).is_empty(), "{:?}", leftovers(&fresh));
     fresh.ok(&["space"]);
 }
@@ -1378,4 +1384,35 @@ fn a_deep_or_extra_release_file_is_refused_and_a_staging_folder_that_cannot_be_r
     let status = fresh.fails_with(1, &["status"]);
     assert!(status.contains("no launcher is running"), "{status}");
     fresh.ok(&["restore", file.to_str().unwrap()]);
+}
+
+#[test]
+fn a_foreign_sqlite_files_schema_is_compared_before_its_integrity_check_evaluates_anything() {
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    // A CHECK that builds a 100 MB text whenever a row is checked; its row
+    // put in without the check (as a tamperer can).
+    let bomb = "CREATE TABLE evil (x CHECK (length(printf('%.*c', 100000000, 'x')) > 0));
+                PRAGMA ignore_check_constraints = ON; INSERT INTO evil VALUES (1);";
+    for (entry, named) in [
+        ("data/runs.sqlite", "runs.sqlite holds table \"evil\" that Autoapp does not make in it"),
+        ("data/app.sqlite", "app.sqlite holds table \"evil\" that its release's migrations do not make"),
+    ] {
+        let db = good[index_of(&good, entry)].1.clone();
+        let hostile = tampered(&good, dir.path(), "check-bomb", |e| put(e, entry, with_sql(&db, bomb)));
+        let fresh = TestRoot::new();
+        let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+        assert!(said.contains(named), "{entry}: {said}");
+        assert!(leftovers(&fresh).is_empty(), "{:?}", leftovers(&fresh));
+    }
+    // A table whose name only looks like SQLite's own is compared like any other.
+    let db = good[index_of(&good, "data/app.sqlite")].1.clone();
+    let hostile = tampered(&good, dir.path(), "sqlite-named", |e| {
+        put(e, "data/app.sqlite", with_sql(&db, "PRAGMA writable_schema = ON; CREATE TABLE SQLITE_kept (x);"))
+    });
+    let fresh = TestRoot::new();
+    let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+    assert!(said.contains("table \"SQLITE_kept\""), "{said}");
 }

@@ -11,7 +11,7 @@
 //!   size checked against what the reader expects ([`Expected`]) before any
 //!   byte of it is read, canonical names only. Memory stays flat whatever a
 //!   header declares.
-//! - [`sqlite`]: a SQLite file from elsewhere, opened read-only and checked
+//! - [`sqlite`]: a SQLite file from elsewhere, opened read-only, bounded and checked
 //!   (integrity, its schema against the one expected), its rows read typed.
 //!   It is never opened as one of the host's own databases.
 //! - [`wasm`]: a component from elsewhere (a package) by its framing: its

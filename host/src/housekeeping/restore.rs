@@ -485,10 +485,13 @@ fn check_data(file: &Path, paths: &AppPaths, migrations: &[Migration]) -> anyhow
         damaged(file, format!("its release's migrations cannot be applied to an empty database ({e:#})"))
     })?;
     {
-        let found = elsewhere::sqlite::open(&path, "its data/app.sqlite").map_err(|e| damaged(file, e))?;
+        let mut found = elsewhere::sqlite::open(&path, "its data/app.sqlite", store::MAX_RESULT_BYTES)
+            .map_err(|e| damaged(file, e))?;
         // A store no migration was ever applied to may lack the host's table.
         let optional: &[&str] = if migrations.is_empty() { &[store::HOST_MIGRATIONS_TABLE] } else { &[] };
+        // The schema first: the integrity check evaluates what it says.
         found.check_schema(&expected, optional).map_err(|e| damaged(file, e))?;
+        found.check_integrity().map_err(|e| damaged(file, e))?;
     }
     let applied = store::applied_in(&paths.data()).map_err(|e| damaged(file, format!("{e:#}")))?;
     if applied.len() != migrations.len() || !store::is_prefix(migrations, &applied) {
@@ -506,7 +509,11 @@ fn rebuild_record(file: &Path, staging: &Path) -> anyhow::Result<u64> {
     if !from.exists() {
         return Ok(0);
     }
-    let foreign = elsewhere::sqlite::open(&from, "its data/runs.sqlite").map_err(|e| damaged(file, e))?;
+    let mut foreign = elsewhere::sqlite::open(&from, "its data/runs.sqlite", crate::gate::record::MAX_ROW)
+        .map_err(|e| damaged(file, e))?;
+    // Exactly the record's own table, before the integrity check evaluates anything.
+    foreign.check_schema_one_of(&crate::gate::record::schemas()?).map_err(|e| damaged(file, e))?;
+    foreign.check_integrity().map_err(|e| damaged(file, e))?;
     crate::gate::record::rebuild_from(&data, &foreign).map_err(|e| damaged(file, format!("{e:#}")))
 }
 
