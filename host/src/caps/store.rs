@@ -32,8 +32,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
-use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::limits::Limit;
+use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use crate::bindings::AppError;
@@ -355,9 +355,8 @@ impl AppStore {
                 let ran = tx.execute_batch(&m.sql);
                 conn.rules.host.store(true, Ordering::Release);
                 let why = conn.rules.denial.lock().expect("denial").take();
-                ran.map_err(|e| guarded_error(e, why, MIGRATE_BUDGET)).with_context(|| {
-                    format!("migration {} failed", crate::elsewhere::text::terminal(&m.name))
-                })?;
+                ran.map_err(|e| guarded_error(e, why, MIGRATE_BUDGET))
+                    .with_context(|| format!("migration {} failed", crate::elsewhere::text::terminal(&m.name)))?;
                 tx.execute(
                     &format!("INSERT INTO {MIGRATIONS_TABLE} (seq, name, sha256, applied_at) VALUES (?1, ?2, ?3, ?4)"),
                     rusqlite::params![i as i64 + 1, m.name, a.sha256, now],
@@ -981,6 +980,35 @@ mod tests {
         let s = AppStore::open(dir.path()).unwrap();
         s.migrate(&[Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x INTEGER UNIQUE)".into() }]).unwrap();
         (dir, s)
+    }
+
+    #[test]
+    fn a_migration_at_activation_cannot_attach_pragma_or_touch_the_hosts_table() {
+        let (dir, s) = store();
+        let other = dir.path().join("other.sqlite");
+        for (i, sql) in [
+            format!("ATTACH '{}' AS x; CREATE TABLE x.t (y)", other.display()),
+            "PRAGMA foreign_keys = OFF".to_string(),
+            "DELETE FROM _autoapp_migrations".to_string(),
+            "COMMIT; CREATE TABLE u (y)".to_string(),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let m = [
+                Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x INTEGER UNIQUE)".into() },
+                Migration { name: format!("000{}.sql", i + 2), sql: sql.clone() },
+            ];
+            let e = s.migrate(&m).unwrap_err();
+            assert!(format!("{e:#}").contains("refused:"), "{sql}: {e:#}");
+            assert_eq!(s.applied_migrations().unwrap().len(), 1, "{sql}");
+        }
+        assert!(!other.exists(), "nothing attached");
+        let m = [Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x INTEGER UNIQUE)".into() }];
+        let into = dir.path().join("into.sqlite");
+        let vacuum = Migration { name: "x.sql".into(), sql: format!("VACUUM INTO '{}'", into.display()) };
+        assert!(schema_made_by(&[m[0].clone(), vacuum]).is_err());
+        assert!(!into.exists(), "no file made");
     }
 
     fn soon() -> Instant {

@@ -127,7 +127,13 @@ impl Expected {
         };
         if self.folders.contains(name) {
             let below = format!("{name}/");
-            let inside = self.parts.range(below.clone()..).next().map(|(n, _)| n.as_str()).filter(|n| n.starts_with(&below)).unwrap_or(&below);
+            let inside = self
+                .parts
+                .range(below.clone()..)
+                .next()
+                .map(|(n, _)| n.as_str())
+                .filter(|n| n.starts_with(&below))
+                .unwrap_or(&below);
             return Err(collide(name, inside));
         }
         let mut at = 0;
