@@ -1416,3 +1416,53 @@ fn a_foreign_sqlite_files_schema_is_compared_before_its_integrity_check_evaluate
     let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
     assert!(said.contains("table \"SQLITE_kept\""), "{said}");
 }
+
+#[test]
+fn what_a_restore_keeps_of_a_backups_own_words_is_checked_and_every_refusal_is_one_line() {
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    let listed = |tag: &str, key: &str, value: Value| {
+        tampered(&good, dir.path(), tag, |e| {
+            let mut m: Value = serde_json::from_slice(&e[0].1).unwrap();
+            m[key] = value;
+            e[0].1 = serde_json::to_vec(&m).unwrap();
+        })
+    };
+    let fresh = TestRoot::new();
+    // A time that is text for the terminal.
+    let said =
+        fresh.refused(&["restore", listed("taken", "taken_at", json!("now\n\u{1b}[2Jall is well")).to_str().unwrap()]);
+    assert!(said.contains("is not a time") && !said.contains('\u{1b}'), "{said}");
+    // A backup of another app than its release's.
+    let said = fresh.refused(&["restore", listed("other-app", "app", json!("other")).to_str().unwrap()]);
+    assert!(said.contains("autoapp.toml is of notes, not of \"other\""), "{said}");
+    // A TOML error quoting lines of the file: one line.
+    let broken = tampered(&good, dir.path(), "toml", |e| {
+        let mut text = e[index_of(e, "release/autoapp.toml")].1.clone();
+        text.extend_from_slice(b"\n[[[broken\n\x1b[2J\n");
+        // Read before the release's id is recomputed: no need to recompute it.
+        put(e, "release/autoapp.toml", text);
+    });
+    let out = fresh.run(&["restore", broken.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    let line: Vec<&str> = stderr.lines().filter(|l| l.contains("cannot be restored")).collect();
+    assert_eq!(line.len(), 1, "{stderr}");
+    assert!(line[0].ends_with("take a new one with `autoapp backup`") && !stderr.contains('\u{1b}'), "{stderr}");
+    // release.json is written anew: a time in the future and another version are not kept.
+    let future = tampered(&good, dir.path(), "future", |e| {
+        let info = index_of(e, "release/release.json");
+        let mut r: Value = serde_json::from_slice(&e[info].1).unwrap();
+        r["created_at"] = json!("2999-01-01T00:00:00Z");
+        r["version"] = json!("9.9.9-trust-me");
+        put(e, "release/release.json", serde_json::to_vec(&r).unwrap());
+    });
+    fresh.ok(&["restore", future.to_str().unwrap()]);
+    let releases = fresh.path().join("apps/notes/releases");
+    let rdir = std::fs::read_dir(&releases).unwrap().flatten().next().unwrap().path();
+    let r: Value = serde_json::from_slice(&std::fs::read(rdir.join("release.json")).unwrap()).unwrap();
+    assert!(r["created_at"].as_str().unwrap() < "2999", "{r}");
+    assert_ne!(r["version"], "9.9.9-trust-me", "{r}");
+}

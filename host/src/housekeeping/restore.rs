@@ -85,8 +85,10 @@ fn damaged(file: &Path, why: impl std::fmt::Display) -> anyhow::Error {
     kinded(
         ErrorKind::InvalidInput,
         format!(
-            "{} cannot be restored: {why}. Nothing was placed. Use another copy of the backup, or take a new one with `autoapp backup`",
-            file.display()
+            "{} cannot be restored: {}. Nothing was placed. Use another copy of the backup, or take a new one with `autoapp backup`",
+            file.display(),
+            // One line, whatever a parser's error quoted of the file.
+            elsewhere::text::terminal(&why.to_string())
         ),
     )
 }
@@ -171,7 +173,7 @@ fn stage(
 
     let paths = AppPaths { id: id.clone(), dir: staging.to_path_buf() };
     let listed: Vec<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
-    let release = check_release(root, runtime, file, &paths, &manifest.release, &listed)?;
+    let release = check_release(root, runtime, file, &paths, &manifest.release, &listed, &manifest.app)?;
     check_data(file, &paths, &release.migrations)?;
     let rows = rebuild_record(file, staging)?;
     progress(&format!(
@@ -261,6 +263,13 @@ fn read_list(file: &Path) -> anyhow::Result<(Manifest, Expected)> {
         serde_json::from_value(v).map_err(|e| damaged(file, format!("its {MANIFEST} is damaged ({e})")))?;
     if !release::is_release_id(&manifest.release) {
         return Err(damaged(file, format!("its release id {} is not one", named(&manifest.release))));
+    }
+    // What the success line says of it: a time and an app id, nothing else.
+    if manifest.taken_at.len() > 40 || humantime::parse_rfc3339_weak(&manifest.taken_at).is_err() {
+        return Err(damaged(file, format!("the time it was taken, {}, is not a time", named(&manifest.taken_at))));
+    }
+    if AppId::parse(&manifest.app).is_err() {
+        return Err(damaged(file, format!("its app id {} is not one", named(&manifest.app))));
     }
     let mut expected = Expected::new();
     for Entry { path, bytes, .. } in &manifest.files {
@@ -429,10 +438,22 @@ fn check_release(
     paths: &AppPaths,
     rid: &str,
     listed: &[&str],
+    app: &str,
 ) -> anyhow::Result<Checked> {
     let rdir = paths.release(rid);
     let rmanifest = crate::manifest::load(&rdir.join(MANIFEST_FILE))
         .map_err(|e| damaged(file, format!("its release's autoapp.toml is not valid ({e})")))?;
+    // As a build checks: the release is of the app it says it backs up.
+    if rmanifest.id.to_string() != app {
+        return Err(damaged(
+            file,
+            format!(
+                "its release's autoapp.toml is of {}, not of {}, the app it says it holds",
+                rmanifest.id,
+                named(app)
+            ),
+        ));
+    }
     let manifest_text = std::fs::read_to_string(rdir.join(MANIFEST_FILE))?;
     // The release holds exactly the files it covers: no migration its manifest does not list.
     for listed in listed.iter().filter_map(|p| p.strip_prefix("release/")) {
@@ -470,6 +491,24 @@ fn check_release(
     crate::build::check_component(root, runtime, &component, &|_| {}).map_err(|e| {
         damaged(file, format!("its release/{COMPONENT_FILE} is refused as a build would refuse it: {e}"))
     })?;
+    // release.json written anew from what was checked: its id, app, version
+    // and component are the release's own; its time is kept when it is one
+    // and not in the future.
+    let now = std::time::SystemTime::now();
+    let created_at = match humantime::parse_rfc3339_weak(&info.created_at) {
+        Ok(t) if t <= now && info.created_at.len() <= 40 => info.created_at.clone(),
+        _ => release::now_rfc3339(),
+    };
+    let info = release::ReleaseInfo {
+        id: rid.to_string(),
+        app: rmanifest.id.to_string(),
+        version: rmanifest.version.clone(),
+        created_at,
+        component_sha256: info.component_sha256,
+        component_bytes: info.component_bytes,
+        source: if info.source == "cargo" { "cargo".into() } else { "component".into() },
+    };
+    write_atomic(&rdir.join(release::RELEASE_FILE), serde_json::to_string_pretty(&info)?.as_bytes())?;
     release::seal(&rdir)?;
     Ok(Checked { manifest: rmanifest, migrations })
 }
