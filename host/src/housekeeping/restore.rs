@@ -5,8 +5,10 @@
 //! everything before anything is placed. In order, each step its function:
 //!
 //! 1. [`read_list`]: `backup.json` (bounded), and what it lists becomes what
-//!    the archive may hold (`elsewhere::Expected`: canonical names, no two
-//!    that collide, sizes).
+//!    the archive may hold (`elsewhere::Expected`: canonical, bounded names,
+//!    no two that collide, sizes); each kind of file within its most bytes
+//!    ([`most_bytes`]), under `release/` only the release's own files; its
+//!    time a time and its app an id.
 //! 2. [`room_for`]: the disk has room for what is listed.
 //! 3. [`unpack`]: each entry's header is read by `elsewhere::archive` (long
 //!    names and PAX records bounded), checked against the list before a byte
@@ -15,9 +17,10 @@
 //! 4. [`check_release`]: the release's id recomputed from its files,
 //!    release.json describing its component, the component checked as a
 //!    build checks it (`build::check_component`).
-//! 5. [`check_data`]: the app's store passes SQLite's integrity check, its
-//!    schema is exactly what the release's migrations make (an extra trigger,
-//!    view or table is refused, named), and it has exactly those migrations.
+//! 5. [`check_data`]: the app's store's schema is exactly what the release's
+//!    migrations make (run guarded on an empty database: `store::schema_made_by`;
+//!    an extra trigger, view or table is refused, named), then it passes
+//!    SQLite's integrity check, and it has exactly those migrations.
 //! 6. [`rebuild_record`]: the record is made anew by `gate::record` and the
 //!    backup's rows copied in, typed and checked; the backup's file is never
 //!    opened as the record.
@@ -513,8 +516,9 @@ fn check_release(
     Ok(Checked { manifest: rmanifest, migrations })
 }
 
-/// Step 5: the app's store passes SQLite's integrity check, holds exactly the
-/// schema its release's migrations make, and has exactly those applied.
+/// Step 5: the app's store holds exactly the schema its release's migrations
+/// make (compared before anything of it is evaluated), then passes SQLite's
+/// integrity check, and has exactly those migrations applied.
 fn check_data(file: &Path, paths: &AppPaths, migrations: &[Migration]) -> anyhow::Result<()> {
     let path = paths.data().join(store::STORE_FILE);
     if !path.exists() {
