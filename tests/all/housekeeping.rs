@@ -414,7 +414,7 @@ fn a_damaged_tampered_or_foreign_backup_is_refused_and_nothing_is_placed() {
             e[0].1 = serde_json::to_vec(&m).unwrap();
             e.push((sneaky.clone(), body));
         }),
-        "which is not a file a backup holds",
+        "is not a plain relative name",
     ));
     cases.push((
         "a missing entry",
@@ -956,8 +956,14 @@ fn a_record_whose_trigger_deletes_rows_or_whose_runs_is_a_view_loses_no_row() {
         );
         put(e, "data/runs.sqlite", db);
     });
+    // A record holds exactly the record's table: the trigger is refused, named,
+    // before SQLite's integrity check evaluates anything of the file.
     let fresh = TestRoot::new();
-    fresh.ok(&["restore", deleting.to_str().unwrap()]);
+    let said = fresh.refused(&["restore", deleting.to_str().unwrap()]);
+    assert!(said.contains("runs.sqlite holds trigger \"forget\" that Autoapp does not make in it"), "{said}");
+    assert!(leftovers(&fresh).is_empty(), "{:?}", leftovers(&fresh));
+    // The genuine file restores every row, and later rows follow them.
+    fresh.ok(&["restore", file.to_str().unwrap()]);
     fresh.call("notes", "notes.add", r#"{"title":"after"}"#);
     fresh.ok(&["revoke", "notes", "network:https://example.com"]);
     let rows = record_json(&fresh, "notes");
@@ -983,7 +989,7 @@ fn a_record_whose_trigger_deletes_rows_or_whose_runs_is_a_view_loses_no_row() {
     });
     let fresh = TestRoot::new();
     let said = fresh.refused(&["restore", viewed.to_str().unwrap()]);
-    assert!(said.contains("runs.sqlite holds a view \"runs\" where a table should be"), "{said}");
+    assert!(said.contains("runs.sqlite holds") && said.contains("view \"runs\""), "{said}");
     assert!(leftovers(&fresh).is_empty(), "{:?}", leftovers(&fresh));
     fresh.ok(&["space"]);
 }
@@ -1221,4 +1227,242 @@ fn a_restore_that_cannot_be_recorded_is_undone_and_never_wedges_the_root() {
     // And the restore can simply be done again.
     fresh.ok(&["restore", file.to_str().unwrap()]);
     assert_eq!(fresh.call("notes", "notes.list", "{}")["notes"].as_array().unwrap().len(), 1);
+}
+
+/// Recomputes the release's id from `e`'s release files (a tamperer who
+/// changed them), and writes it where release.json and backup.json name it.
+fn rereleased(e: &mut Entries) {
+    use autoapp::release::{Migration, ReleaseInputs, release_id};
+    let text = String::from_utf8(e[index_of(e, "release/autoapp.toml")].1.clone()).unwrap();
+    let parsed = autoapp::manifest::parse(&text, "autoapp.toml").unwrap();
+    let migrations: Vec<Migration> = parsed
+        .migrations
+        .iter()
+        .map(|m| Migration {
+            name: m.clone(),
+            sql: String::from_utf8(e[index_of(e, &format!("release/{m}"))].1.clone()).unwrap(),
+        })
+        .collect();
+    let component = e[index_of(e, "release/component.wasm")].1.clone();
+    let inputs = ReleaseInputs {
+        component: &component,
+        manifest_text: &text,
+        manifest: &parsed,
+        migrations: &migrations,
+        source: "",
+    };
+    let id = release_id(&inputs);
+    let info = index_of(e, "release/release.json");
+    let mut r: Value = serde_json::from_slice(&e[info].1).unwrap();
+    r["id"] = json!(id);
+    put(e, "release/release.json", serde_json::to_vec(&r).unwrap());
+    let mut m: Value = serde_json::from_slice(&e[0].1).unwrap();
+    m["release"] = json!(id);
+    e[0].1 = serde_json::to_vec(&m).unwrap();
+}
+
+/// `good` with `sql` appended to the release's first migration, its id recomputed.
+fn with_migration(good: &Entries, dir: &Path, tag: &str, sql: &str) -> PathBuf {
+    tampered(good, dir, tag, |e| {
+        let text = String::from_utf8(e[index_of(e, "release/autoapp.toml")].1.clone()).unwrap();
+        let first = autoapp::manifest::parse(&text, "autoapp.toml").unwrap().migrations[0].clone();
+        let name = format!("release/{first}");
+        let mut body = e[index_of(e, &name)].1.clone();
+        body.extend_from_slice(sql.as_bytes());
+        put(e, &name, body);
+        rereleased(e);
+    })
+}
+
+#[test]
+fn a_backups_migrations_cannot_attach_another_apps_record_vacuum_into_a_file_or_run_forever() {
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    let fresh = TestRoot::new();
+    fresh.ok(&["restore", file.to_str().unwrap(), "--as", "other"]);
+    let record = fresh.path().join("apps/other/data/runs.sqlite");
+    let rows = || record_rows(&std::fs::read(&record).unwrap()).len();
+    let before = rows();
+    assert!(before > 0);
+
+    let attach = format!("\nATTACH '{}' AS x; DELETE FROM x.runs;\n", record.display());
+    let hostile = with_migration(&good, dir.path(), "attach", &attach);
+    let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+    assert_eq!(rows(), before, "the other app's record is intact");
+    assert!(said.contains("ATTACH and DETACH are not available"), "{said}");
+
+    let into = dir.path().join("stolen.sqlite");
+    let hostile = with_migration(&good, dir.path(), "vacuum", &format!("\nVACUUM INTO '{}';\n", into.display()));
+    let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+    assert!(said.contains("cannot be restored"), "{said}");
+    assert!(!into.exists(), "no file was made");
+
+    let endless = "\nCREATE TABLE forever AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) AS n FROM c;\n";
+    let hostile = with_migration(&good, dir.path(), "endless", endless);
+    let began = Instant::now();
+    let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+    assert!(said.contains("ran past its 2 s and was stopped"), "{said}");
+    assert!(began.elapsed() < Duration::from_secs(30), "{:?}", began.elapsed());
+    assert!(!fresh.path().join("apps/notes").exists());
+    assert!(leftovers(&fresh).iter().all(|n| !n.starts_with(".restore-")), "{:?}", leftovers(&fresh));
+    fresh.ok(&["space"]);
+}
+
+/// `good` whose backup.json also lists `path` (with `body`), and holds it.
+fn with_extra(good: &Entries, dir: &Path, tag: &str, path: &str, body: &[u8]) -> PathBuf {
+    tampered(good, dir, tag, |e| {
+        let mut m: Value = serde_json::from_slice(&e[0].1).unwrap();
+        m["files"].as_array_mut().unwrap().push(json!({ "path": path, "bytes": body.len(), "sha256": sha(body) }));
+        e[0].1 = serde_json::to_vec(&m).unwrap();
+    })
+}
+
+#[test]
+fn a_long_name_in_the_list_is_refused_before_anything_is_unpacked() {
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    let long = format!("release/{}x", "a/".repeat(2000));
+    let hostile = with_extra(&good, dir.path(), "long-name", &long, b"x");
+    let fresh = TestRoot::new();
+    let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+    assert!(said.contains("bytes long; a name is at most 1024"), "{said}");
+    assert!(leftovers(&fresh).is_empty(), "{:?}", leftovers(&fresh));
+}
+
+#[test]
+fn a_listed_8_gb_component_is_refused_before_anything_is_unpacked() {
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    // Listed as 8 GB of zeros (its hash would be precomputed; none is read).
+    let hostile = tampered(&good, dir.path(), "8gb", |e| {
+        let mut m: Value = serde_json::from_slice(&e[0].1).unwrap();
+        for f in m["files"].as_array_mut().unwrap() {
+            if f["path"] == "release/component.wasm" {
+                f["bytes"] = json!(8u64 << 30);
+            }
+        }
+        e[0].1 = serde_json::to_vec(&m).unwrap();
+    });
+    let fresh = TestRoot::new();
+    let began = Instant::now();
+    let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+    assert!(said.contains("lists \"release/component.wasm\" of 8589934592 bytes; at most 268435456"), "{said}");
+    assert!(began.elapsed() < Duration::from_secs(20));
+    assert!(leftovers(&fresh).is_empty(), "no staging folder: {:?}", leftovers(&fresh));
+}
+
+#[test]
+fn a_deep_or_extra_release_file_is_refused_and_a_staging_folder_that_cannot_be_removed_wedges_nothing() {
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    let fresh = TestRoot::new();
+    let deep = format!("release/{}x.sql", "a/".repeat(100));
+    let hostile = with_extra(&good, dir.path(), "deep", &deep, b"x");
+    let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+    assert!(said.contains("more than 16 folders deep"), "{said}");
+    let hostile = with_extra(&good, dir.path(), "extra", "release/a/a/x", b"x");
+    let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+    assert!(said.contains("lists \"release/a/a/x\", which is not a file a backup holds"), "{said}");
+    assert!(leftovers(&fresh).is_empty(), "{:?}", leftovers(&fresh));
+
+    // What a crash left that cannot be removed (here: not a folder at all,
+    // so removing it as one fails) is said, never a failure of the command.
+    std::fs::create_dir_all(fresh.path().join("apps")).unwrap();
+    std::fs::write(fresh.path().join("apps/.restore-notes-deadbeef-4194305"), "x").unwrap();
+    let out = fresh.run(&["space"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("cannot be removed"), "{stderr}");
+    let status = fresh.fails_with(1, &["status"]);
+    assert!(status.contains("no launcher is running"), "{status}");
+    fresh.ok(&["restore", file.to_str().unwrap()]);
+}
+
+#[test]
+fn a_foreign_sqlite_files_schema_is_compared_before_its_integrity_check_evaluates_anything() {
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    // A CHECK that builds a 100 MB text whenever a row is checked; its row
+    // put in without the check (as a tamperer can).
+    let bomb = "CREATE TABLE evil (x CHECK (length(printf('%.*c', 100000000, 'x')) > 0));
+                PRAGMA ignore_check_constraints = ON; INSERT INTO evil VALUES (1);";
+    for (entry, named) in [
+        ("data/runs.sqlite", "runs.sqlite holds table \"evil\" that Autoapp does not make in it"),
+        ("data/app.sqlite", "app.sqlite holds table \"evil\" that its release's migrations do not make"),
+    ] {
+        let db = good[index_of(&good, entry)].1.clone();
+        let hostile = tampered(&good, dir.path(), "check-bomb", |e| put(e, entry, with_sql(&db, bomb)));
+        let fresh = TestRoot::new();
+        let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+        assert!(said.contains(named), "{entry}: {said}");
+        assert!(leftovers(&fresh).is_empty(), "{:?}", leftovers(&fresh));
+    }
+    // A table whose name only looks like SQLite's own is compared like any other.
+    let db = good[index_of(&good, "data/app.sqlite")].1.clone();
+    let hostile = tampered(&good, dir.path(), "sqlite-named", |e| {
+        put(e, "data/app.sqlite", with_sql(&db, "PRAGMA writable_schema = ON; CREATE TABLE SQLITE_kept (x);"))
+    });
+    let fresh = TestRoot::new();
+    let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
+    assert!(said.contains("table \"SQLITE_kept\""), "{said}");
+}
+
+#[test]
+fn what_a_restore_keeps_of_a_backups_own_words_is_checked_and_every_refusal_is_one_line() {
+    let n = notes_with(&["one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = backup(&n.root, "notes", dir.path());
+    let good = entries(&file);
+    let listed = |tag: &str, key: &str, value: Value| {
+        tampered(&good, dir.path(), tag, |e| {
+            let mut m: Value = serde_json::from_slice(&e[0].1).unwrap();
+            m[key] = value;
+            e[0].1 = serde_json::to_vec(&m).unwrap();
+        })
+    };
+    let fresh = TestRoot::new();
+    // A time that is text for the terminal.
+    let said =
+        fresh.refused(&["restore", listed("taken", "taken_at", json!("now\n\u{1b}[2Jall is well")).to_str().unwrap()]);
+    assert!(said.contains("is not a time") && !said.contains('\u{1b}'), "{said}");
+    // A backup of another app than its release's.
+    let said = fresh.refused(&["restore", listed("other-app", "app", json!("other")).to_str().unwrap()]);
+    assert!(said.contains("autoapp.toml is of notes, not of \"other\""), "{said}");
+    // A TOML error quoting lines of the file: one line.
+    let broken = tampered(&good, dir.path(), "toml", |e| {
+        let mut text = e[index_of(e, "release/autoapp.toml")].1.clone();
+        text.extend_from_slice(b"\n[[[broken\n\x1b[2J\n");
+        // Read before the release's id is recomputed: no need to recompute it.
+        put(e, "release/autoapp.toml", text);
+    });
+    let out = fresh.run(&["restore", broken.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    let line: Vec<&str> = stderr.lines().filter(|l| l.contains("cannot be restored")).collect();
+    assert_eq!(line.len(), 1, "{stderr}");
+    assert!(line[0].ends_with("take a new one with `autoapp backup`") && !stderr.contains('\u{1b}'), "{stderr}");
+    // release.json is written anew: a time in the future and another version are not kept.
+    let future = tampered(&good, dir.path(), "future", |e| {
+        let info = index_of(e, "release/release.json");
+        let mut r: Value = serde_json::from_slice(&e[info].1).unwrap();
+        r["created_at"] = json!("2999-01-01T00:00:00Z");
+        r["version"] = json!("9.9.9-trust-me");
+        put(e, "release/release.json", serde_json::to_vec(&r).unwrap());
+    });
+    fresh.ok(&["restore", future.to_str().unwrap()]);
+    let releases = fresh.path().join("apps/notes/releases");
+    let rdir = std::fs::read_dir(&releases).unwrap().flatten().next().unwrap().path();
+    let r: Value = serde_json::from_slice(&std::fs::read(rdir.join("release.json")).unwrap()).unwrap();
+    assert!(r["created_at"].as_str().unwrap() < "2999", "{r}");
+    assert_ne!(r["version"], "9.9.9-trust-me", "{r}");
 }

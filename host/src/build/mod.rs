@@ -11,6 +11,7 @@
 //! goes away ([`Stop`]), and the component is read only from the target folder.
 
 mod cargo;
+pub use cargo::MAX_COMPONENT;
 pub mod check;
 pub mod policy;
 pub mod toolchain;

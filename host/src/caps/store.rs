@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
+use rusqlite::limits::Limit;
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
@@ -72,6 +73,25 @@ const MIGRATE_BUSY: Duration = Duration::from_secs(10);
 
 /// SQLite virtual-machine steps between two deadline checks.
 const PROGRESS_STEPS: i32 = 10_000;
+
+/// A migration comes from elsewhere (a backup's release, another person's
+/// package): it runs under the rules a write call runs under ([`authorize`]:
+/// no ATTACH, PRAGMA, transaction control or temporary object, nothing of
+/// the host's tables, nothing of another database — so no `VACUUM INTO`,
+/// which attaches its target), and under these bounds.
+///
+/// The longest SQL text of one migration.
+pub const MAX_MIGRATION_SQL: usize = 1 << 20;
+/// The longest string or blob a migration may make at activation (a value
+/// grown without end exhausts memory).
+const MIGRATE_MAX_LENGTH: i32 = 256 << 20;
+/// The same on the empty database a restore makes its expected schema on.
+const SCHEMA_MAX_LENGTH: i32 = 1 << 20;
+/// How long an activation's migrations may run (a statement that never ends
+/// is interrupted).
+const MIGRATE_BUDGET: Duration = Duration::from_secs(120);
+/// How long a release's migrations may run on an empty database.
+pub const SCHEMA_BUDGET: Duration = Duration::from_secs(2);
 
 /// Tables of the host inside the app's database: never visible to the guest.
 const HOST_TABLE_PREFIX: &str = "_autoapp";
@@ -317,7 +337,12 @@ impl AppStore {
             .context("the store's write permit is gone")?;
         let mut conn = self.take(Mode::ReadWrite)?;
         conn.conn.busy_timeout(MIGRATE_BUSY)?;
+        check_sizes(migrations)?;
+        let deadline = Instant::now() + MIGRATE_BUDGET;
+        conn.conn.progress_handler(PROGRESS_STEPS, Some(move || Instant::now() >= deadline))?;
+        let length = conn.conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, MIGRATE_MAX_LENGTH)?;
         let result = (|| {
+            let conn = &mut conn;
             let tx = conn.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             tx.execute_batch(&migrations_table())?;
             let applied = read_applied(&tx)?;
@@ -325,7 +350,13 @@ impl AppStore {
             check_forward(&applied, &wanted)?;
             let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
             for (i, (m, a)) in migrations.iter().zip(&wanted).enumerate().skip(applied.len()) {
-                tx.execute_batch(&m.sql).with_context(|| format!("migration {} failed", m.name))?;
+                // The migration under the rules of a write call; the host's own row after it.
+                conn.rules.host.store(false, Ordering::Release);
+                let ran = tx.execute_batch(&m.sql);
+                conn.rules.host.store(true, Ordering::Release);
+                let why = conn.rules.denial.lock().expect("denial").take();
+                ran.map_err(|e| guarded_error(e, why, MIGRATE_BUDGET))
+                    .with_context(|| format!("migration {} failed", crate::elsewhere::text::terminal(&m.name)))?;
                 tx.execute(
                     &format!("INSERT INTO {MIGRATIONS_TABLE} (seq, name, sha256, applied_at) VALUES (?1, ?2, ?3, ?4)"),
                     rusqlite::params![i as i64 + 1, m.name, a.sha256, now],
@@ -335,7 +366,13 @@ impl AppStore {
             self.commits.fetch_add(1, Ordering::AcqRel);
             Ok(wanted.len() - applied.len())
         })();
-        self.put_back(Mode::ReadWrite, conn);
+        let reset = conn
+            .conn
+            .progress_handler(0, None::<fn() -> bool>)
+            .and_then(|()| conn.conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, length));
+        if reset.is_ok() {
+            self.put_back(Mode::ReadWrite, conn);
+        }
         result
     }
 }
@@ -354,13 +391,64 @@ fn migrations_table() -> String {
 /// host's table of applied migrations, then each migration applied, to an
 /// empty database in memory. A store from elsewhere (a restored backup's)
 /// must hold exactly this.
+///
+/// The migrations came from elsewhere: they run inside one transaction,
+/// under the rules and bounds of [`MAX_MIGRATION_SQL`] (the authorizer of a
+/// write call, [`SCHEMA_BUDGET`], [`SCHEMA_MAX_LENGTH`]).
 pub fn schema_made_by(migrations: &[Migration]) -> anyhow::Result<Vec<crate::elsewhere::sqlite::Object>> {
-    let conn = crate::sqlite::in_memory()?;
+    check_sizes(migrations)?;
+    let mut conn = crate::sqlite::in_memory()?;
     conn.execute_batch(&migrations_table())?;
-    for m in migrations {
-        conn.execute_batch(&m.sql).with_context(|| format!("migration {} failed on an empty database", m.name))?;
+    // No VACUUM inside a transaction, and no statement may end it.
+    conn.execute_batch("BEGIN")?;
+    conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, SCHEMA_MAX_LENGTH)?;
+    conn.set_limit(Limit::SQLITE_LIMIT_SQL_LENGTH, MAX_MIGRATION_SQL as i32)?;
+    let deadline = Instant::now() + SCHEMA_BUDGET;
+    conn.progress_handler(PROGRESS_STEPS, Some(move || Instant::now() >= deadline))?;
+    let denial = Arc::new(Mutex::new(None::<String>));
+    {
+        let denial = denial.clone();
+        conn.authorizer(Some(move |ctx: AuthContext<'_>| match authorize(Mode::ReadWrite, &ctx) {
+            Ok(()) => Authorization::Allow,
+            Err(why) => {
+                *denial.lock().expect("denial") = Some(why);
+                Authorization::Deny
+            }
+        }))?;
     }
+    for m in migrations {
+        let ran = conn.execute_batch(&m.sql);
+        let why = denial.lock().expect("denial").take();
+        ran.map_err(|e| guarded_error(e, why, SCHEMA_BUDGET)).with_context(|| {
+            format!("migration {} failed on an empty database", crate::elsewhere::text::terminal(&m.name))
+        })?;
+    }
+    conn.authorizer(None::<fn(AuthContext<'_>) -> Authorization>)?;
+    conn.progress_handler(0, None::<fn() -> bool>)?;
     Ok(crate::elsewhere::sqlite::schema_of(&conn)?)
+}
+
+/// Refuses migrations longer than [`MAX_MIGRATION_SQL`], before any runs.
+fn check_sizes(migrations: &[Migration]) -> anyhow::Result<()> {
+    if let Some(m) = migrations.iter().find(|m| m.sql.len() > MAX_MIGRATION_SQL) {
+        anyhow::bail!(
+            "migration {} is {} bytes; a migration is at most {MAX_MIGRATION_SQL}",
+            crate::elsewhere::text::terminal(&m.name),
+            m.sql.len()
+        );
+    }
+    Ok(())
+}
+
+/// A migration's failure, said: what the authorizer refused, or the budget
+/// it ran past, or SQLite's own words (on one line).
+fn guarded_error(e: rusqlite::Error, denied: Option<String>, budget: Duration) -> anyhow::Error {
+    let interrupted = matches!(&e, rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::OperationInterrupted);
+    match denied {
+        Some(why) => anyhow::anyhow!("refused: {why}"),
+        None if interrupted => anyhow::anyhow!("it ran past its {} s and was stopped", budget.as_secs()),
+        None => anyhow::anyhow!("{}", crate::elsewhere::text::terminal(&e.to_string())),
+    }
 }
 
 /// The name of the host's table of applied migrations (a store that never
@@ -892,6 +980,35 @@ mod tests {
         let s = AppStore::open(dir.path()).unwrap();
         s.migrate(&[Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x INTEGER UNIQUE)".into() }]).unwrap();
         (dir, s)
+    }
+
+    #[test]
+    fn a_migration_at_activation_cannot_attach_pragma_or_touch_the_hosts_table() {
+        let (dir, s) = store();
+        let other = dir.path().join("other.sqlite");
+        for (i, sql) in [
+            format!("ATTACH '{}' AS x; CREATE TABLE x.t (y)", other.display()),
+            "PRAGMA foreign_keys = OFF".to_string(),
+            "DELETE FROM _autoapp_migrations".to_string(),
+            "COMMIT; CREATE TABLE u (y)".to_string(),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let m = [
+                Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x INTEGER UNIQUE)".into() },
+                Migration { name: format!("000{}.sql", i + 2), sql: sql.clone() },
+            ];
+            let e = s.migrate(&m).unwrap_err();
+            assert!(format!("{e:#}").contains("refused:"), "{sql}: {e:#}");
+            assert_eq!(s.applied_migrations().unwrap().len(), 1, "{sql}");
+        }
+        assert!(!other.exists(), "nothing attached");
+        let m = [Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x INTEGER UNIQUE)".into() }];
+        let into = dir.path().join("into.sqlite");
+        let vacuum = Migration { name: "x.sql".into(), sql: format!("VACUUM INTO '{}'", into.display()) };
+        assert!(schema_made_by(&[m[0].clone(), vacuum]).is_err());
+        assert!(!into.exists(), "no file made");
     }
 
     fn soon() -> Instant {

@@ -11,7 +11,7 @@
 //!   size checked against what the reader expects ([`Expected`]) before any
 //!   byte of it is read, canonical names only. Memory stays flat whatever a
 //!   header declares.
-//! - [`sqlite`]: a SQLite file from elsewhere, opened read-only and checked
+//! - [`sqlite`]: a SQLite file from elsewhere, opened read-only, bounded and checked
 //!   (integrity, its schema against the one expected), its rows read typed.
 //!   It is never opened as one of the host's own databases.
 //! - [`wasm`]: a component from elsewhere (a package) by its framing: its
@@ -62,15 +62,28 @@ pub fn named(name: &str) -> String {
     format!("\"{}\"", text::terminal(&text::cut(name, MAX_SHOWN)))
 }
 
+/// The longest component (between two slashes) of a part's name, in bytes:
+/// what a file system takes.
+pub const MAX_NAME_COMPONENT: usize = 255;
+/// The longest name of a part, in bytes.
+pub const MAX_NAME: usize = 1024;
+/// The most folders a part's name may go down (`a/b/c` is 3 deep): a deep
+/// path exhausts the file descriptors of whoever walks it.
+pub const MAX_DEPTH: usize = 16;
+/// The most parts a file from elsewhere may list.
+pub const MAX_PARTS: usize = 4096;
+
 /// What a reader expects a file from elsewhere to hold: each part's
 /// canonical name and its size in bytes, from a list the reader has read and
 /// checked first. A part not listed, listed twice, or of another size is
-/// refused before any byte of it is read.
+/// refused before any byte of it is read. Names are bounded
+/// ([`MAX_NAME_COMPONENT`], [`MAX_NAME`], [`MAX_DEPTH`]) and so is their
+/// number ([`MAX_PARTS`]): what the list keeps is linear in what it read.
 #[derive(Debug, Clone, Default)]
 pub struct Expected {
     parts: BTreeMap<String, u64>,
     /// Every folder a part's name implies (`a/b/c` → `a`, `a/b`).
-    folders: BTreeMap<String, String>,
+    folders: std::collections::BTreeSet<String>,
 }
 
 impl Expected {
@@ -79,13 +92,29 @@ impl Expected {
     }
 
     /// Expects `name` of `bytes`; refused when the name is not canonical
-    /// ([`archive::canonical`]) or is listed twice.
+    /// ([`archive::canonical`]), too long or too deep, listed twice, or one
+    /// part too many.
     pub fn part(&mut self, name: &str, bytes: u64) -> Result<(), Refused> {
+        if name.len() > MAX_NAME {
+            return Err(refused(format!("{} is {} bytes long; a name is at most {MAX_NAME}", named(name), name.len())));
+        }
+        if name.split('/').any(|c| c.len() > MAX_NAME_COMPONENT) {
+            return Err(refused(format!(
+                "{} has a part longer than {MAX_NAME_COMPONENT} bytes between two slashes",
+                named(name)
+            )));
+        }
+        if name.split('/').count() > MAX_DEPTH + 1 {
+            return Err(refused(format!("{} is more than {MAX_DEPTH} folders deep", named(name))));
+        }
         if !archive::canonical(name) {
             return Err(refused(format!("{} is not a plain relative name", named(name))));
         }
         if self.parts.contains_key(name) {
             return Err(refused(format!("{} is listed twice", named(name))));
+        }
+        if self.parts.len() >= MAX_PARTS {
+            return Err(refused(format!("more than {MAX_PARTS} parts are listed")));
         }
         // A file where another part needs a folder, or the other way round:
         // two entries that cannot both be written.
@@ -96,7 +125,15 @@ impl Expected {
                 named(inside)
             ))
         };
-        if let Some(inside) = self.folders.get(name) {
+        if self.folders.contains(name) {
+            let below = format!("{name}/");
+            let inside = self
+                .parts
+                .range(below.clone()..)
+                .next()
+                .map(|(n, _)| n.as_str())
+                .filter(|n| n.starts_with(&below))
+                .unwrap_or(&below);
             return Err(collide(name, inside));
         }
         let mut at = 0;
@@ -105,7 +142,9 @@ impl Expected {
             if self.parts.contains_key(folder) {
                 return Err(collide(folder, name));
             }
-            self.folders.entry(folder.to_string()).or_insert_with(|| name.to_string());
+            if !self.folders.contains(folder) {
+                self.folders.insert(folder.to_string());
+            }
             at += slash + 1;
         }
         self.parts.insert(name.to_string(), bytes);
@@ -125,5 +164,30 @@ impl Expected {
     /// The sum of the parts' sizes (`None` when it overflows: no file holds that).
     pub fn total(&self) -> Option<u64> {
         self.parts.values().try_fold(0u64, |sum, b| sum.checked_add(*b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_refuses_long_deep_or_too_many_names_and_keeps_what_it_read_linear() {
+        let mut e = Expected::new();
+        let long = "a/".repeat(600) + "x";
+        assert!(e.part(&long, 1).unwrap_err().0.contains("a name is at most 1024"));
+        let wide = "b".repeat(256);
+        assert!(e.part(&wide, 1).unwrap_err().0.contains("longer than 255 bytes"));
+        let deep = "a/".repeat(17) + "x";
+        assert!(e.part(&deep, 1).unwrap_err().0.contains("more than 16 folders deep"));
+        let ok = "a/".repeat(16) + "x";
+        e.part(&ok, 1).unwrap();
+        assert_eq!(e.folders.len(), 16);
+        assert!(e.folders.iter().map(String::len).sum::<usize>() < 16 * ok.len());
+        assert!(e.part("a/a", 1).unwrap_err().0.contains("\"a/a\" and \"a/a/a/"), "names what is inside");
+        for i in 1..MAX_PARTS {
+            e.part(&format!("p/{i}"), 1).unwrap();
+        }
+        assert!(e.part("p/one-more", 1).unwrap_err().0.contains("more than 4096 parts"));
     }
 }

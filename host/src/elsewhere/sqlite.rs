@@ -81,12 +81,13 @@ pub struct Foreign {
 }
 
 /// The schema of `conn` (the objects of `sqlite_schema`), sorted. SQLite's
-/// own tables (`sqlite_sequence`, `sqlite_stat1`, …) are left out: they hold
-/// no code.
+/// own tables that hold no code (`sqlite_sequence`, `sqlite_stat1`,
+/// `sqlite_stat4`, by their exact names) are left out; any other name, also
+/// one that begins with `sqlite_` in any case, is compared like the rest.
 pub fn schema_of(conn: &rusqlite::Connection) -> rusqlite::Result<Vec<Object>> {
     let mut stmt = conn.prepare(
         "SELECT type, name, tbl_name, sql FROM sqlite_schema
-         WHERE NOT (type = 'table' AND name LIKE 'sqlite\\_%' ESCAPE '\\')",
+         WHERE NOT (type = 'table' AND name IN ('sqlite_sequence', 'sqlite_stat1', 'sqlite_stat4'))",
     )?;
     let mut objects: Vec<Object> = stmt
         .query_map([], |r| Ok(Object { kind: r.get(0)?, name: r.get(1)?, table: r.get(2)?, sql: r.get(3)? }))?
@@ -95,9 +96,20 @@ pub fn schema_of(conn: &rusqlite::Connection) -> rusqlite::Result<Vec<Object>> {
     Ok(objects)
 }
 
+/// How long SQLite's integrity check of a file from elsewhere may run: it
+/// evaluates the file's CHECK constraints and expression indexes.
+pub const CHECK_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// SQLite virtual-machine steps between two looks at the budget.
+const PROGRESS_STEPS: i32 = 10_000;
+
 /// Opens the SQLite file at `path` (called `label` in sentences): read-only,
-/// triggers and views off, SQLite's integrity check passed.
-pub fn open(path: &Path, label: &str) -> Result<Foreign, Refused> {
+/// triggers and views off, no string, blob or row longer than `max_length`
+/// bytes (`SQLITE_LIMIT_LENGTH`: a 900 MB cell compresses to a megabyte),
+/// `cell_size_check` on. Nothing of the file is evaluated yet: its schema is
+/// compared first ([`Foreign::check_schema`], [`Foreign::check_schema_one_of`]),
+/// then [`Foreign::check_integrity`] runs SQLite's integrity check.
+pub fn open(path: &Path, label: &str, max_length: usize) -> Result<Foreign, Refused> {
     let cannot = |e: rusqlite::Error| refused(format!("{label} cannot be read as a SQLite database ({e})"));
     let conn = crate::sqlite::open(path, crate::sqlite::read_only()).map_err(cannot)?;
     // Nothing in the file runs: a trigger fires on no write (none is made),
@@ -105,22 +117,68 @@ pub fn open(path: &Path, label: &str) -> Result<Foreign, Refused> {
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, false).map_err(cannot)?;
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_VIEW, false).map_err(cannot)?;
     conn.pragma_update(None, "query_only", true).map_err(cannot)?;
-    let found: Vec<String> = (|| {
-        let mut stmt = conn.prepare("PRAGMA integrity_check(5)")?;
-        stmt.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()
-    })()
-    .map_err(|e| refused(format!("{label} fails SQLite's integrity check ({e})")))?;
-    if found != ["ok"] {
-        let said = super::text::cut(&found.join("; "), 300).into_owned();
-        return Err(refused(format!("{label} fails SQLite's integrity check ({})", super::text::terminal(&said))));
-    }
+    conn.pragma_update(None, "cell_size_check", true).map_err(cannot)?;
+    conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH, i32::try_from(max_length).unwrap_or(i32::MAX))
+        .map_err(cannot)?;
     Ok(Foreign { conn, label: label.to_string() })
 }
 
 impl Foreign {
+    /// SQLite's integrity check, within [`CHECK_BUDGET`]; only once the
+    /// schema is the one expected (the check evaluates what the schema says).
+    pub fn check_integrity(&mut self) -> Result<(), Refused> {
+        let label = &self.label;
+        let deadline = std::time::Instant::now() + CHECK_BUDGET;
+        let handler = self.conn.progress_handler(PROGRESS_STEPS, Some(move || std::time::Instant::now() >= deadline));
+        handler.map_err(|e| refused(format!("{label} cannot be read as a SQLite database ({e})")))?;
+        let found: Result<Vec<String>, rusqlite::Error> = (|| {
+            let mut stmt = self.conn.prepare("PRAGMA integrity_check(5)")?;
+            stmt.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()
+        })();
+        let _ = self.conn.progress_handler(0, None::<fn() -> bool>);
+        let found = found.map_err(|e| {
+            refused(format!("{label} fails SQLite's integrity check ({})", super::text::one_line(&e.to_string())))
+        })?;
+        if found != ["ok"] {
+            let said = super::text::cut(&found.join("; "), 300).into_owned();
+            return Err(refused(format!("{label} fails SQLite's integrity check ({})", super::text::terminal(&said))));
+        }
+        Ok(())
+    }
+
+    /// Refuses unless its schema is one of `variants`, compared with their
+    /// SQL's runs of white space made one space (a file's text as another
+    /// version wrote it).
+    pub fn check_schema_one_of(&self, variants: &[Vec<Object>]) -> Result<(), Refused> {
+        let squeeze = |objects: &[Object]| -> Vec<Object> {
+            objects
+                .iter()
+                .map(|o| Object {
+                    sql: o.sql.as_ref().map(|t| t.split_whitespace().collect::<Vec<_>>().join(" ")),
+                    ..o.clone()
+                })
+                .collect()
+        };
+        let found = squeeze(&self.schema()?);
+        if variants.iter().any(|v| squeeze(v) == found) {
+            return Ok(());
+        }
+        // Name what no variant has, by kind and name; else say the text differs.
+        let known = |o: &Object| variants.iter().flatten().any(|v| v.kind == o.kind && v.name == o.name);
+        let extra: Vec<String> =
+            found.iter().filter(|o| !known(o)).take(5).map(|o| format!("{} {}", o.kind, named(&o.name))).collect();
+        Err(refused(if extra.is_empty() {
+            format!("{} does not have exactly the schema Autoapp makes for it", self.label)
+        } else {
+            format!("{} holds {} that Autoapp does not make in it", self.label, extra.join(", "))
+        }))
+    }
+
     /// Its schema ([`schema_of`]).
     pub fn schema(&self) -> Result<Vec<Object>, Refused> {
-        schema_of(&self.conn).map_err(|e| refused(format!("the schema of {} cannot be read ({e})", self.label)))
+        schema_of(&self.conn).map_err(|e| {
+            refused(format!("{} cannot be read as a SQLite database: its schema cannot be read ({e})", self.label))
+        })
     }
 
     /// Refuses unless its schema is exactly `expected` (objects in
@@ -265,7 +323,7 @@ mod tests {
         let (_d, path) = db("CREATE TABLE runs (seq INTEGER PRIMARY KEY, who TEXT, ms REAL);
              INSERT INTO runs VALUES (1, 'a', 1.5), (2, 'b', 3);
              CREATE TRIGGER t BEFORE INSERT ON runs BEGIN SELECT RAISE(ABORT, 'no'); END;");
-        let f = open(&path, "runs.sqlite").unwrap();
+        let f = open(&path, "runs.sqlite", 1 << 20).unwrap();
         let mut got = Vec::new();
         f.rows("runs", COLUMNS, "seq", |c| {
             got.push(c);
@@ -278,7 +336,7 @@ mod tests {
         );
         let (_d, path) = db("CREATE TABLE runs (seq INTEGER PRIMARY KEY, who, ms REAL);
              INSERT INTO runs VALUES (1, 'a', 1.5), (2, x'00', 3);");
-        let e = open(&path, "runs.sqlite").unwrap().rows("runs", COLUMNS, "seq", |_| Ok(())).unwrap_err();
+        let e = open(&path, "runs.sqlite", 1 << 20).unwrap().rows("runs", COLUMNS, "seq", |_| Ok(())).unwrap_err();
         assert_eq!(e.0, "row 2 of the table runs of runs.sqlite holds bytes where its column who holds text");
     }
 
@@ -286,7 +344,7 @@ mod tests {
     fn a_view_where_a_table_should_be_is_refused() {
         let (_d, path) = db("CREATE TABLE real_runs (seq INTEGER PRIMARY KEY, who TEXT, ms REAL);
              CREATE VIEW runs AS SELECT * FROM real_runs;");
-        let e = open(&path, "runs.sqlite").unwrap().rows("runs", COLUMNS, "seq", |_| Ok(())).unwrap_err();
+        let e = open(&path, "runs.sqlite", 1 << 20).unwrap().rows("runs", COLUMNS, "seq", |_| Ok(())).unwrap_err();
         assert_eq!(e.0, "runs.sqlite holds a view \"runs\" where a table should be");
     }
 
@@ -299,16 +357,25 @@ mod tests {
             schema_of(&conn).unwrap()
         };
         let (_d, path) = db(made);
-        open(&path, "app.sqlite").unwrap().check_schema(&expected, &[]).unwrap();
+        open(&path, "app.sqlite", 1 << 20).unwrap().check_schema(&expected, &[]).unwrap();
         let (_d, path) = db(&format!(
             "{made} CREATE TRIGGER sneaky AFTER INSERT ON notes BEGIN DELETE FROM notes; END;
              CREATE VIEW peek AS SELECT 1;"
         ));
-        let e = open(&path, "app.sqlite").unwrap().check_schema(&expected, &[]).unwrap_err();
+        let e = open(&path, "app.sqlite", 1 << 20).unwrap().check_schema(&expected, &[]).unwrap_err();
         assert_eq!(e.0, "app.sqlite holds trigger \"sneaky\", view \"peek\" that its release's migrations do not make");
         let (_d, path) = db("CREATE TABLE other (x);");
-        let e = open(&path, "app.sqlite").unwrap().check_schema(&expected, &[]).unwrap_err();
+        let e = open(&path, "app.sqlite", 1 << 20).unwrap().check_schema(&expected, &[]).unwrap_err();
         assert!(e.0.contains("table \"other\""), "{e}");
+        // A table whose name only begins like SQLite's own is compared like the rest.
+        let (_d, path) = db(made);
+        {
+            let conn = crate::sqlite::open(&path, crate::sqlite::read_write()).unwrap();
+            conn.set_db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE, false).unwrap();
+            conn.execute_batch("PRAGMA writable_schema = ON; CREATE TABLE Sqlite_x (x);").unwrap();
+        }
+        let e = open(&path, "app.sqlite", 1 << 20).unwrap().check_schema(&expected, &[]).unwrap_err();
+        assert!(e.0.contains("table \"Sqlite_x\""), "{e}");
     }
 
     #[test]
@@ -316,7 +383,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.sqlite");
         std::fs::write(&path, vec![0x5a; 8192]).unwrap();
-        let e = match open(&path, "app.sqlite") {
+        let e = match open(&path, "app.sqlite", 1 << 20) {
             Err(e) => e,
             Ok(f) => f.schema().unwrap_err(),
         };

@@ -268,23 +268,45 @@ fn open(data: &Path) -> anyhow::Result<Connection> {
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     // FULL: every commit syncs the log, so a row is on disk when its
     // transaction is committed (one sync per batch of rows).
-    conn.execute_batch(
+    conn.execute_batch(&format!(
         "PRAGMA journal_mode = WAL;
          PRAGMA synchronous = FULL;
-         CREATE TABLE IF NOT EXISTS runs (
+         {RUNS_TABLE}",
+    ))?;
+    // A record written before the column existed gets it; its rows were
+    // never answered by a standing approval.
+    if !has_answered_by(&conn)? {
+        conn.execute_batch(ADD_ANSWERED_BY)?;
+    }
+    Ok(conn)
+}
+
+/// The record's table.
+const RUNS_TABLE: &str = "CREATE TABLE IF NOT EXISTS runs (
              seq INTEGER PRIMARY KEY,
              time TEXT NOT NULL, request_id TEXT NOT NULL, channel TEXT NOT NULL,
              caller TEXT NOT NULL, app TEXT NOT NULL, release TEXT NOT NULL,
              route TEXT NOT NULL, effect TEXT NOT NULL, arguments_hash TEXT NOT NULL,
              decision TEXT NOT NULL, reason TEXT NOT NULL, outcome TEXT NOT NULL,
-             duration_ms REAL NOT NULL, answered_by TEXT NOT NULL DEFAULT 'nobody');",
-    )?;
-    // A record written before the column existed gets it; its rows were
-    // never answered by a standing approval.
-    if !has_answered_by(&conn)? {
-        conn.execute_batch("ALTER TABLE runs ADD COLUMN answered_by TEXT NOT NULL DEFAULT 'nobody'")?;
-    }
-    Ok(conn)
+             duration_ms REAL NOT NULL, answered_by TEXT NOT NULL DEFAULT 'nobody');";
+const ADD_ANSWERED_BY: &str = "ALTER TABLE runs ADD COLUMN answered_by TEXT NOT NULL DEFAULT 'nobody'";
+
+/// The longest string, blob or row a record from elsewhere may hold: a row
+/// of [`COLUMNS`], each cell at most `elsewhere::sqlite::MAX_CELL`.
+pub const MAX_ROW: usize = crate::elsewhere::sqlite::MAX_CELL * 16;
+
+/// The schemas a record has (the one this module makes, and the one a record
+/// made before `answered_by` existed has once the column was added): a
+/// record from elsewhere has exactly one of them — no index, trigger, view
+/// or other table.
+pub fn schemas() -> anyhow::Result<Vec<Vec<crate::elsewhere::sqlite::Object>>> {
+    let made = |sql: &str| -> anyhow::Result<Vec<crate::elsewhere::sqlite::Object>> {
+        let conn = crate::sqlite::in_memory()?;
+        conn.execute_batch(sql)?;
+        Ok(crate::elsewhere::sqlite::schema_of(&conn)?)
+    };
+    let older = RUNS_TABLE.replace(", answered_by TEXT NOT NULL DEFAULT 'nobody');", ");");
+    Ok(vec![made(RUNS_TABLE)?, made(&format!("{older}; {ADD_ANSWERED_BY}"))?])
 }
 
 fn has_answered_by(conn: &Connection) -> rusqlite::Result<bool> {

@@ -5,8 +5,10 @@
 //! everything before anything is placed. In order, each step its function:
 //!
 //! 1. [`read_list`]: `backup.json` (bounded), and what it lists becomes what
-//!    the archive may hold (`elsewhere::Expected`: canonical names, no two
-//!    that collide, sizes).
+//!    the archive may hold (`elsewhere::Expected`: canonical, bounded names,
+//!    no two that collide, sizes); each kind of file within its most bytes
+//!    ([`most_bytes`]), under `release/` only the release's own files; its
+//!    time a time and its app an id.
 //! 2. [`room_for`]: the disk has room for what is listed.
 //! 3. [`unpack`]: each entry's header is read by `elsewhere::archive` (long
 //!    names and PAX records bounded), checked against the list before a byte
@@ -15,9 +17,10 @@
 //! 4. [`check_release`]: the release's id recomputed from its files,
 //!    release.json describing its component, the component checked as a
 //!    build checks it (`build::check_component`).
-//! 5. [`check_data`]: the app's store passes SQLite's integrity check, its
-//!    schema is exactly what the release's migrations make (an extra trigger,
-//!    view or table is refused, named), and it has exactly those migrations.
+//! 5. [`check_data`]: the app's store's schema is exactly what the release's
+//!    migrations make (run guarded on an empty database: `store::schema_made_by`;
+//!    an extra trigger, view or table is refused, named), then it passes
+//!    SQLite's integrity check, and it has exactly those migrations.
 //! 6. [`rebuild_record`]: the record is made anew by `gate::record` and the
 //!    backup's rows copied in, typed and checked; the backup's file is never
 //!    opened as the record.
@@ -85,8 +88,10 @@ fn damaged(file: &Path, why: impl std::fmt::Display) -> anyhow::Error {
     kinded(
         ErrorKind::InvalidInput,
         format!(
-            "{} cannot be restored: {why}. Nothing was placed. Use another copy of the backup, or take a new one with `autoapp backup`",
-            file.display()
+            "{} cannot be restored: {}. Nothing was placed. Use another copy of the backup, or take a new one with `autoapp backup`",
+            file.display(),
+            // One line, whatever a parser's error quoted of the file.
+            elsewhere::text::terminal(&why.to_string())
         ),
     )
 }
@@ -170,7 +175,8 @@ fn stage(
     journal::fault("restore:unpacked");
 
     let paths = AppPaths { id: id.clone(), dir: staging.to_path_buf() };
-    let release = check_release(root, runtime, file, &paths, &manifest.release)?;
+    let listed: Vec<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
+    let release = check_release(root, runtime, file, &paths, &manifest.release, &listed, &manifest.app)?;
     check_data(file, &paths, &release.migrations)?;
     let rows = rebuild_record(file, staging)?;
     progress(&format!(
@@ -261,18 +267,39 @@ fn read_list(file: &Path) -> anyhow::Result<(Manifest, Expected)> {
     if !release::is_release_id(&manifest.release) {
         return Err(damaged(file, format!("its release id {} is not one", named(&manifest.release))));
     }
+    // What the success line says of it: a time and an app id, nothing else.
+    if manifest.taken_at.len() > 40 || humantime::parse_rfc3339_weak(&manifest.taken_at).is_err() {
+        return Err(damaged(file, format!("the time it was taken, {}, is not a time", named(&manifest.taken_at))));
+    }
+    if AppId::parse(&manifest.app).is_err() {
+        return Err(damaged(file, format!("its app id {} is not one", named(&manifest.app))));
+    }
     let mut expected = Expected::new();
     for Entry { path, bytes, .. } in &manifest.files {
         if path == MANIFEST {
             return Err(damaged(file, format!("its {MANIFEST} lists itself")));
         }
+        // Bounded and canonical first, then one of the files a backup holds.
+        expected.part(path, *bytes).map_err(|e| damaged(file, format!("its {MANIFEST}: {e}")))?;
         if staged_path(path, &manifest.release).is_none() {
             return Err(damaged(
                 file,
                 format!("its {MANIFEST} lists {}, which is not a file a backup holds", named(path)),
             ));
         }
-        expected.part(path, *bytes).map_err(|e| damaged(file, format!("its {MANIFEST}: {e}")))?;
+        if *bytes > most_bytes(path) {
+            return Err(damaged(
+                file,
+                format!("its {MANIFEST} lists {} of {} bytes; at most {}", named(path), bytes, most_bytes(path)),
+            ));
+        }
+    }
+    let migrations: u64 = manifest.files.iter().filter(|f| f.path.ends_with(".sql")).map(|f| f.bytes).sum();
+    if migrations > MAX_MIGRATIONS {
+        return Err(damaged(
+            file,
+            format!("its {MANIFEST} lists {migrations} bytes of migrations; at most {MAX_MIGRATIONS}"),
+        ));
     }
     if expected.total().is_none() {
         return Err(damaged(file, "the sizes its manifest lists are impossible"));
@@ -298,9 +325,39 @@ fn staged_path(name: &str, release: &str) -> Option<PathBuf> {
             _ => None,
         };
     }
+    // A release holds its component, its manifest, its release.json and the
+    // migrations its manifest lists (each a `.sql`; [`check_release`] holds
+    // that they are exactly the listed ones).
     let rel = name.strip_prefix("release/")?;
+    if !is_release_file(rel) {
+        return None;
+    }
     Some(PathBuf::from("releases").join(release).join(rel))
 }
+
+/// What a name inside `release/` may be: one of the release's own files, or a migration.
+fn is_release_file(rel: &str) -> bool {
+    matches!(rel, COMPONENT_FILE | MANIFEST_FILE | release::RELEASE_FILE) || rel.ends_with(".sql")
+}
+
+/// The most bytes a listed file of each kind may have, checked in
+/// [`read_list`] before anything is unpacked (a listing of an 8 GB
+/// component, its hash precomputed, fits in a backup of a megabyte).
+fn most_bytes(name: &str) -> u64 {
+    match name.strip_prefix("release/") {
+        Some(COMPONENT_FILE) => crate::build::MAX_COMPONENT,
+        Some(rel) if rel.ends_with(".sql") => store::MAX_MIGRATION_SQL as u64,
+        Some(_) => MAX_TEXT,
+        None if name == GRANTS => MAX_TEXT,
+        // The app's data and its record: bounded by the disk's room (`room_for`).
+        None => u64::MAX,
+    }
+}
+
+/// The most bytes of a release's manifest, release.json, or a backup's grants.json.
+const MAX_TEXT: u64 = 1 << 20;
+/// The most bytes of all a release's migrations together.
+const MAX_MIGRATIONS: u64 = 16 << 20;
 
 /// Step 2: room for what is listed, before anything is written.
 fn room_for(root: &Root, file: &Path, expected: &Expected) -> anyhow::Result<()> {
@@ -377,11 +434,39 @@ struct Checked {
 /// Step 4: the release's id is its files' hash, as every release's is; its
 /// release.json describes its component; its component is one a build
 /// would make a release of.
-fn check_release(root: &Root, runtime: &Runtime, file: &Path, paths: &AppPaths, rid: &str) -> anyhow::Result<Checked> {
+fn check_release(
+    root: &Root,
+    runtime: &Runtime,
+    file: &Path,
+    paths: &AppPaths,
+    rid: &str,
+    listed: &[&str],
+    app: &str,
+) -> anyhow::Result<Checked> {
     let rdir = paths.release(rid);
     let rmanifest = crate::manifest::load(&rdir.join(MANIFEST_FILE))
         .map_err(|e| damaged(file, format!("its release's autoapp.toml is not valid ({e})")))?;
+    // As a build checks: the release is of the app it says it backs up.
+    if rmanifest.id.to_string() != app {
+        return Err(damaged(
+            file,
+            format!(
+                "its release's autoapp.toml is of {}, not of {}, the app it says it holds",
+                rmanifest.id,
+                named(app)
+            ),
+        ));
+    }
     let manifest_text = std::fs::read_to_string(rdir.join(MANIFEST_FILE))?;
+    // The release holds exactly the files it covers: no migration its manifest does not list.
+    for listed in listed.iter().filter_map(|p| p.strip_prefix("release/")) {
+        if listed.ends_with(".sql") && !rmanifest.migrations.iter().any(|m| m == listed) {
+            return Err(damaged(
+                file,
+                format!("its release holds {}, a migration its autoapp.toml does not list", named(listed)),
+            ));
+        }
+    }
     let migrations = release::migrations(paths, rid, &rmanifest).map_err(|e| damaged(file, format!("{e:#}")))?;
     let component = std::fs::read(rdir.join(COMPONENT_FILE))
         .map_err(|e| damaged(file, format!("its release has no component ({e})")))?;
@@ -409,12 +494,31 @@ fn check_release(root: &Root, runtime: &Runtime, file: &Path, paths: &AppPaths, 
     crate::build::check_component(root, runtime, &component, &|_| {}).map_err(|e| {
         damaged(file, format!("its release/{COMPONENT_FILE} is refused as a build would refuse it: {e}"))
     })?;
+    // release.json written anew from what was checked: its id, app, version
+    // and component are the release's own; its time is kept when it is one
+    // and not in the future.
+    let now = std::time::SystemTime::now();
+    let created_at = match humantime::parse_rfc3339_weak(&info.created_at) {
+        Ok(t) if t <= now && info.created_at.len() <= 40 => info.created_at.clone(),
+        _ => release::now_rfc3339(),
+    };
+    let info = release::ReleaseInfo {
+        id: rid.to_string(),
+        app: rmanifest.id.to_string(),
+        version: rmanifest.version.clone(),
+        created_at,
+        component_sha256: info.component_sha256,
+        component_bytes: info.component_bytes,
+        source: if info.source == "cargo" { "cargo".into() } else { "component".into() },
+    };
+    write_atomic(&rdir.join(release::RELEASE_FILE), serde_json::to_string_pretty(&info)?.as_bytes())?;
     release::seal(&rdir)?;
     Ok(Checked { manifest: rmanifest, migrations })
 }
 
-/// Step 5: the app's store passes SQLite's integrity check, holds exactly the
-/// schema its release's migrations make, and has exactly those applied.
+/// Step 5: the app's store holds exactly the schema its release's migrations
+/// make (compared before anything of it is evaluated), then passes SQLite's
+/// integrity check, and has exactly those migrations applied.
 fn check_data(file: &Path, paths: &AppPaths, migrations: &[Migration]) -> anyhow::Result<()> {
     let path = paths.data().join(store::STORE_FILE);
     if !path.exists() {
@@ -424,10 +528,13 @@ fn check_data(file: &Path, paths: &AppPaths, migrations: &[Migration]) -> anyhow
         damaged(file, format!("its release's migrations cannot be applied to an empty database ({e:#})"))
     })?;
     {
-        let found = elsewhere::sqlite::open(&path, "its data/app.sqlite").map_err(|e| damaged(file, e))?;
+        let mut found = elsewhere::sqlite::open(&path, "its data/app.sqlite", store::MAX_RESULT_BYTES)
+            .map_err(|e| damaged(file, e))?;
         // A store no migration was ever applied to may lack the host's table.
         let optional: &[&str] = if migrations.is_empty() { &[store::HOST_MIGRATIONS_TABLE] } else { &[] };
+        // The schema first: the integrity check evaluates what it says.
         found.check_schema(&expected, optional).map_err(|e| damaged(file, e))?;
+        found.check_integrity().map_err(|e| damaged(file, e))?;
     }
     let applied = store::applied_in(&paths.data()).map_err(|e| damaged(file, format!("{e:#}")))?;
     if applied.len() != migrations.len() || !store::is_prefix(migrations, &applied) {
@@ -445,7 +552,11 @@ fn rebuild_record(file: &Path, staging: &Path) -> anyhow::Result<u64> {
     if !from.exists() {
         return Ok(0);
     }
-    let foreign = elsewhere::sqlite::open(&from, "its data/runs.sqlite").map_err(|e| damaged(file, e))?;
+    let mut foreign = elsewhere::sqlite::open(&from, "its data/runs.sqlite", crate::gate::record::MAX_ROW)
+        .map_err(|e| damaged(file, e))?;
+    // Exactly the record's own table, before the integrity check evaluates anything.
+    foreign.check_schema_one_of(&crate::gate::record::schemas()?).map_err(|e| damaged(file, e))?;
+    foreign.check_integrity().map_err(|e| damaged(file, e))?;
     crate::gate::record::rebuild_from(&data, &foreign).map_err(|e| damaged(file, format!("{e:#}")))
 }
 
@@ -566,10 +677,19 @@ pub fn recover(root: &Root, caller: &Caller) -> anyhow::Result<Vec<String>> {
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         // A staging folder whose restore is gone (one running now is left to it).
+        // One that cannot be removed is said and left: never a reason for the command to fail.
         if name.starts_with(".restore-") && !super::in_use(&name) {
-            std::fs::remove_dir_all(entry.path())
-                .with_context(|| format!("cannot remove {}", entry.path().display()))?;
-            said.push(format!("an interrupted restore ({name}) was undone: nothing of it was placed"));
+            let shown = elsewhere::text::terminal(&name).into_owned();
+            match std::fs::remove_dir_all(entry.path()) {
+                Ok(()) => said.push(format!("an interrupted restore ({shown}) was undone: nothing of it was placed")),
+                Err(e) => {
+                    tracing::warn!(folder = %shown, error = %e, "an interrupted restore's folder cannot be removed");
+                    said.push(format!(
+                        "an interrupted restore left {} behind, and it cannot be removed ({e}); nothing of it was placed. Remove it by hand when you can",
+                        entry.path().display()
+                    ));
+                }
+            }
         }
     }
     for id in root.app_ids()? {
@@ -621,6 +741,8 @@ mod tests {
             "data/a/b.sqlite",
             "release/../../x",
             "release//etc/passwd",
+            "release/a/a/a/x",
+            "release/notes.txt",
             "other",
         ] {
             assert_eq!(staged_path(bad, &r), None, "{bad}");
