@@ -1132,41 +1132,14 @@ fn a_small_file_whose_long_name_declares_3_gb_is_refused_in_flat_memory() {
 
 #[test]
 fn a_component_that_is_not_one_is_refused_at_restore_even_with_its_release_id_recomputed() {
-    use autoapp::release::{Migration, ReleaseInputs, release_id};
     let n = notes_with(&["one"]);
     let dir = tempfile::tempdir().unwrap();
     let file = backup(&n.root, "notes", dir.path());
     let good = entries(&file);
     let garbage: Vec<u8> = b"\0asm\x0d\0\x01\0".iter().copied().chain(std::iter::repeat_n(0x42u8, 4096)).collect();
     let hostile = tampered(&good, dir.path(), "garbage-component", |e| {
-        let text = String::from_utf8(e[index_of(e, "release/autoapp.toml")].1.clone()).unwrap();
-        let parsed = autoapp::manifest::parse(&text, "autoapp.toml").unwrap();
-        let migrations: Vec<Migration> = parsed
-            .migrations
-            .iter()
-            .map(|m| Migration {
-                name: m.clone(),
-                sql: String::from_utf8(e[index_of(e, &format!("release/{m}"))].1.clone()).unwrap(),
-            })
-            .collect();
-        let inputs = ReleaseInputs {
-            component: &garbage,
-            manifest_text: &text,
-            manifest: &parsed,
-            migrations: &migrations,
-            source: "",
-        };
-        let id = release_id(&inputs);
         put(e, "release/component.wasm", garbage.clone());
-        let info = index_of(e, "release/release.json");
-        let mut r: Value = serde_json::from_slice(&e[info].1).unwrap();
-        r["id"] = json!(id);
-        r["component_sha256"] = json!(sha(&garbage));
-        r["component_bytes"] = json!(garbage.len());
-        put(e, "release/release.json", serde_json::to_vec(&r).unwrap());
-        let mut m: Value = serde_json::from_slice(&e[0].1).unwrap();
-        m["release"] = json!(id);
-        e[0].1 = serde_json::to_vec(&m).unwrap();
+        rereleased(e);
     });
     let fresh = TestRoot::new();
     let said = fresh.refused(&["restore", hostile.to_str().unwrap()]);
@@ -1230,7 +1203,8 @@ fn a_restore_that_cannot_be_recorded_is_undone_and_never_wedges_the_root() {
 }
 
 /// Recomputes the release's id from `e`'s release files (a tamperer who
-/// changed them), and writes it where release.json and backup.json name it.
+/// changed them), and writes it where release.json and backup.json name it
+/// (release.json's description of the component too).
 fn rereleased(e: &mut Entries) {
     use autoapp::release::{Migration, ReleaseInputs, release_id};
     let text = String::from_utf8(e[index_of(e, "release/autoapp.toml")].1.clone()).unwrap();
@@ -1255,6 +1229,8 @@ fn rereleased(e: &mut Entries) {
     let info = index_of(e, "release/release.json");
     let mut r: Value = serde_json::from_slice(&e[info].1).unwrap();
     r["id"] = json!(id);
+    r["component_sha256"] = json!(sha(&component));
+    r["component_bytes"] = json!(component.len());
     put(e, "release/release.json", serde_json::to_vec(&r).unwrap());
     let mut m: Value = serde_json::from_slice(&e[0].1).unwrap();
     m["release"] = json!(id);

@@ -32,14 +32,7 @@ fn a_package_is_the_release_s_component_with_its_manifest_inside_and_it_runs_as_
     assert!(again.contains("exists already"), "{again}");
     // The file runs as it is: a runtime ignores the custom sections.
     let other = TestRoot::new();
-    let ws = tempfile::tempdir().unwrap();
-    let notes = repo().join("guests/notes");
-    std::fs::copy(notes.join("autoapp.toml"), ws.path().join("autoapp.toml")).unwrap();
-    std::fs::create_dir(ws.path().join("migrations")).unwrap();
-    for m in std::fs::read_dir(notes.join("migrations")).unwrap() {
-        let m = m.unwrap();
-        std::fs::copy(m.path(), ws.path().join("migrations").join(m.file_name())).unwrap();
-    }
+    let ws = notes_workspace();
     other.ok(&["create", "notes", "--at", ws.path().to_str().unwrap()]);
     let built: serde_json::Value =
         serde_json::from_str(&other.ok(&["build", "notes", "--component", file.to_str().unwrap(), "--json"])).unwrap();
