@@ -171,7 +171,7 @@ enum Command {
     Install {
         /// The package file (`<app>-<version>.wasm`).
         file: PathBuf,
-        /// The id to install it as [default: the id its manifest gives]
+        /// The id to install it as: the id its manifest gives (another id is not offered yet)
         #[arg(long = "as", value_name = "APP")]
         as_id: Option<String>,
         /// Install a package nobody signed (anyone could have made it).
