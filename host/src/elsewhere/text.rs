@@ -105,14 +105,18 @@ pub fn terminal_lines(text: &str) -> Cow<'_, str> {
 }
 
 fn terminal_with(text: &str, keep_lines: bool) -> Cow<'_, str> {
-    if clean_for_terminal(text, keep_lines) {
+    escape_where(text, |c| (is_control(c) && !(keep_lines && c == '\n')) || is_format(c))
+}
+
+/// `text` with every character `shown` picks written as a visible escape;
+/// borrowed as it is when there is none.
+fn escape_where(text: &str, shown: impl Fn(char) -> bool) -> Cow<'_, str> {
+    if !text.chars().any(&shown) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
     for c in text.chars() {
-        if keep_lines && c == '\n' {
-            out.push('\n');
-        } else if is_control(c) || is_format(c) {
+        if shown(c) {
             escape_into(&mut out, c);
         } else {
             out.push(c);
@@ -127,18 +131,7 @@ fn terminal_with(text: &str, keep_lines: bool) -> Cow<'_, str> {
 /// source code reorders what they read, "Trojan Source"), where removing one
 /// would misstate what is approved.
 pub fn show_format(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(is_format) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if is_format(c) {
-            escape_into(&mut out, c);
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
+    escape_where(text, is_format)
 }
 
 /// The character shown where a control character was, on a page.

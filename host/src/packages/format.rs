@@ -106,9 +106,7 @@ struct MigrationEntry {
 }
 
 /// Appends a custom section `name` holding `payload` to `out`.
-pub fn push_section(out: &mut Vec<u8>, name: &str, payload: &[u8]) {
-    wasm::push_custom(out, name, payload);
-}
+pub use crate::elsewhere::wasm::push_custom as push_section;
 
 fn is_ours(s: &Section) -> bool {
     s.name.as_deref().is_some_and(|n| n.starts_with(OURS))

@@ -160,8 +160,6 @@ pub fn install(
             "the migrations the package carries are not the ones its manifest lists ([data] migrations), in that order",
         ));
     }
-    crate::build::check_component(root, runtime, package.component, progress)
-        .map_err(|e| refused(format!("the package's component is refused: {e}")))?;
     let paths = root.app(&id);
     let existing = paths.exists();
     let pin = if existing { pinned(&paths)? } else { None };
@@ -193,6 +191,9 @@ pub fn install(
             publisher.as_ref().map_or("not signed".to_string(), |p| format!("signed by fingerprint {}", p.fingerprint))
         )));
     }
+    // The component last: compiling it is the dearest check.
+    crate::build::check_component(root, runtime, package.component, progress)
+        .map_err(|e| refused(format!("the package's component is refused: {e}")))?;
     // Every check passed: place it.
     if !existing {
         std::fs::create_dir_all(root.apps_dir())?;
