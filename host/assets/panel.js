@@ -83,10 +83,18 @@ function plansBox(a) {
   return box;
 }
 
+// Where an app comes from: its workspace, or a package and its publisher.
+function sourceText(src) {
+  if (!src || src.kind !== "package") return "From its workspace.";
+  const who = src.publisher ? `published by ${src.publisher.name} (fingerprint ${src.publisher.fingerprint})` : "not signed: anyone could have made it";
+  return `Installed from a package, ${who}.`;
+}
+
 function appCard(a) {
   const card = el("section", { class: "section app", "data-app": a.id },
     el("h2", { text: `${a.name} ` }, el("span", { class: "muted", text: `(${a.id})` })),
-    el("p", { text: a.active ? `Active: ${a.active.version} — ${short(a.active.id)}` : "No active release" }));
+    el("p", { text: a.active ? `Active: ${a.active.version} — ${short(a.active.id)}` : "No active release" }),
+    el("p", { class: "muted source", text: sourceText(a.source) }));
   const openRow = el("div", { class: "row" });
   if (a.active) openRow.append(el("button", { class: "primary open", text: "Open", onclick: () => act(`opening ${a.id}`, "/api/open", { app: a.id }) }));
   card.append(openRow);

@@ -40,6 +40,7 @@ pub struct Config {
     pub build_deadline_secs: u64,
     pub build_read: Vec<String>,
     pub run_limit_secs: u64,
+    pub package_max_mib: u64,
 }
 
 /// Whether spawned programs are confined with Landlock (`landlock`).
@@ -135,6 +136,7 @@ impl Config {
             ("workflow_min_every_secs", self.workflow_min_every_secs),
             ("build_deadline_secs", self.build_deadline_secs),
             ("run_limit_secs", self.run_limit_secs),
+            ("package_max_mib", self.package_max_mib),
         ];
         for (k, v) in positive {
             if v == 0 {
@@ -143,6 +145,9 @@ impl Config {
         }
         if self.memory_max_mib > 4096 {
             return Err("memory_max_mib may be at most 4096 (a 32-bit memory)".into());
+        }
+        if self.package_max_mib > 4096 {
+            return Err("package_max_mib may be at most 4096".into());
         }
         if self.epoch_tick_ms > self.call_deadline_ms {
             return Err("epoch_tick_ms must not be longer than call_deadline_ms".into());
@@ -168,6 +173,11 @@ impl Config {
 
     pub fn memory_max_bytes(&self) -> usize {
         (self.memory_max_mib as usize) << 20
+    }
+
+    /// The largest package `install` reads, in bytes.
+    pub fn package_max_bytes(&self) -> u64 {
+        self.package_max_mib << 20
     }
 
     pub fn stack_max_bytes(&self) -> usize {

@@ -61,6 +61,20 @@ fn greetings_app_meets_the_same_rules_as_rust(guest: &str, files: &[&str], compo
     let rust = rust_root.call("hostile", "write.in-read", "{}");
     assert_eq!(theirs["error"], rust["error"]);
     assert_eq!(root.call(guest, "greetings.list", "{}")["greetings"].as_array().unwrap().len(), 1);
+
+    // Packed on this root and installed on another (issue 30): a package
+    // from another language is a package like any other.
+    root.ok(&["key", "new", "--name", "Greeter"]);
+    let out = tempfile::tempdir().unwrap();
+    let packed = root.ok(&["pack", guest, "--sign", "--to", out.path().to_str().unwrap(), "--json"]);
+    let file = serde_json::from_str::<serde_json::Value>(&packed).unwrap()["file"].as_str().unwrap().to_string();
+    let other = TestRoot::new();
+    let installed = other.ok(&["install", &file, "--json"]);
+    let release =
+        serde_json::from_str::<serde_json::Value>(&installed).unwrap()["release"].as_str().unwrap().to_string();
+    assert_eq!(release, id, "{guest}: the same release on the other root");
+    other.ok(&["activate", guest, &release]);
+    assert_eq!(other.call(guest, "greetings.add", r#"{"name":"Ada"}"#)["text"], "Hello, Ada!");
 }
 
 #[test]

@@ -237,6 +237,10 @@ fn a_build_script_cannot_write_outside_its_target_folder_nor_connect_anywhere() 
     let in_home = std::path::Path::new(&home).join(&mark);
     let cargo_home = std::env::var("CARGO_HOME").unwrap_or(format!("{home}/.cargo"));
     let in_registry = std::path::Path::new(&cargo_home).join("registry").join(&mark);
+    // The test's registry login, where `TestRoot::command` points DOCKER_CONFIG.
+    let docker = t.path().join("docker/config.json");
+    std::fs::create_dir_all(docker.parent().unwrap()).unwrap();
+    std::fs::write(&docker, r#"{"auths":{"127.0.0.1:5000":{"auth":"YWRhOnNlY3JldA=="}}}"#).unwrap();
     let server = TestServer::start();
     let url = server.url("/exfiltrate");
     let port: u16 = url.split(':').nth(2).unwrap().split('/').next().unwrap().parse().unwrap();
@@ -248,6 +252,16 @@ fn main() {{
         match std::fs::write(path, "escaped") {{
             Ok(()) => escaped.push(format!("wrote {{path}}")),
             Err(e) => println!("cargo:warning=cannot write {{path}}: {{e}}"),
+        }}
+    }}
+    // The person's registry login (issue 30): neither its file nor where it is.
+    match std::fs::read_to_string({docker:?}) {{
+        Ok(_) => escaped.push("read the registry login".to_string()),
+        Err(e) => println!("cargo:warning=cannot read the login: {{e}}"),
+    }}
+    for var in ["DOCKER_CONFIG", "REGISTRY_AUTH_FILE"] {{
+        if std::env::var_os(var).is_some() {{
+            escaped.push(format!("saw {{var}}"));
         }}
     }}
     match std::net::TcpStream::connect(("127.0.0.1", {port})) {{
@@ -267,12 +281,13 @@ fn main() {{
         home = in_home.display().to_string(),
         registry = in_registry.display().to_string(),
         neighbour = neighbour.display().to_string(),
+        docker = docker.display().to_string(),
     );
     std::fs::write(ws.join("build.rs"), build_rs).unwrap();
     let out = t.run(&["build", "escape"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the confined build still builds: {stderr}");
-    for said in ["cannot write", "cannot connect"] {
+    for said in ["cannot write", "cannot connect", "cannot read the login"] {
         assert!(stderr.contains(said), "the build reports `{said}`: {stderr}");
     }
     assert_eq!(stderr.matches("cannot write").count(), 3, "{stderr}");

@@ -19,6 +19,7 @@ mod many_callers;
 mod packages;
 mod panel_create;
 mod plans;
+mod registry;
 mod support;
 mod tidy;
 mod workflows;

@@ -51,13 +51,16 @@ impl TestRoot {
     }
 
     /// `autoapp --root <root>`, ready for arguments. Its configuration folder
-    /// (publisher keys) is the test's too: `<root>/xdg-config`, never the
-    /// person's.
+    /// (publisher keys) and its registry logins are the test's too, never the
+    /// person's: `<root>/xdg-config`, `<root>/docker/config.json`,
+    /// `<root>/containers-auth.json`.
     pub fn command(&self) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_autoapp"));
         c.arg("--root")
             .arg(self.path())
             .env("XDG_CONFIG_HOME", self.path().join("xdg-config"))
+            .env("DOCKER_CONFIG", self.path().join("docker"))
+            .env("REGISTRY_AUTH_FILE", self.path().join("containers-auth.json"))
             .env("CARGO_TARGET_DIR", guest_target())
             .env_remove("AUTOAPP_ROOT")
             .env("AUTOAPP_LOG", "warn");

@@ -159,18 +159,44 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Install a package (`autoapp pack`'s file) as a candidate release of its app.
+    /// Push one release of an app, packed, to an OCI registry: `registry/repository:tag`.
     ///
-    /// The package is checked whole before anything is placed: its sections, its
-    /// signature, the WIT version, the manifest and the component (as a build checks
-    /// them). It becomes a candidate, as a build does: nothing runs until you
-    /// `autoapp activate` it, and it gets nothing you did not `autoapp grant`. The
-    /// publisher's key is pinned at an app's first install; a package for it signed by
-    /// another key is refused unless you name that key with --publisher. A registry
-    /// reference is not taken yet: install from a file.
+    /// The package (as `autoapp pack` writes it; --sign signs it) goes up as a standard
+    /// Wasm OCI artifact: a config `application/vnd.wasm.config.v0+json` naming the
+    /// component's imports and exports, exactly one `application/wasm` layer — the
+    /// packed file, byte for byte — and `org.opencontainers.image.*` annotations. It
+    /// prints the manifest's digest: `registry/repository@<digest>` names exactly these
+    /// bytes. Your login is the one `docker login` or `skopeo login` keeps. A registry on
+    /// a loopback address (127.0.0.1:5000, localhost) is spoken to over plain HTTP, any
+    /// other only over HTTPS.
+    Publish {
+        app: String,
+        /// Where to push it: registry/repository:tag (e.g. ghcr.io/you/notes:1.0).
+        reference: String,
+        /// The release to publish (a unique prefix of its id) [default: the active release]
+        #[arg(long, value_name = "ID")]
+        release: Option<String>,
+        /// Sign it with your publisher key (`autoapp key new`).
+        #[arg(long)]
+        sign: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Install a package, from a file or a registry, as a candidate release of its app.
+    ///
+    /// SOURCE is a package file (`autoapp pack`'s) or a registry reference
+    /// (registry/repository:tag or registry/repository@sha256:…, as `autoapp publish`
+    /// pushed it). The package is checked whole before anything is placed: its size
+    /// (package_max_mib), its digests (a registry's), its sections, its signature, the
+    /// WIT version, the manifest and the component (as a build checks them). It becomes a
+    /// candidate, as a build does: nothing runs until you `autoapp activate` it, and it
+    /// gets nothing you did not `autoapp grant`. The publisher's key is pinned at an
+    /// app's first install; a package for it signed by another key is refused unless you
+    /// name that key with --publisher.
     Install {
-        /// The package file (`<app>-<version>.wasm`).
-        file: PathBuf,
+        /// A package file (`<app>-<version>.wasm`) or registry/repository:tag.
+        #[arg(value_name = "SOURCE")]
+        source: String,
         /// The id to install it as: the id its manifest gives (another id is not offered yet)
         #[arg(long = "as", value_name = "APP")]
         as_id: Option<String>,
@@ -545,8 +571,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Plan { action, app, plan } => plans::act(root, action, app, plan),
         Command::Key { action, name, json } => packages::key(action, name, json),
         Command::Pack { app, release, to, sign, json } => packages::pack(root, app, release, to, sign, json),
-        Command::Install { file, as_id, unsigned, publisher, json } => {
-            packages::install(root, file, as_id, unsigned, publisher, json)
+        Command::Publish { app, reference, release, sign, json } => {
+            packages::publish(root, app, reference, release, sign, json)
+        }
+        Command::Install { source, as_id, unsigned, publisher, json } => {
+            packages::install(root, source, as_id, unsigned, publisher, json)
         }
         Command::Backup { app, to, json } => housekeeping::backup(root, app, to, json),
         Command::Restore { file, as_id, json } => housekeeping::restore(root, file, as_id, json),

@@ -1,5 +1,5 @@
-//! `autoapp key` and `autoapp pack`: a publisher's side of packages
-//! ([`crate::packages`]).
+//! `autoapp key`, `pack` and `publish` (a publisher's side of packages) and
+//! `autoapp install` (a person's): [`crate::packages`].
 
 use std::path::PathBuf;
 
@@ -51,6 +51,70 @@ pub(super) fn key(action: String, name: Option<String>, json: bool) -> Result<()
     Ok(())
 }
 
+/// The publisher key, when `sign`.
+fn signing_key(sign: bool) -> Result<Option<sign::Key>, Failure> {
+    if !sign {
+        return Ok(None);
+    }
+    let dir = sign::config_dir()?;
+    match sign::load(&dir)? {
+        Some(k) => Ok(Some(k)),
+        None => fail(format!(
+            "--sign needs your publisher key and there is none in {}; make one with `autoapp key new`",
+            dir.display()
+        )),
+    }
+}
+
+/// A runtime for one registry exchange of the command line.
+fn block_on<F: std::future::Future>(f: F) -> Result<F::Output, Failure> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| format!("{e:#}"))?;
+    Ok(rt.block_on(f))
+}
+
+/// `autoapp publish <app> <registry/repository:tag> [--release ID] [--sign]`.
+pub(super) fn publish(
+    root: Root,
+    app: String,
+    reference: String,
+    release: Option<String>,
+    sign: bool,
+    json: bool,
+) -> Result<(), Failure> {
+    use crate::packages::registry;
+    let id = app_id(&app)?;
+    let target = registry::parse(&reference).map_err(|m| Failure { code: 2, message: m })?;
+    let key = signing_key(sign)?;
+    let made = packages::make(&root, &id, release.as_deref(), key.as_ref())?;
+    let annotations = packages::annotations(&made);
+    let author = made.publisher.as_ref().map(|p| p.name.clone());
+    let (version, rel, publisher) = (made.version.clone(), made.release.clone(), made.publisher.clone());
+    let published = block_on(registry::publish(&target, made.bytes, annotations, author, &super::progress))??;
+    if json {
+        return print_json(&serde_json::json!({
+            "app": id.to_string(), "version": version, "release": rel,
+            "reference": published.reference, "digest": published.digest, "layer": published.layer,
+            "publisher": publisher,
+        }));
+    }
+    say!("published {id} {version} (release {}) to {}", short(&rel), published.reference);
+    say!("manifest digest: {}", published.digest);
+    say!(
+        "exactly these bytes: {}@{}",
+        published
+            .reference
+            .rsplit_once(':')
+            .filter(|(_, t)| !t.contains('/'))
+            .map_or(published.reference.as_str(), |(r, _)| r),
+        published.digest
+    );
+    match &publisher {
+        Some(p) => say!("signed by {} (fingerprint {})", p.name, p.fingerprint),
+        None => say!("not signed: whoever installs it is told anyone could have made it (`--sign` signs it)"),
+    }
+    Ok(())
+}
+
 /// `autoapp pack <app> [--release ID] [--to FILE] [--sign]`.
 pub(super) fn pack(
     root: Root,
@@ -61,20 +125,7 @@ pub(super) fn pack(
     json: bool,
 ) -> Result<(), Failure> {
     let id = app_id(&app)?;
-    let key = if sign {
-        let dir = sign::config_dir()?;
-        match sign::load(&dir)? {
-            Some(k) => Some(k),
-            None => {
-                return fail(format!(
-                    "--sign needs your publisher key and there is none in {}; make one with `autoapp key new`",
-                    dir.display()
-                ));
-            }
-        }
-    } else {
-        None
-    };
+    let key = signing_key(sign)?;
     let p = packages::pack(&root, &id, release.as_deref(), to.as_deref(), key.as_ref())?;
     if json {
         return print_json(&p);
@@ -87,10 +138,10 @@ pub(super) fn pack(
     Ok(())
 }
 
-/// `autoapp install FILE [--as APP] [--unsigned] [--publisher FINGERPRINT]`.
+/// `autoapp install FILE|REFERENCE [--as APP] [--unsigned] [--publisher FINGERPRINT]`.
 pub(super) fn install(
     root: Root,
-    file: PathBuf,
+    source: String,
     as_id: Option<String>,
     unsigned: bool,
     publisher: Option<String>,
@@ -98,11 +149,25 @@ pub(super) fn install(
 ) -> Result<(), Failure> {
     use crate::packages::install::{self, Standing};
     let as_id = as_id.as_deref().map(app_id).transpose()?;
-    tell!("checking {} (its sections, signature, manifest and component) before placing anything", file.display());
     let config = crate::config::Config::load(root.dir()).map_err(|e| format!("{e:#}"))?;
+    let max = config.package_max_bytes();
+    // A file when one is there; otherwise a registry reference.
+    let file = PathBuf::from(&source);
+    let (bytes, origin) = if file.exists() {
+        tell!("checking {} (its sections, signature, manifest and component) before placing anything", file.display());
+        let name = file.file_name().map_or(source.clone(), |n| n.to_string_lossy().into_owned());
+        (install::read_file(&file, max)?, format!("the file {name}"))
+    } else {
+        use crate::packages::registry;
+        let target = registry::parse(&source).map_err(|m| Failure { code: 1, message: m })?;
+        let fetched = block_on(registry::fetch(&target, max, &super::progress))??;
+        tell!("checking {target} (its sections, signature, manifest and component) before placing anything");
+        (fetched.bytes, format!("{target} (manifest {})", fetched.digest))
+    };
     let runtime = crate::runtime::Runtime::new(&config).map_err(|e| format!("{e:#}"))?;
     let options = install::Options { as_id: as_id.as_ref(), unsigned, publisher: publisher.as_deref() };
-    let i = install::install(&root, &runtime, &crate::gate::Caller::command_line(), &file, &options, &super::progress)?;
+    let caller = crate::gate::Caller::command_line();
+    let i = install::install(&root, &runtime, &caller, &bytes, &origin, &options, &super::progress)?;
     if json {
         return print_json(&i);
     }

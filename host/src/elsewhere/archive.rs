@@ -419,6 +419,20 @@ mod tests {
         let h = a.next_header().unwrap().unwrap();
         assert_eq!((h.name, h.size), (path, 3));
         assert_eq!(a.next_header().unwrap(), None);
+        // A PAX size stands for the header's.
+        let mut bytes = Vec::new();
+        entry(&mut bytes, b"././@PaxHeader", b'x', b"10 size=3\n");
+        bytes.extend_from_slice(&header(b"sized", b'0', 0));
+        bytes.extend_from_slice(b"xyz");
+        bytes.resize(bytes.len() + padding_of(3) as usize, 0);
+        end(&mut bytes);
+        let mut a = Archive::new(bytes.as_slice());
+        let h = a.next_header().unwrap().unwrap();
+        assert_eq!((h.name.as_str(), h.size), ("sized", 3));
+        let mut body = String::new();
+        a.body().read_to_string(&mut body).unwrap();
+        assert_eq!(body, "xyz");
+        assert_eq!(a.next_header().unwrap(), None);
         assert!(pax(b"9 path=x\n").is_ok());
         assert!(pax(b"99 path=x\n").is_err(), "a length past the records");
         assert!(pax(b"x path=x\n").is_err());
@@ -435,6 +449,46 @@ mod tests {
         a.next_header().unwrap().unwrap();
         let mut body = Vec::new();
         assert!(a.body().read_to_end(&mut body).is_err(), "the body is cut short");
+    }
+
+    #[test]
+    fn a_file_cut_inside_a_header_says_it_ends_early() {
+        let bytes = header(b"a", b'0', 0);
+        let e = Archive::new(&bytes[..300]).next_header().unwrap_err();
+        assert_eq!(e.0, "it ends early: the file is cut short");
+    }
+
+    #[test]
+    fn a_long_name_of_a_few_kib_is_read() {
+        let name = format!("{}/x", "n".repeat(3000));
+        let mut b = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        h.set_size(1);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        b.append_data(&mut h, &name, &b"x"[..]).unwrap();
+        let bytes = b.into_inner().unwrap();
+        assert_eq!(Archive::new(bytes.as_slice()).next_header().unwrap().unwrap().name, name);
+    }
+
+    #[test]
+    fn only_a_zstd_file_is_opened_as_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut tar = Vec::new();
+        entry(&mut tar, b"backup.json", b'0', b"{}");
+        end(&mut tar);
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, &tar).unwrap();
+        let short = dir.path().join("short");
+        std::fs::write(&short, &ZSTD_MAGIC[..2]).unwrap();
+        for f in [&plain, &short] {
+            let e = open_zstd(f).err().expect("refused");
+            assert_eq!(e.0, "it is not a zstd-compressed archive", "{f:?}");
+        }
+        let packed = dir.path().join("packed");
+        std::fs::write(&packed, zstd::encode_all(tar.as_slice(), 3).unwrap()).unwrap();
+        let h = open_zstd(&packed).unwrap().next_header().unwrap().unwrap();
+        assert_eq!(h.name, "backup.json");
     }
 
     #[test]

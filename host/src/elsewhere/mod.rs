@@ -190,4 +190,36 @@ mod tests {
         }
         assert!(e.part("p/one-more", 1).unwrap_err().0.contains("more than 4096 parts"));
     }
+
+    #[test]
+    fn a_name_exactly_at_each_bound_is_taken() {
+        let mut e = Expected::new();
+        let c = |x: &str, n: usize| x.repeat(n);
+        let longest = format!("{}/{}/{}/{}/e", c("a", 255), c("b", 255), c("c", 255), c("d", 254));
+        assert_eq!(longest.len(), MAX_NAME);
+        e.part(&longest, 1).unwrap();
+        e.part(&c("w", MAX_NAME_COMPONENT), 1).unwrap();
+        assert!(e.part(&format!("{longest}x"), 1).unwrap_err().0.contains("a name is at most 1024"));
+    }
+
+    #[test]
+    fn a_list_gives_its_names_in_order_and_their_total() {
+        let mut e = Expected::new();
+        assert_eq!(e.total(), Some(0));
+        e.part("b", 2).unwrap();
+        e.part("a/c", 3).unwrap();
+        assert_eq!(e.names().collect::<Vec<_>>(), ["a/c", "b"]);
+        assert_eq!(e.total(), Some(5));
+        assert_eq!((e.size_of("b"), e.size_of("a")), (Some(2), None));
+        e.part("d", u64::MAX).unwrap();
+        assert_eq!(e.total(), None, "a sum that overflows is no size");
+    }
+
+    #[test]
+    fn a_refusal_shows_its_sentence() {
+        let r = refused("the entry \"x\" is not listed");
+        assert_eq!(r.to_string(), "the entry \"x\" is not listed");
+        let e: Box<dyn std::error::Error> = Box::new(r);
+        assert_eq!(e.to_string(), "the entry \"x\" is not listed");
+    }
 }

@@ -341,6 +341,106 @@ mod tests {
     }
 
     #[test]
+    fn a_cell_gives_its_text_and_its_number() {
+        assert_eq!(Cell::Text("a b".into()).text(), "a b");
+        assert_eq!(Cell::Integer(-3).text(), "-3");
+        assert_eq!(Cell::Real(1.5).text(), "1.5");
+        assert_eq!(Cell::Real(2.5).real(), 2.5);
+        assert_eq!(Cell::Integer(4).real(), 4.0);
+        assert_eq!(Cell::Text("7".into()).real(), 0.0);
+    }
+
+    #[test]
+    fn a_text_cell_may_hold_up_to_its_bound_and_the_order_column_must_be_there() {
+        let (_d, path) = db(&format!(
+            "CREATE TABLE runs (seq INTEGER PRIMARY KEY, who TEXT, ms REAL);
+             INSERT INTO runs VALUES (1, '{}', 1), (2, 'short', 2);",
+            "w".repeat(MAX_CELL)
+        ));
+        let f = open(&path, "runs.sqlite", 1 << 20).unwrap();
+        let mut lengths = Vec::new();
+        let n = f
+            .rows("runs", &COLUMNS[..3], "seq", |c| {
+                lengths.push(c[1].clone().text().len());
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!((n, lengths), (2, vec![MAX_CELL, 5]));
+        let (_d, path) = db(&format!(
+            "CREATE TABLE runs (seq INTEGER PRIMARY KEY, who TEXT, ms REAL);
+             INSERT INTO runs VALUES (1, '{}', 1);",
+            "w".repeat(MAX_CELL + 1)
+        ));
+        let e =
+            open(&path, "runs.sqlite", 1 << 20).unwrap().rows("runs", &COLUMNS[..3], "seq", |_| Ok(())).unwrap_err();
+        assert!(e.0.contains(&format!("a text of {} bytes (at most {MAX_CELL})", MAX_CELL + 1)), "{e}");
+        let e = open(&path, "runs.sqlite", 1 << 20).unwrap().rows("runs", &COLUMNS[..3], "at", |_| Ok(())).unwrap_err();
+        assert_eq!(e.0, "the table runs of runs.sqlite has no column at");
+        let e =
+            open(&path, "runs.sqlite", 1 << 20).unwrap().rows("gone", &COLUMNS[..3], "seq", |_| Ok(())).unwrap_err();
+        assert_eq!(e.0, "runs.sqlite has no table \"gone\"");
+    }
+
+    #[test]
+    fn the_integrity_check_passes_a_whole_file_within_its_budget_and_names_a_damaged_one() {
+        // Enough rows that the check takes many thousand steps: a budget that
+        // has already passed would stop it.
+        let rows = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000)
+                    INSERT INTO t SELECT i, 'row ' || i FROM n;";
+        let (_d, path) =
+            db(&format!("CREATE TABLE t (id INTEGER PRIMARY KEY, x TEXT); CREATE INDEX tx ON t(x); {rows}"));
+        open(&path, "app.sqlite", 1 << 20).unwrap().check_integrity().unwrap();
+        // The index says one order, its rows are in another.
+        {
+            let conn = crate::sqlite::open(&path, crate::sqlite::read_write()).unwrap();
+            conn.set_db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE, false).unwrap();
+            conn.execute_batch(
+                "PRAGMA writable_schema = ON;
+                 UPDATE sqlite_schema SET sql = 'CREATE INDEX tx ON t(x DESC)' WHERE name = 'tx';",
+            )
+            .unwrap();
+        }
+        let e = open(&path, "app.sqlite", 1 << 20).unwrap().check_integrity().unwrap_err();
+        assert!(e.0.starts_with("app.sqlite fails SQLite's integrity check ("), "{e}");
+    }
+
+    #[test]
+    fn a_schema_is_one_of_its_variants_whatever_its_white_space() {
+        let schema = |sql: &str| {
+            let conn = crate::sqlite::in_memory().unwrap();
+            conn.execute_batch(sql).unwrap();
+            schema_of(&conn).unwrap()
+        };
+        let old = schema("CREATE TABLE runs (seq INTEGER PRIMARY KEY, who TEXT);");
+        let new = schema("CREATE TABLE runs (seq INTEGER PRIMARY KEY, who TEXT, ms REAL);");
+        let variants = [old, new];
+        let (_d, path) = db("CREATE TABLE runs (seq   INTEGER PRIMARY KEY,\n   who TEXT,  ms REAL);");
+        open(&path, "runs.sqlite", 1 << 20).unwrap().check_schema_one_of(&variants).unwrap();
+        let (_d, path) = db("CREATE TABLE runs (seq INTEGER PRIMARY KEY, who BLOB);");
+        let e = open(&path, "runs.sqlite", 1 << 20).unwrap().check_schema_one_of(&variants).unwrap_err();
+        assert_eq!(e.0, "runs.sqlite does not have exactly the schema Autoapp makes for it");
+        let (_d, path) = db("CREATE TABLE runs (seq INTEGER PRIMARY KEY, who TEXT);
+             CREATE TRIGGER t AFTER INSERT ON runs BEGIN DELETE FROM runs; END;");
+        let e = open(&path, "runs.sqlite", 1 << 20).unwrap().check_schema_one_of(&variants).unwrap_err();
+        assert_eq!(e.0, "runs.sqlite holds trigger \"t\" that Autoapp does not make in it");
+    }
+
+    #[test]
+    fn an_optional_object_may_be_missing_and_another_may_not() {
+        let made = "CREATE TABLE notes (id INTEGER PRIMARY KEY); CREATE TABLE tags (id INTEGER PRIMARY KEY);";
+        let expected = {
+            let conn = crate::sqlite::in_memory().unwrap();
+            conn.execute_batch(made).unwrap();
+            schema_of(&conn).unwrap()
+        };
+        let (_d, path) = db("CREATE TABLE notes (id INTEGER PRIMARY KEY);");
+        let f = open(&path, "app.sqlite", 1 << 20).unwrap();
+        f.check_schema(&expected, &["tags"]).unwrap();
+        let e = f.check_schema(&expected, &[]).unwrap_err();
+        assert_eq!(e.0, "app.sqlite lacks the table \"tags\" that its release's migrations make");
+    }
+
+    #[test]
     fn a_view_where_a_table_should_be_is_refused() {
         let (_d, path) = db("CREATE TABLE real_runs (seq INTEGER PRIMARY KEY, who TEXT, ms REAL);
              CREATE VIEW runs AS SELECT * FROM real_runs;");

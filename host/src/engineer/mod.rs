@@ -431,6 +431,7 @@ impl Engineer {
                 list.push(json!({
                     "app": id, "name": name.unwrap_or_else(|| id.to_string()), "active": active,
                     "candidates": candidates, "previews": previews,
+                    "source": crate::packages::source_of(&paths),
                 }));
             }
             Ok(json!({ "apps": list }))

@@ -1,14 +1,15 @@
-//! `autoapp install FILE`: a package from elsewhere becomes a candidate
+//! `autoapp install FILE|REFERENCE`: a package from elsewhere (a file, or
+//! a registry through [`super::registry`]) becomes a candidate
 //! release — checked whole first, placed only then, never activated and
 //! never granted (those stay the person's, as for any candidate).
 //!
 //! What is checked, in order, each refused with one sentence and nothing
-//! placed: the file's size ([`MAX_PACKAGE`]); its framing and Autoapp's
+//! placed: the package's size (`package_max_mib`); its framing and Autoapp's
 //! sections ([`super::format::read`], through `elsewhere::wasm`); the
 //! signature ([`super::sign::verify`]; none only with `--unsigned`); the WIT
 //! version; the manifest, as a build checks it; the migrations it carries
 //! being exactly the manifest's; the component, as a build checks it
-//! (`build::check_component`); the publisher, against the one pinned at the
+//! (`build::check_component`, last, as the dearest); the publisher, against the one pinned at the
 //! app's first install (`publisher.json`; another key only with
 //! `--publisher <its fingerprint>`).
 
@@ -25,10 +26,6 @@ use crate::manifest::AppId;
 use crate::release::ReleaseInputs;
 use crate::root::{AppPaths, Root};
 use crate::runtime::Runtime;
-
-/// The largest package file `install` reads: a component of tens of MiB is
-/// already large; this keeps a hostile file from filling memory.
-pub const MAX_PACKAGE: u64 = 128 << 20;
 
 /// The publisher pinned for an app, in its folder.
 pub const PUBLISHER_FILE: &str = "publisher.json";
@@ -67,6 +64,9 @@ pub struct Installed {
     pub new_app: bool,
     /// Whether the release was new (an identical one may be there already).
     pub new_release: bool,
+    /// Where the package came from: a file, or a registry reference with the
+    /// manifest's digest.
+    pub origin: String,
     pub publisher: Option<Publisher>,
     pub standing: Standing,
 }
@@ -94,38 +94,39 @@ pub fn pinned(app: &AppPaths) -> anyhow::Result<Option<Pinned>> {
     }
 }
 
-/// Reads `file` whole, refusing one larger than [`MAX_PACKAGE`] before a
-/// byte of it is read (and one that grows meanwhile).
-fn read_bounded(file: &Path) -> anyhow::Result<Vec<u8>> {
+/// Reads `file` whole, refusing one larger than `max` bytes before a byte
+/// of it is read (and one that grows meanwhile).
+pub fn read_file(file: &Path, max: u64) -> anyhow::Result<Vec<u8>> {
     use std::io::Read as _;
     let f = std::fs::File::open(file).with_context(|| format!("cannot read {}", file.display()))?;
     let len = f.metadata()?.len();
-    if len > MAX_PACKAGE {
+    if len > max {
         return Err(refused(format!(
-            "{} is {len} bytes; a package may be at most {MAX_PACKAGE} bytes",
+            "{} is {len} bytes; a package may be at most {max} bytes (package_max_mib)",
             crate::elsewhere::text::terminal(&file.display().to_string())
         )));
     }
     let mut bytes = Vec::with_capacity(len as usize);
-    f.take(MAX_PACKAGE + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_PACKAGE {
-        return Err(refused(format!("the package grew past {MAX_PACKAGE} bytes while it was read")));
+    f.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(refused(format!("the package grew past {max} bytes while it was read")));
     }
     Ok(bytes)
 }
 
-/// Installs the package `file` as a candidate release of its app (made when
-/// it has none). Nothing is placed unless every check passed.
+/// Installs the package `bytes` (read from `origin`) as a candidate release
+/// of its app (made when it has none). Nothing is placed unless every check
+/// passed.
 pub fn install(
     root: &Root,
     runtime: &Runtime,
     caller: &Caller,
-    file: &Path,
+    bytes: &[u8],
+    origin: &str,
     options: &Options<'_>,
     progress: &dyn Fn(&str),
 ) -> anyhow::Result<Installed> {
-    let bytes = read_bounded(file)?;
-    let package = format::read(&bytes).map_err(|e| refused(format!("this is not a package Autoapp installs: {e}")))?;
+    let package = format::read(bytes).map_err(|e| refused(format!("this is not a package Autoapp installs: {e}")))?;
     progress("read Autoapp's sections: the manifest, the migrations, the WIT version");
     let publisher = sign::verify(&package).map_err(|e| refused(format!("the package is refused: {e}")))?;
     match &publisher {
@@ -215,6 +216,7 @@ pub fn install(
         version: info.version,
         new_app: !existing,
         new_release,
+        origin: origin.to_string(),
         publisher: publisher.clone(),
         standing: standing.clone(),
     });
@@ -225,13 +227,17 @@ pub fn install(
     let arguments = serde_json::json!({
         "publisher": publisher.as_ref().map(|p| &p.fingerprint),
         "unsigned": options.unsigned,
+        "from": origin,
     });
     crate::gate::record::recorded(&paths, caller, "install", arguments, done, |i| {
         let from = match &i.publisher {
             Some(p) => format!("signed by {} ({})", crate::elsewhere::text::one_line(&p.name), p.fingerprint),
             None => "not signed".to_string(),
         };
-        (i.release.clone(), format!("installed {} {} from a package, {from}", i.app, i.version))
+        (
+            i.release.clone(),
+            format!("installed {} {} from {}, {from}", i.app, i.version, crate::elsewhere::text::one_line(&i.origin)),
+        )
     })
 }
 

@@ -3,15 +3,17 @@
 //! custom sections, and the publisher's Ed25519 signature embedded too
 //! ([`format`], [`sign`]).
 //!
-//! What is here now: the format (writing and bounded reading), publisher
-//! keys, signing and verifying, `autoapp pack`, and `autoapp install FILE`
-//! ([`install`]: checked whole, placed as a candidate, the publisher pinned).
-//! The OCI registry (`publish`, `install registry/repository:tag`) and the
-//! panel's Install are the next steps (issue 30).
+//! Here: the format (writing and bounded reading), publisher keys, signing
+//! and verifying, `autoapp pack`, `autoapp publish` ([`registry`]: a Wasm OCI
+//! artifact) and `autoapp install FILE|REFERENCE` ([`install`]: checked
+//! whole, placed as a candidate, the publisher pinned).
 
 pub mod format;
 pub mod install;
+pub mod registry;
 pub mod sign;
+
+use std::collections::BTreeMap;
 
 use std::path::{Path, PathBuf};
 
@@ -37,17 +39,19 @@ pub struct Packed {
     pub publisher: Option<sign::Publisher>,
 }
 
+/// One release of an app, packed (not yet written anywhere).
+pub struct Made {
+    pub app: String,
+    pub release: String,
+    pub version: String,
+    pub manifest: crate::manifest::Manifest,
+    pub bytes: Vec<u8>,
+    pub publisher: Option<sign::Publisher>,
+}
+
 /// Packs release `release` (a unique prefix; default the active release) of
-/// `app` into one file: `to`, or `<app>-<version>.wasm` in the current
-/// folder (or in `to` when it is a folder). Signs it with `key` when given.
-/// An existing file is never written over.
-pub fn pack(
-    root: &Root,
-    app: &AppId,
-    release: Option<&str>,
-    to: Option<&Path>,
-    key: Option<&sign::Key>,
-) -> anyhow::Result<Packed> {
+/// `app`, signed with `key` when given.
+pub fn make(root: &Root, app: &AppId, release: Option<&str>, key: Option<&sign::Key>) -> anyhow::Result<Made> {
     let paths = root.app(app);
     if !paths.exists() {
         anyhow::bail!(crate::error::no_such_app(app));
@@ -80,14 +84,90 @@ pub fn pack(
         }
         None => (unsigned, None),
     };
-    let name = format!("{app}-{}.wasm", info.version);
+    Ok(Made { app: app.to_string(), release: id, version: info.version, manifest, bytes, publisher })
+}
+
+/// Packs release `release` (a unique prefix; default the active release) of
+/// `app` into one file: `to`, or `<app>-<version>.wasm` in the current
+/// folder (or in `to` when it is a folder). Signs it with `key` when given.
+/// An existing file is never written over.
+pub fn pack(
+    root: &Root,
+    app: &AppId,
+    release: Option<&str>,
+    to: Option<&Path>,
+    key: Option<&sign::Key>,
+) -> anyhow::Result<Packed> {
+    let made = make(root, app, release, key)?;
+    let name = format!("{app}-{}.wasm", made.version);
     let file = match to {
         Some(t) if t.is_dir() => t.join(&name),
         Some(t) => t.to_path_buf(),
         None => PathBuf::from(&name),
     };
-    write_new(&file, &bytes)?;
-    Ok(Packed { app: app.to_string(), release: id, version: info.version, file, bytes: bytes.len() as u64, publisher })
+    write_new(&file, &made.bytes)?;
+    Ok(Packed {
+        app: made.app,
+        release: made.release,
+        version: made.version,
+        file,
+        bytes: made.bytes.len() as u64,
+        publisher: made.publisher,
+    })
+}
+
+/// The `org.opencontainers.image.*` annotations of a published package's
+/// manifest (and Autoapp's own: the app id and the publisher's fingerprint).
+pub fn annotations(made: &Made) -> BTreeMap<String, String> {
+    let mut a = BTreeMap::new();
+    let oci = |k: &str| format!("org.opencontainers.image.{k}");
+    a.insert(oci("title"), made.manifest.name.clone());
+    a.insert(oci("version"), made.version.clone());
+    a.insert(oci("created"), crate::release::now_rfc3339());
+    if let Some(d) = &made.manifest.description {
+        a.insert(oci("description"), d.clone());
+    }
+    if let Some(p) = &made.publisher {
+        a.insert(oci("vendor"), p.name.clone());
+        a.insert("dev.autoapp.publisher".into(), p.fingerprint.clone());
+    }
+    a.insert("dev.autoapp.app".into(), made.app.clone());
+    a
+}
+
+/// Where an app comes from, as the person's lists show it (the panel's
+/// row, `apps_list`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Source {
+    /// `package` when its active release (else its newest) was installed
+    /// from a package, else `workspace`.
+    pub kind: &'static str,
+    /// That release's version.
+    pub version: Option<String>,
+    /// The publisher pinned at its first signed install.
+    pub publisher: Option<SourcePublisher>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SourcePublisher {
+    pub name: String,
+    pub fingerprint: String,
+}
+
+/// Where the app of `paths` comes from.
+pub fn source_of(paths: &crate::root::AppPaths) -> Source {
+    let all = crate::release::list(paths).unwrap_or_default();
+    let active = crate::release::active(paths).ok().flatten();
+    let shown = all.iter().find(|r| Some(&r.id) == active.as_ref()).or(all.last());
+    let publisher = install::pinned(paths)
+        .ok()
+        .flatten()
+        .map(|p| SourcePublisher { name: crate::elsewhere::text::one_line(&p.name), fingerprint: p.fingerprint });
+    Source {
+        kind: if shown.is_some_and(|r| r.source == "package") { "package" } else { "workspace" },
+        version: shown.map(|r| r.version.clone()),
+        publisher,
+    }
 }
 
 /// Writes `bytes` to a new file `path`: never over an existing one.
