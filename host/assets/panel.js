@@ -291,6 +291,41 @@ const createForm = (function () {
   return form;
 })();
 
+// Install: a package file (typed, or picked with the operating system's own
+// file window) or a registry reference. The check's result and what the new
+// candidate asks for are shown; activation stays the person's click on the
+// candidate. Made once, so what the person typed survives every refresh.
+const installForm = (function () {
+  const source = el("input", { class: "install-source", "aria-label": "a package file or a registry reference", placeholder: "a package file (/…/notes-1.0.wasm) or registry/repository:tag" });
+  const choose = el("button", { class: "install-choose", type: "button", text: "Choose…", onclick: async () => {
+    say("a file window is open: choose a package there…");
+    try {
+      const o = await api("POST", "/api/choose-package", { title: "Which package should Autoapp install?", start: null });
+      if (o.file) { source.value = o.file; say(`chosen: ${o.file}`); } else say("no file was chosen");
+    } catch (e) { say(e.message, true); }
+  } });
+  const unsigned = el("input", { type: "checkbox", class: "install-unsigned" });
+  const go = el("button", { class: "primary install-btn", type: "submit", text: "Install" });
+  const result = el("div", { class: "install-result" });
+  const form = el("form", { class: "card install" }, el("h3", { text: "Install an app from someone else" }),
+    el("div", { class: "row" }, source, choose, go),
+    el("label", { class: "row muted" }, unsigned, el("span", { text: "Install it even if nobody signed it (anyone could have made it)" })),
+    result);
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    result.replaceChildren();
+    const out = await act(`checking ${source.value} before placing anything`, "/api/install", { source: source.value, unsigned: unsigned.checked });
+    if (!out || !out.installed) return;
+    const i = out.installed;
+    result.append(el("p", { class: "install-said", text: out.message }));
+    try {
+      result.append(explainBox(await api("GET", `/api/explain/${encodeURIComponent(i.app)}/${encodeURIComponent(i.release)}`)));
+    } catch (e) { say(e.message, true); }
+    source.value = ""; unsigned.checked = false;
+  });
+  return form;
+})();
+
 async function refresh() {
   try {
     state = await api("GET", "/api/state");
@@ -310,7 +345,7 @@ async function refresh() {
     el("p", { class: "muted standing-said", text: on
       ? `On since ${new Date(state.standing).toLocaleString()}: the engineer's edits, builds and previews run without a question (creating an app still asks). Each is recorded as answered by the standing approval.`
       : "Off: every edit, build and preview of the engineer (`autoapp mcp --engineer`) asks you here first." }));
-  root.replaceChildren(el("div", { class: "row" }, el("h1", { text: "Autoapp" }), quit), note || "", status, standing, createForm, spaceBox(),
+  root.replaceChildren(el("div", { class: "row" }, el("h1", { text: "Autoapp" }), quit), note || "", status, standing, createForm, installForm, spaceBox(),
     ...(state.apps.length ? state.apps.map(appCard) : [el("p", { text: "No apps yet: create one above (or with `autoapp create <app>`)." })]));
 }
 

@@ -168,6 +168,9 @@ fn a_package_that_does_not_hold_is_refused_with_a_sentence_and_nothing_is_placed
     assert!(accepted.contains(&format!("in place of {fingerprint}")), "{accepted}");
     // From then on, the new key is the pinned one.
     assert!(pinned.refused(&["install", file.to_str().unwrap()]).contains(&other_fp));
+    // An app pinned to a publisher takes no unsigned package, even with --unsigned.
+    let e = pinned.refused(&["install", &unsigned, "--unsigned"]);
+    assert!(e.contains("not signed") && e.contains(&other_fp), "{e}");
 }
 
 /// A copy of the notes workspace in a temporary folder (manifest and

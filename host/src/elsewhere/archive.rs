@@ -472,6 +472,44 @@ mod tests {
     }
 
     #[test]
+    fn a_long_name_exactly_at_the_bound_is_read() {
+        // The long name's entry holds the name and its NUL: 4096 bytes.
+        let name = format!("{}/x", "n".repeat(MAX_HEADER_TEXT as usize - 3));
+        let mut bytes = Vec::new();
+        let mut text = name.clone().into_bytes();
+        text.push(0);
+        assert_eq!(text.len() as u64, MAX_HEADER_TEXT);
+        entry(&mut bytes, b"././@LongLink", b'L', &text);
+        entry(&mut bytes, b"short", b'0', b"");
+        end(&mut bytes);
+        assert_eq!(Archive::new(bytes.as_slice()).next_header().unwrap().unwrap().name, name);
+    }
+
+    #[test]
+    fn an_archive_that_ends_after_a_long_name_or_a_pax_path_is_refused() {
+        for (meta, kind, text) in
+            [(&b"././@LongLink"[..], b'L', &b"a-long-name\0"[..]), (&b"././@PaxHeader"[..], b'x', &b"11 path=ab\n"[..])]
+        {
+            let mut bytes = Vec::new();
+            entry(&mut bytes, meta, kind, text);
+            end(&mut bytes);
+            let e = Archive::new(bytes.as_slice()).next_header().unwrap_err();
+            assert_eq!(e.0, "it ends after a long name, before the entry it names");
+        }
+    }
+
+    #[test]
+    fn an_entry_of_type_nul_is_a_file_and_a_folder_is_not() {
+        let mut bytes = Vec::new();
+        entry(&mut bytes, b"old", 0, b"abc");
+        entry(&mut bytes, b"dir", b'5', b"");
+        end(&mut bytes);
+        let mut a = Archive::new(bytes.as_slice());
+        assert_eq!(a.next_header().unwrap().unwrap().kind, Kind::File);
+        assert_eq!(a.next_header().unwrap().unwrap().kind, Kind::Other(b'5'));
+    }
+
+    #[test]
     fn only_a_zstd_file_is_opened_as_one() {
         let dir = tempfile::tempdir().unwrap();
         let mut tar = Vec::new();

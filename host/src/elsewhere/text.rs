@@ -69,11 +69,6 @@ pub fn is_control(c: char) -> bool {
     c.is_control()
 }
 
-/// Whether `text` needs [`terminal`] to change anything.
-fn clean_for_terminal(text: &str, keep_lines: bool) -> bool {
-    !text.chars().any(|c| (is_control(c) && !(keep_lines && c == '\n')) || is_format(c))
-}
-
 fn escape_into(out: &mut String, c: char) {
     use std::fmt::Write as _;
     match c {
@@ -234,12 +229,13 @@ fn write_escaped(mut w: impl std::io::Write, text: &str, line: bool) -> std::io:
 /// written as a JSON `\uXXXX` escape, so the text still parses to the same
 /// value and shows nothing invisible.
 pub fn json_for_terminal(json: &str) -> Cow<'_, str> {
-    if clean_for_terminal(json, true) {
+    let shown = |c: char| c != '\n' && (is_control(c) || is_format(c));
+    if !json.chars().any(shown) {
         return Cow::Borrowed(json);
     }
     let mut out = String::with_capacity(json.len() + 16);
     for c in json.chars() {
-        if c != '\n' && (is_control(c) || is_format(c)) {
+        if shown(c) {
             let mut units = [0u16; 2];
             for u in c.encode_utf16(&mut units) {
                 use std::fmt::Write as _;
@@ -299,6 +295,9 @@ mod tests {
         let back: serde_json::Value = serde_json::from_str(&shown).unwrap();
         assert_eq!(back, value);
         assert!(matches!(json_for_terminal("{\"a\": \"é\"}"), Cow::Borrowed(_)));
+        // One line (`--json` unpretty): a C1 control alone is escaped too.
+        assert_eq!(json_for_terminal("[\"\u{9b}2J\"]"), "[\"\\u009b2J\"]");
+        assert_eq!(json_for_terminal("\"a\nb\""), "\"a\nb\"", "a line break stays");
     }
 
     #[test]

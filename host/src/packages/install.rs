@@ -165,7 +165,14 @@ pub fn install(
     let existing = paths.exists();
     let pin = if existing { pinned(&paths)? } else { None };
     let standing = match (&publisher, &pin) {
-        (None, _) => Standing::Unsigned,
+        (None, Some(k)) => {
+            return Err(refused(format!(
+                "{id} was installed from {} (fingerprint {}), and this package is not signed, so anyone could have made it; ask the publisher for a signed package",
+                crate::elsewhere::named(&k.name),
+                k.fingerprint
+            )));
+        }
+        (None, None) => Standing::Unsigned,
         (Some(_), None) => Standing::FirstTime,
         (Some(p), Some(k)) if p.key == k.key => Standing::Same,
         (Some(p), Some(k)) if options.publisher == Some(p.fingerprint.as_str()) => {

@@ -131,7 +131,7 @@ fn client(target: &Target) -> WasmClient {
 }
 
 /// The person's login for `registry`, if they have one; said in `note`.
-fn auth(registry: &str, note: &dyn Fn(&str)) -> RegistryAuth {
+fn auth(registry: &str, note: &(dyn Fn(&str) + Sync)) -> RegistryAuth {
     use docker_credential::DockerCredential;
     let found =
         docker_credential::get_credential(registry).or_else(|_| docker_credential::get_podman_credential(registry));
@@ -240,7 +240,7 @@ pub async fn publish(
     package: Vec<u8>,
     annotations: BTreeMap<String, String>,
     author: Option<String>,
-    progress: &dyn Fn(&str),
+    progress: &(dyn Fn(&str) + Sync),
 ) -> anyhow::Result<Published> {
     let client = client(target);
     let auth = auth(target.registry(), progress);
@@ -310,7 +310,7 @@ pub fn check_manifest(
 /// Fetches the package `target` names: its manifest, then its one layer,
 /// at most `max` bytes, hashed as it arrives and compared with the digest
 /// the manifest names.
-pub async fn fetch(target: &Target, max: u64, progress: &dyn Fn(&str)) -> anyhow::Result<Fetched> {
+pub async fn fetch(target: &Target, max: u64, progress: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Fetched> {
     let client = client(target);
     let auth = auth(target.registry(), progress);
     let (manifest, digest) =

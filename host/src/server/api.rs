@@ -54,6 +54,8 @@ pub fn router(launcher: Arc<Launcher>, site: Arc<Site>) -> Router {
             .route("/api/standing", post(standing))
             .route("/api/plan", post(plan))
             .route("/api/choose-folder", post(choose_folder))
+            .route("/api/choose-package", post(choose_package))
+            .route("/api/install", post(install))
             .route("/api/backup", post(backup))
             .route("/api/space", get(space))
             .route("/api/prune", post(prune)),
@@ -564,6 +566,105 @@ async fn choose_folder(State(ctx): State<Ctx>, axum::Json(b): axum::Json<FolderB
         Ok(folder) => axum::Json(json!({ "folder": folder })).into_response(),
         Err(e @ super::folder::ChooseError::Busy) => error(ErrorKind::Conflict, e.to_string()),
         Err(e) => error(ErrorKind::NotFound, e.to_string()),
+    }
+}
+
+/// Shows the operating system's file window for a package to install.
+async fn choose_package(State(ctx): State<Ctx>, axum::Json(b): axum::Json<FolderBody>) -> Response {
+    let chosen = ctx
+        .launcher
+        .folder
+        .pick(super::folder::Pick::Package, &b.title, b.start.as_deref(), ctx.launcher.stopping())
+        .await;
+    match chosen {
+        Ok(file) => axum::Json(json!({ "file": file })).into_response(),
+        Err(e @ super::folder::ChooseError::Busy) => error(ErrorKind::Conflict, e.to_string()),
+        Err(e) => error(ErrorKind::NotFound, e.to_string()),
+    }
+}
+
+#[derive(Deserialize)]
+struct InstallBody {
+    /// A package file (a whole path, or `~/…`) or a registry reference.
+    source: String,
+    #[serde(default)]
+    unsigned: bool,
+    #[serde(default)]
+    publisher: Option<String>,
+}
+
+/// Install from the panel (channel `user`): the same checks as `autoapp
+/// install`, then a candidate — never activated, never granted. A source
+/// that starts with `/` or `~` is a file; anything else a registry reference.
+async fn install(State(ctx): State<Ctx>, axum::Json(b): axum::Json<InstallBody>) -> Response {
+    use crate::packages::{install as inst, registry};
+    let source = b.source.trim().to_string();
+    if source.is_empty() {
+        return error(ErrorKind::InvalidInput, "type a package file or a registry reference, or choose a file");
+    }
+    let max = ctx.launcher.config.package_max_bytes();
+    let fetched: anyhow::Result<(Vec<u8>, String)> = if source.starts_with('/') || source.starts_with('~') {
+        let file = match typed_folder(&source) {
+            Ok(f) => f,
+            Err(why) => return error(ErrorKind::InvalidInput, why),
+        };
+        let name = file.file_name().map_or(source.clone(), |n| n.to_string_lossy().into_owned());
+        match tokio::task::spawn_blocking(move || inst::read_file(&file, max)).await {
+            Ok(r) => r.map(|bytes| (bytes, format!("the file {name}"))),
+            Err(e) => return error(ErrorKind::Internal, e.to_string()),
+        }
+    } else {
+        match registry::parse(&source) {
+            Ok(target) => registry::fetch(&target, max, &|_| {})
+                .await
+                .map(|f| (f.bytes, format!("{target} (manifest {})", f.digest))),
+            Err(why) => return error(ErrorKind::InvalidInput, why),
+        }
+    };
+    let (bytes, origin) = match fetched {
+        Ok(f) => f,
+        Err(e) => return refusal(e),
+    };
+    let apps = ctx.launcher.apps.clone();
+    let done = tokio::task::spawn_blocking(move || -> anyhow::Result<Value> {
+        let options = inst::Options { as_id: None, unsigned: b.unsigned, publisher: b.publisher.as_deref() };
+        let i = inst::install(apps.root(), apps.runtime(), &Caller::panel(), &bytes, &origin, &options, &|_| {})?;
+        let who = match (&i.publisher, &i.standing) {
+            (Some(p), inst::Standing::FirstTime) => format!(
+                "published by {} (fingerprint {}): the first time you install {} from this publisher",
+                p.name, p.fingerprint, i.app
+            ),
+            (Some(p), inst::Standing::Same) => {
+                format!(
+                    "published by {} (fingerprint {}), the same publisher as the app you have",
+                    p.name, p.fingerprint
+                )
+            }
+            (Some(p), inst::Standing::Changed { from }) => format!(
+                "published by {} (fingerprint {}), which you accepted in place of {from}",
+                p.name, p.fingerprint
+            ),
+            _ => "not signed: anyone could have made it".to_string(),
+        };
+        let what = if i.new_app { "a new app" } else { "a candidate of the app you have" };
+        Ok(json!({
+            "message": format!(
+                "installed {} {} as {what}: candidate {}, {who}. Nothing of it runs until you activate it.",
+                i.app, i.version, release::short(&i.release)
+            ),
+            "installed": i,
+        }))
+    })
+    .await;
+    match done {
+        Ok(Ok(v)) => {
+            if let Some(app) = v["installed"]["app"].as_str() {
+                ctx.launcher.announce(LauncherEvent::Changed { app: app.to_string() });
+            }
+            axum::Json(v).into_response()
+        }
+        Ok(Err(e)) => refusal(e),
+        Err(e) => error(ErrorKind::Internal, e.to_string()),
     }
 }
 

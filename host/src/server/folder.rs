@@ -1,5 +1,6 @@
-//! The operating system's own folder window, for the panel's Create: the
-//! person points at a folder without the page ever listing their directories.
+//! The operating system's own folder window, for the panel's Create and
+//! Backup, and its file window, for Install: the person points at a folder
+//! or a package without the page ever listing their directories.
 //!
 //! `zenity` or `kdialog` on Linux, `osascript`'s `choose folder` on macOS, a
 //! `FolderBrowserDialog` through PowerShell on Windows. Every script is a
@@ -57,6 +58,32 @@ impl Kind {
     }
 }
 
+/// What the window picks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    /// A folder (Create, Backup).
+    Folder,
+    /// A file: a package to install.
+    Package,
+}
+
+/// The AppleScript that picks a file: title and start are `argv` items.
+const APPLESCRIPT_FILE: &str = "on run argv
+  if (count of argv) > 1 then
+    return POSIX path of (choose file with prompt (item 1 of argv) default location (POSIX file (item 2 of argv)))
+  else
+    return POSIX path of (choose file with prompt (item 1 of argv))
+  end if
+end run";
+
+/// The PowerShell script that picks a file: title and start are environment variables.
+const POWERSHELL_FILE: &str = "Add-Type -AssemblyName System.Windows.Forms
+$d = New-Object System.Windows.Forms.OpenFileDialog
+$d.Title = $env:AUTOAPP_FOLDER_TITLE
+$d.Filter = 'Autoapp packages (*.wasm)|*.wasm|All files (*.*)|*.*'
+if ($env:AUTOAPP_FOLDER_START) { $d.InitialDirectory = $env:AUTOAPP_FOLDER_START }
+if ($d.ShowDialog() -eq [System.Windows.Forms.DialogResult]::OK) { [Console]::Out.Write($d.FileName) } else { exit 1 }";
+
 /// The AppleScript run by `osascript`: title and start are `argv` items.
 const APPLESCRIPT: &str = "on run argv
   if (count of argv) > 1 then
@@ -98,9 +125,12 @@ pub fn start(asked: Option<&str>) -> Option<PathBuf> {
     std::fs::canonicalize(p).ok().filter(|p| p.is_dir())
 }
 
-/// The command that shows a folder window of `kind` (`program` is where it
-/// was found) titled `title`, starting in `start`.
-pub fn command(kind: Kind, program: &Path, title: &str, start: Option<&Path>) -> Command {
+/// The command that shows a window of `kind` (`program` is where it was
+/// found) picking `pick`, titled `title`, starting in `start`.
+pub fn command_for(pick: Pick, kind: Kind, program: &Path, title: &str, start: Option<&Path>) -> Command {
+    if pick == Pick::Package {
+        return file_command(kind, program, title, start);
+    }
     let mut args: Vec<OsString> = Vec::new();
     let mut env = Vec::new();
     match kind {
@@ -140,6 +170,48 @@ pub fn command(kind: Kind, program: &Path, title: &str, start: Option<&Path>) ->
     Command { program: program.to_path_buf(), args, env }
 }
 
+/// The command that shows a file window of `kind`.
+fn file_command(kind: Kind, program: &Path, title: &str, start: Option<&Path>) -> Command {
+    let mut args: Vec<OsString> = Vec::new();
+    let mut env = Vec::new();
+    match kind {
+        Kind::Zenity => {
+            args.push("--file-selection".into());
+            args.push(format!("--title={title}").into());
+            args.push("--file-filter=Autoapp packages (*.wasm) | *.wasm".into());
+            args.push("--file-filter=All files | *".into());
+            if let Some(s) = start {
+                let mut f = OsString::from("--filename=");
+                f.push(s.join("").as_os_str());
+                args.push(f);
+            }
+        }
+        Kind::Kdialog => {
+            args.push("--title".into());
+            args.push(title.into());
+            args.push("--getopenfilename".into());
+            args.push(start.map_or_else(|| OsString::from("."), |s| s.as_os_str().to_owned()));
+            args.push("*.wasm".into());
+        }
+        Kind::Osascript => {
+            args.push("-e".into());
+            args.push(APPLESCRIPT_FILE.into());
+            args.push(title.into());
+            if let Some(s) = start {
+                args.push(s.as_os_str().to_owned());
+            }
+        }
+        Kind::PowerShell => {
+            args.extend(["-NoProfile", "-NonInteractive", "-STA", "-Command", POWERSHELL_FILE].map(OsString::from));
+            env.push(("AUTOAPP_FOLDER_TITLE", title.into()));
+            if let Some(s) = start {
+                env.push(("AUTOAPP_FOLDER_START", s.as_os_str().to_owned()));
+            }
+        }
+    }
+    Command { program: program.to_path_buf(), args, env }
+}
+
 /// Why no folder came back.
 #[derive(Debug, thiserror::Error)]
 pub enum ChooseError {
@@ -167,6 +239,17 @@ impl FolderWindow {
         &self,
         asked_title: &str,
         asked_start: Option<&str>,
+        stopping: watch::Receiver<bool>,
+    ) -> Result<Option<String>, ChooseError> {
+        self.pick(Pick::Folder, asked_title, asked_start, stopping).await
+    }
+
+    /// Shows the window picking `pick` (see [`FolderWindow::choose`]).
+    pub async fn pick(
+        &self,
+        pick: Pick,
+        asked_title: &str,
+        asked_start: Option<&str>,
         mut stopping: watch::Receiver<bool>,
     ) -> Result<Option<String>, ChooseError> {
         let _open = self.open.try_lock().map_err(|_| ChooseError::Busy)?;
@@ -175,7 +258,7 @@ impl FolderWindow {
             .find_map(|k| crate::programs::find(k.program()).ok().map(|p| (*k, p)))
             .ok_or(ChooseError::Unavailable)?;
         let start = start(asked_start).or_else(|| std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_dir()));
-        let c = command(kind, &program, &title(asked_title), start.as_deref());
+        let c = command_for(pick, kind, &program, &title(asked_title), start.as_deref());
         let mut cmd = tokio::process::Command::new(&c.program);
         cmd.args(&c.args)
             .envs(c.env.iter().map(|(k, v)| (k, v)))
@@ -228,7 +311,7 @@ mod tests {
             let t = title(hostile);
             assert!(t.starts_with("Autoapp: "), "{t}");
             for kind in [Kind::Zenity, Kind::Kdialog, Kind::Osascript, Kind::PowerShell] {
-                let c = command(kind, Path::new("/x"), &t, Some(&start));
+                let c = command_for(Pick::Folder, kind, Path::new("/x"), &t, Some(&start));
                 match kind {
                     Kind::Zenity => assert_eq!(
                         c.args,
@@ -287,5 +370,29 @@ mod tests {
         assert_eq!(start(Some("/no/such/folder/anywhere")), None);
         assert_eq!(start(dir.path().join("file").to_str()), None);
         assert_eq!(start(dir.path().to_str()), Some(std::fs::canonicalize(dir.path()).unwrap()));
+    }
+
+    #[test]
+    fn a_file_window_picks_a_file_with_the_title_as_one_argument() {
+        let t = title("$(id)\" --directory");
+        let start = std::env::temp_dir();
+        let z = command_for(Pick::Package, Kind::Zenity, Path::new("/z"), &t, Some(&start));
+        assert!(!z.args.iter().any(|a| a == "--directory"), "{:?}", z.args);
+        assert!(z.args.contains(&format!("--title={t}").into()));
+        let k = command_for(Pick::Package, Kind::Kdialog, Path::new("/k"), &t, None);
+        assert_eq!(
+            k.args,
+            [OsString::from("--title"), t.clone().into(), "--getopenfilename".into(), ".".into(), "*.wasm".into()]
+        );
+        let o = command_for(Pick::Package, Kind::Osascript, Path::new("/o"), &t, None);
+        assert_eq!(o.args, [OsString::from("-e"), APPLESCRIPT_FILE.into(), t.clone().into()]);
+        let p = command_for(Pick::Package, Kind::PowerShell, Path::new("/p"), &t, None);
+        assert_eq!(p.args.last().unwrap(), POWERSHELL_FILE);
+        assert_eq!(p.env, [("AUTOAPP_FOLDER_TITLE", OsString::from(&t))]);
+        // The folder window is unchanged.
+        assert_eq!(
+            command_for(Pick::Folder, Kind::Zenity, Path::new("/z"), &t, None),
+            command_for(Pick::Folder, Kind::Zenity, Path::new("/z"), &t, None)
+        );
     }
 }
