@@ -250,3 +250,46 @@ fn an_update_is_a_candidate_that_says_what_changed_previews_on_a_copy_and_keeps_
     let listed = person.call("notes", "notes.list", "{}");
     assert!(listed.to_string().contains("kept across the update"), "{listed}");
 }
+
+/// Appends a custom section `name` holding `payload` to `out`, as the
+/// WebAssembly binary format frames one.
+fn push_custom(out: &mut Vec<u8>, name: &str, payload: &[u8]) {
+    fn leb(out: &mut Vec<u8>, mut n: usize) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            out.push(if n == 0 { byte } else { byte | 0x80 });
+            if n == 0 {
+                break;
+            }
+        }
+    }
+    let mut body = Vec::new();
+    leb(&mut body, name.len());
+    body.extend_from_slice(name.as_bytes());
+    body.extend_from_slice(payload);
+    out.push(0);
+    leb(out, body.len());
+    out.extend_from_slice(&body);
+}
+
+#[test]
+fn a_package_whose_component_imports_what_the_host_does_not_offer_is_refused_naming_it() {
+    // Written by hand, as anyone can: a component that imports an interface
+    // of nobody's, with the notes manifest and migrations in our sections.
+    let mut bytes = wat::parse_str(r#"(component (import "evil:net/raw@1.0.0" (instance)))"#).unwrap();
+    let notes = repo().join("guests/notes");
+    let manifest = std::fs::read(notes.join("autoapp.toml")).unwrap();
+    let sql = std::fs::read_to_string(notes.join("migrations/0001_init.sql")).unwrap();
+    let migrations = serde_json::json!([{ "name": "migrations/0001_init.sql", "sql": sql }]).to_string();
+    push_custom(&mut bytes, "autoapp:manifest", &manifest);
+    push_custom(&mut bytes, "autoapp:migrations", migrations.as_bytes());
+    push_custom(&mut bytes, "autoapp:wit", b"autoapp:app@0.1.0");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("notes-evil.wasm");
+    std::fs::write(&file, &bytes).unwrap();
+    let person = TestRoot::new();
+    let e = person.fails_with(1, &["install", file.to_str().unwrap(), "--unsigned"]);
+    assert!(e.contains("the package's component is refused") && e.contains("evil:net/raw"), "{e}");
+    assert!(!person.path().join("apps/notes").exists(), "nothing is placed");
+}

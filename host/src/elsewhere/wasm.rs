@@ -144,6 +144,9 @@ mod tests {
         assert_eq!(s[1].start, 12);
         assert_eq!(describe(&s[1]), "the custom section \"autoapp:x\"");
         assert_eq!(describe(&s[0]), "a section of kind 7 at byte 8");
+        // Only a custom section is one, whatever name a caller gave another.
+        let named_other = Section { start: 0, id: 7, name: Some("autoapp:x".into()), payload: 0..0 };
+        assert!(!named_other.is_custom("autoapp:x"));
     }
 
     #[test]
