@@ -499,6 +499,22 @@ mod tests {
     }
 
     #[test]
+    fn a_ustar_name_is_its_prefix_and_its_name() {
+        // The tar crate splits a long path of a POSIX ustar header into its
+        // prefix field and its name field.
+        let path = format!("{}/{}", "p".repeat(120), "n".repeat(60));
+        let mut h = tar::Header::new_ustar();
+        h.set_path(&path).unwrap();
+        h.set_size(0);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_cksum();
+        let mut bytes = h.as_bytes().to_vec();
+        end(&mut bytes);
+        assert_eq!(Archive::new(bytes.as_slice()).next_header().unwrap().unwrap().name, path);
+    }
+
+    #[test]
     fn an_entry_of_type_nul_is_a_file_and_a_folder_is_not() {
         let mut bytes = Vec::new();
         entry(&mut bytes, b"old", 0, b"abc");

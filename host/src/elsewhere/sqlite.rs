@@ -351,6 +351,21 @@ mod tests {
     }
 
     #[test]
+    fn a_text_cell_of_64_kib_is_read() {
+        let (_d, path) = db(&format!(
+            "CREATE TABLE runs (seq INTEGER PRIMARY KEY, who TEXT, ms REAL);
+             INSERT INTO runs VALUES (1, '{}', 1);",
+            "w".repeat(65_536)
+        ));
+        let f = open(&path, "runs.sqlite", 1 << 20).unwrap();
+        f.rows("runs", &COLUMNS[..3], "seq", |c| {
+            assert_eq!(c[1].clone().text().len(), 65_536);
+            Ok(())
+        })
+        .unwrap();
+    }
+
+    #[test]
     fn a_text_cell_may_hold_up_to_its_bound_and_the_order_column_must_be_there() {
         let (_d, path) = db(&format!(
             "CREATE TABLE runs (seq INTEGER PRIMARY KEY, who TEXT, ms REAL);
