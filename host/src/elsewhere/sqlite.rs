@@ -438,6 +438,10 @@ mod tests {
              CREATE TRIGGER t AFTER INSERT ON runs BEGIN DELETE FROM runs; END;");
         let e = open(&path, "runs.sqlite", 1 << 20).unwrap().check_schema_one_of(&variants).unwrap_err();
         assert_eq!(e.0, "runs.sqlite holds trigger \"t\" that Autoapp does not make in it");
+        // Another table: a kind the variants have, under a name they do not.
+        let (_d, path) = db("CREATE TABLE runs (seq INTEGER PRIMARY KEY, who TEXT); CREATE TABLE other (x);");
+        let e = open(&path, "runs.sqlite", 1 << 20).unwrap().check_schema_one_of(&variants).unwrap_err();
+        assert_eq!(e.0, "runs.sqlite holds table \"other\" that Autoapp does not make in it");
     }
 
     #[test]
