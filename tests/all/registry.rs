@@ -143,6 +143,9 @@ fn a_package_published_to_a_registry_installs_on_a_fresh_root_and_tools_get_the_
     assert_eq!(again["new_release"], false);
     assert!(again["origin"].as_str().unwrap().contains(&digest), "{again}");
     assert!(person.ok(&["runs", "notes"]).contains(&format!("{}/ada/notes", registry.addr)));
+    // An installed app has no workspace: a build says where its source would go.
+    let e = person.refused(&["build", "notes"]);
+    assert!(e.contains("installed from a package and has no workspace"), "{e}");
 
     // skopeo copies the artifact to an OCI layout, digests preserved; its one
     // application/wasm layer is the packed file.

@@ -146,6 +146,12 @@ pub fn build(
         crate::workspace::check_chosen(root, app, &ws)
             .map_err(|e| BuildError::Refused(format!("the workspace pointer of {app} is not allowed: {e:#}")))?;
     }
+    if !ws.is_dir() && crate::packages::source_of(&paths).kind == "package" {
+        return refuse(format!(
+            "{app} was installed from a package and has no workspace: its source is with its publisher. To build it yourself, put its source (autoapp.toml and the rest) in {} and build again; a newer package installs without one",
+            ws.display()
+        ));
+    }
     if !ws.is_dir() {
         return refuse(format!(
             "the workspace of {app} ({}) does not exist; restore it, or create the app again",
