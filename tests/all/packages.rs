@@ -293,3 +293,16 @@ fn a_package_whose_component_imports_what_the_host_does_not_offer_is_refused_nam
     assert!(e.contains("the package's component is refused") && e.contains("evil:net/raw"), "{e}");
     assert!(!person.path().join("apps/notes").exists(), "nothing is placed");
 }
+
+#[test]
+fn a_package_over_the_configured_size_is_refused_before_it_is_read() {
+    let person = TestRoot::with_config("package_max_mib = 1\n");
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.wasm");
+    std::fs::write(&big, vec![0u8; 2 << 20]).unwrap();
+    let e = person.refused(&["install", big.to_str().unwrap()]);
+    assert!(e.contains("is 2097152 bytes; a package may be at most 1048576 bytes (package_max_mib)"), "{e}");
+    assert!(
+        !person.path().join("apps").exists() || std::fs::read_dir(person.path().join("apps")).unwrap().next().is_none()
+    );
+}
