@@ -127,6 +127,11 @@ fn a_package_published_to_a_registry_installs_on_a_fresh_root_and_tools_get_the_
     assert!(said.contains("notes.add"), "{said}");
     let candidates = json(&person.ok(&["candidates", "notes", "--json"]));
     assert_eq!(candidates["active"]["id"], serde_json::Value::Null);
+    assert_eq!(candidates["source"]["kind"], "package", "{candidates}");
+    assert_eq!(candidates["source"]["publisher"]["fingerprint"], fingerprint.as_str());
+    assert!(
+        person.ok(&["candidates", "notes"]).contains(&format!("publisher: Ada's Apps (fingerprint {fingerprint})"))
+    );
     let release = json(&publisher.ok(&["candidates", "notes", "--json"]))["active"]["id"].as_str().unwrap().to_string();
     person.ok(&["activate", "notes", &release]);
     for root in [&person, &publisher] {

@@ -318,7 +318,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List the app's candidate releases (built, not active).
+    /// List the app's candidate releases (built or installed, not active), each with its
+    /// source (cargo, component, package), and the publisher pinned for an app installed
+    /// from packages.
     Candidates {
         app: String,
         #[arg(long)]
@@ -646,11 +648,15 @@ fn candidates(root: Root, app: String, json: bool) -> Result<(), Failure> {
     let candidates: Vec<&release::ReleaseInfo> = all.iter().filter(|r| Some(&r.id) != active.as_ref()).collect();
     if json {
         let active = all.iter().find(|r| Some(&r.id) == active.as_ref());
-        return print_json(&serde_json::json!({ "active": active, "candidates": candidates }));
+        let source = crate::packages::source_of(&paths);
+        return print_json(&serde_json::json!({ "active": active, "candidates": candidates, "source": source }));
     }
     match all.iter().find(|r| Some(&r.id) == active.as_ref()) {
         Some(a) => say!("active: {} {} (built {})", short(&a.id), a.version, a.created_at),
         None => say!("active: none"),
+    }
+    if let Some(p) = crate::packages::source_of(&paths).publisher {
+        say!("publisher: {} (fingerprint {}), pinned at its first signed install", p.name, p.fingerprint);
     }
     if candidates.is_empty() {
         say!("no candidates; `autoapp build {id}` makes one");
