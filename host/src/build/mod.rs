@@ -146,7 +146,9 @@ pub fn build(
         crate::workspace::check_chosen(root, app, &ws)
             .map_err(|e| BuildError::Refused(format!("the workspace pointer of {app} is not allowed: {e:#}")))?;
     }
-    if !ws.is_dir() && crate::packages::source_of(&paths).kind == "package" {
+    // An app installed from a package (its newest release came from one).
+    let from_package = || crate::release::list(&paths).ok().and_then(|l| l.last().map(|r| r.source == "package"));
+    if !ws.is_dir() && from_package() == Some(true) {
         return refuse(format!(
             "{app} was installed from a package and has no workspace: its source is with its publisher. To build it yourself, put its source (autoapp.toml and the rest) in {} and build again; a newer package installs without one",
             ws.display()
