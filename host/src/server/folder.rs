@@ -128,58 +128,20 @@ pub fn start(asked: Option<&str>) -> Option<PathBuf> {
 /// The command that shows a window of `kind` (`program` is where it was
 /// found) picking `pick`, titled `title`, starting in `start`.
 pub fn command_for(pick: Pick, kind: Kind, program: &Path, title: &str, start: Option<&Path>) -> Command {
-    if pick == Pick::Package {
-        return file_command(kind, program, title, start);
-    }
-    let mut args: Vec<OsString> = Vec::new();
-    let mut env = Vec::new();
-    match kind {
-        Kind::Zenity => {
-            args.extend(["--file-selection", "--directory"].map(OsString::from));
-            args.push(format!("--title={title}").into());
-            if let Some(s) = start {
-                let mut f = OsString::from("--filename=");
-                f.push(s.join("").as_os_str());
-                args.push(f);
-            }
-        }
-        Kind::Kdialog => {
-            args.push("--title".into());
-            args.push(title.into());
-            args.push("--getexistingdirectory".into());
-            if let Some(s) = start {
-                args.push(s.as_os_str().to_owned());
-            }
-        }
-        Kind::Osascript => {
-            args.push("-e".into());
-            args.push(APPLESCRIPT.into());
-            args.push(title.into());
-            if let Some(s) = start {
-                args.push(s.as_os_str().to_owned());
-            }
-        }
-        Kind::PowerShell => {
-            args.extend(["-NoProfile", "-NonInteractive", "-STA", "-Command", POWERSHELL].map(OsString::from));
-            env.push(("AUTOAPP_FOLDER_TITLE", title.into()));
-            if let Some(s) = start {
-                env.push(("AUTOAPP_FOLDER_START", s.as_os_str().to_owned()));
-            }
-        }
-    }
-    Command { program: program.to_path_buf(), args, env }
-}
-
-/// The command that shows a file window of `kind`.
-fn file_command(kind: Kind, program: &Path, title: &str, start: Option<&Path>) -> Command {
+    let folder = pick == Pick::Folder;
     let mut args: Vec<OsString> = Vec::new();
     let mut env = Vec::new();
     match kind {
         Kind::Zenity => {
             args.push("--file-selection".into());
+            if folder {
+                args.push("--directory".into());
+            }
             args.push(format!("--title={title}").into());
-            args.push("--file-filter=Autoapp packages (*.wasm) | *.wasm".into());
-            args.push("--file-filter=All files | *".into());
+            if !folder {
+                args.push("--file-filter=Autoapp packages (*.wasm) | *.wasm".into());
+                args.push("--file-filter=All files | *".into());
+            }
             if let Some(s) = start {
                 let mut f = OsString::from("--filename=");
                 f.push(s.join("").as_os_str());
@@ -189,20 +151,24 @@ fn file_command(kind: Kind, program: &Path, title: &str, start: Option<&Path>) -
         Kind::Kdialog => {
             args.push("--title".into());
             args.push(title.into());
-            args.push("--getopenfilename".into());
-            args.push(start.map_or_else(|| OsString::from("."), |s| s.as_os_str().to_owned()));
-            args.push("*.wasm".into());
+            if folder {
+                args.push("--getexistingdirectory".into());
+                args.extend(start.map(|s| s.as_os_str().to_owned()));
+            } else {
+                args.push("--getopenfilename".into());
+                args.push(start.map_or_else(|| OsString::from("."), |s| s.as_os_str().to_owned()));
+                args.push("*.wasm".into());
+            }
         }
         Kind::Osascript => {
             args.push("-e".into());
-            args.push(APPLESCRIPT_FILE.into());
+            args.push(if folder { APPLESCRIPT } else { APPLESCRIPT_FILE }.into());
             args.push(title.into());
-            if let Some(s) = start {
-                args.push(s.as_os_str().to_owned());
-            }
+            args.extend(start.map(|s| s.as_os_str().to_owned()));
         }
         Kind::PowerShell => {
-            args.extend(["-NoProfile", "-NonInteractive", "-STA", "-Command", POWERSHELL_FILE].map(OsString::from));
+            let script = if folder { POWERSHELL } else { POWERSHELL_FILE };
+            args.extend(["-NoProfile", "-NonInteractive", "-STA", "-Command", script].map(OsString::from));
             env.push(("AUTOAPP_FOLDER_TITLE", title.into()));
             if let Some(s) = start {
                 env.push(("AUTOAPP_FOLDER_START", s.as_os_str().to_owned()));
