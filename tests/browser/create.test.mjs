@@ -2,10 +2,10 @@
 // folder window (a stand-in `zenity` on PATH), and the new app's tab opening.
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync, chmodSync, existsSync, readFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startLauncher, browser } from "./harness.mjs";
+import { startLauncher, browser, standInWindow } from "./harness.mjs";
 
 let chrome, launcher;
 
@@ -17,11 +17,9 @@ after(async () => {
 test("Create in the panel: Choose… fills the folder from the folder window, Create makes the app and opens its tab", async () => {
   const root = mkdtempSync(join(tmpdir(), "autoapp-browser-"));
   writeFileSync(join(root, "config.toml"), 'opener = "none"\n');
-  const standin = mkdtempSync(join(tmpdir(), "standin-"));
   const chosen = join(mkdtempSync(join(tmpdir(), "places-")), "shelf-ws");
-  writeFileSync(join(standin, "zenity"), `#!/bin/sh\nprintf '%s\\n' "$@" > '${standin}/args'\nprintf '%s\\n' '${chosen}'\n`);
-  chmodSync(join(standin, "zenity"), 0o755);
-  launcher = await startLauncher(root, { PATH: `${standin}:${process.env.PATH}` });
+  const window = standInWindow(chosen);
+  launcher = await startLauncher(root, window.env);
   chrome = await browser();
   const page = await (await chrome.newContext()).newPage();
   await page.goto(launcher.panel);
@@ -31,7 +29,7 @@ test("Create in the panel: Choose… fills the folder from the folder window, Cr
   await page.waitForFunction(() => document.querySelector("input.create-location").value !== "");
   assert.equal(await page.locator("input.create-location").inputValue(), chosen);
   await page.screenshot({ path: join(process.cwd(), "..", "..", "target", "screenshots", "create-panel.png") });
-  const args = readFileSync(join(standin, "args"), "utf8");
+  const args = window.args();
   assert.ok(args.includes("--title=Autoapp: Where should shelf live?\n"), args);
 
   const tabAddress = launcher.next("shelf");

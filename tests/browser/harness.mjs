@@ -2,7 +2,7 @@
 // real launcher (`autoapp open`, opener "none" so addresses are printed), a
 // client of its control connection, and headless Chromium.
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync, mkdirSync, existsSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync, mkdirSync, existsSync, chmodSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -20,6 +20,25 @@ export function autoapp(root, ...args) {
   const r = spawnSync(bin, ["--root", root, ...args], { env, encoding: "utf8" });
   if (r.status !== 0) throw new Error(`autoapp ${args.join(" ")} failed (${r.status}): ${r.stderr}`);
   return r.stdout;
+}
+
+/// A stand-in `zenity` (the system's folder and file window) that answers
+/// `answer` and writes the arguments it was given to `<dir>/args`: start the
+/// launcher with `env` to have the panel use it.
+export function standInWindow(answer) {
+  const dir = mkdtempSync(join(tmpdir(), "standin-"));
+  writeFileSync(join(dir, "zenity"), `#!/bin/sh\nprintf '%s\\n' "$@" > '${dir}/args'\nprintf '%s\\n' '${answer}'\n`);
+  chmodSync(join(dir, "zenity"), 0o755);
+  return { args: () => readFileSync(join(dir, "args"), "utf8"), env: { PATH: `${dir}:${process.env.PATH}` } };
+}
+
+/// The notes component, built from guests/notes now: other tests build
+/// changed copies of notes into the same target folder.
+export function notesComponent() {
+  const r = spawnSync("cargo", ["build", "--release", "--target", "wasm32-wasip2"], {
+    cwd: join(repo, "guests", "notes"), env: { ...process.env, CARGO_TARGET_DIR: join(repo, "target", "guests") }, encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`guests/notes does not build: ${r.stderr}`);
+  return join(repo, "target", "guests", "wasm32-wasip2", "release", "notes.wasm");
 }
 
 /// A root with notes, hostile and news active, tabs printed rather than opened.

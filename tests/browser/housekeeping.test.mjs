@@ -4,11 +4,10 @@
 // the id typed again removes exactly it).
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync, chmodSync, readFileSync, readdirSync, mkdirSync, copyFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync, readFileSync, readdirSync, mkdirSync, copyFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { spawnSync } from "node:child_process";
 import { join } from "node:path";
-import { startLauncher, browser, autoapp, repo, shots } from "./harness.mjs";
+import { startLauncher, browser, autoapp, repo, shots, standInWindow, notesComponent } from "./harness.mjs";
 
 let chrome, launcher;
 
@@ -16,15 +15,6 @@ after(async () => {
   await chrome?.close();
   if (launcher && launcher.child.exitCode === null) await launcher.stop();
 });
-
-/// The notes component, built from guests/notes now: other tests build
-/// changed copies of notes into the same target folder.
-function notesComponent() {
-  const r = spawnSync("cargo", ["build", "--release", "--target", "wasm32-wasip2"], {
-    cwd: join(repo, "guests", "notes"), env: { ...process.env, CARGO_TARGET_DIR: join(repo, "target", "guests") }, encoding: "utf8" });
-  if (r.status !== 0) throw new Error(`guests/notes does not build: ${r.stderr}`);
-  return join(repo, "target", "guests", "wasm32-wasip2", "release", "notes.wasm");
-}
 
 /// Notes made of the notes component, activated three times (so two old
 /// snapshots are there to prune), with one note written.
@@ -50,10 +40,8 @@ function notesRoot() {
 test("Backup, the log, Disk space and Prune in the panel", async () => {
   const root = notesRoot();
   const shelf = mkdtempSync(join(tmpdir(), "backups-"));
-  const standin = mkdtempSync(join(tmpdir(), "standin-"));
-  writeFileSync(join(standin, "zenity"), `#!/bin/sh\nprintf '%s\\n' "$@" > '${standin}/args'\nprintf '%s\\n' '${shelf}'\n`);
-  chmodSync(join(standin, "zenity"), 0o755);
-  launcher = await startLauncher(root, { PATH: `${standin}:${process.env.PATH}` });
+  const window = standInWindow(shelf);
+  launcher = await startLauncher(root, window.env);
   chrome = await browser();
   const page = await (await chrome.newContext()).newPage();
   await page.goto(launcher.panel);
@@ -66,7 +54,7 @@ test("Backup, the log, Disk space and Prune in the panel", async () => {
   await app.locator("button.backup-choose").click();
   await page.waitForFunction(() => document.querySelector('section[data-app="notes"] input.backup-to').value !== "");
   assert.equal(await app.locator("input.backup-to").inputValue(), shelf);
-  assert.ok(readFileSync(join(standin, "args"), "utf8").includes("--title=Autoapp: Where should the backup of notes go?\n"));
+  assert.ok(window.args().includes("--title=Autoapp: Where should the backup of notes go?\n"));
   await app.locator("button.backup-btn").click();
   await page.locator("p.status", { hasText: "backed up notes to" }).waitFor();
   const files = readdirSync(shelf);

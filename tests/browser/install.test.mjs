@@ -5,11 +5,11 @@
 // sentence, and nothing is placed.
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync, chmodSync, readFileSync, mkdirSync, copyFileSync, existsSync } from "node:fs";
+import { mkdtempSync, writeFileSync, mkdirSync, copyFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
-import { startLauncher, browser, bin, repo, shots } from "./harness.mjs";
+import { startLauncher, browser, bin, repo, shots, standInWindow, notesComponent } from "./harness.mjs";
 
 let chrome, launcher;
 
@@ -27,10 +27,7 @@ function run(root, xdg, ...args) {
 
 /// A signed package of notes, made on a publisher's root of its own: [file, fingerprint].
 function signedNotes() {
-  const r = spawnSync("cargo", ["build", "--release", "--target", "wasm32-wasip2"], {
-    cwd: join(repo, "guests", "notes"), env: { ...process.env, CARGO_TARGET_DIR: join(repo, "target", "guests") }, encoding: "utf8" });
-  if (r.status !== 0) throw new Error(`guests/notes does not build: ${r.stderr}`);
-  const component = join(repo, "target", "guests", "wasm32-wasip2", "release", "notes.wasm");
+  const component = notesComponent();
   const root = mkdtempSync(join(tmpdir(), "autoapp-publisher-"));
   const xdg = mkdtempSync(join(tmpdir(), "autoapp-xdg-"));
   const ws = mkdtempSync(join(tmpdir(), "autoapp-ws-"));
@@ -50,10 +47,8 @@ test("Install in the panel: a chosen package becomes a candidate, its publisher 
   const [file, fingerprint, release] = signedNotes();
   const root = mkdtempSync(join(tmpdir(), "autoapp-browser-"));
   writeFileSync(join(root, "config.toml"), 'opener = "none"\n');
-  const standin = mkdtempSync(join(tmpdir(), "standin-"));
-  writeFileSync(join(standin, "zenity"), `#!/bin/sh\nprintf '%s\\n' "$@" > '${standin}/args'\nprintf '%s\\n' '${file}'\n`);
-  chmodSync(join(standin, "zenity"), 0o755);
-  launcher = await startLauncher(root, { PATH: `${standin}:${process.env.PATH}` });
+  const window = standInWindow(file);
+  launcher = await startLauncher(root, window.env);
   chrome = await browser();
   const page = await (await chrome.newContext()).newPage();
   await page.goto(launcher.panel);
@@ -70,7 +65,7 @@ test("Install in the panel: a chosen package becomes a candidate, its publisher 
   await page.locator("button.install-choose").click();
   await page.waitForFunction(() => document.querySelector("input.install-source").value.endsWith(".wasm"));
   assert.equal(await page.locator("input.install-source").inputValue(), file);
-  const args = readFileSync(join(standin, "args"), "utf8").split("\n");
+  const args = window.args().split("\n");
   assert.ok(args.includes("--file-selection") && !args.includes("--directory"), args.join(" "));
   await page.locator("button.install-btn").click();
   const said = page.locator("p.install-said");
