@@ -147,23 +147,13 @@ pub(super) fn install(
     publisher: Option<String>,
     json: bool,
 ) -> Result<(), Failure> {
-    use crate::packages::install::{self, Standing};
+    use crate::packages::install;
     let as_id = as_id.as_deref().map(app_id).transpose()?;
     let config = crate::config::Config::load(root.dir()).map_err(|e| format!("{e:#}"))?;
     let max = config.package_max_bytes();
-    // A file when one is there; otherwise a registry reference.
-    let file = PathBuf::from(&source);
-    let (bytes, origin) = if file.exists() {
-        tell!("checking {} (its sections, signature, manifest and component) before placing anything", file.display());
-        let name = file.file_name().map_or(source.clone(), |n| n.to_string_lossy().into_owned());
-        (install::read_file(&file, max)?, format!("the file {name}"))
-    } else {
-        use crate::packages::registry;
-        let target = registry::parse(&source).map_err(|m| Failure { code: 1, message: m })?;
-        let fetched = block_on(registry::fetch(&target, max, &super::progress))??;
-        tell!("checking {target} (its sections, signature, manifest and component) before placing anything");
-        (fetched.bytes, format!("{target} (manifest {})", fetched.digest))
-    };
+    let source = packages::Location::parse(&source).map_err(|m| Failure { code: 1, message: m })?;
+    let (bytes, origin) = block_on(packages::fetch(&source, max, &super::progress))??;
+    tell!("checking {source} (its sections, signature, manifest and component) before placing anything");
     let runtime = crate::runtime::Runtime::new(&config).map_err(|e| format!("{e:#}"))?;
     let options = install::Options { as_id: as_id.as_ref(), unsigned, publisher: publisher.as_deref() };
     let caller = crate::gate::Caller::command_line();
@@ -173,22 +163,9 @@ pub(super) fn install(
     }
     let what = if i.new_app { "a new app" } else { "a candidate of the app you have" };
     say!("installed {} {} as {what}: candidate {}", i.app, i.version, i.release);
-    match (&i.publisher, &i.standing) {
-        (Some(p), Standing::FirstTime) => say!(
-            "publisher: {} (fingerprint {}): the first time you install {} from this publisher; later packages must be signed by the same key",
-            p.name,
-            p.fingerprint,
-            i.app
-        ),
-        (Some(p), Standing::Same) => {
-            say!("publisher: {} (fingerprint {}): the same publisher as the app you have", p.name, p.fingerprint)
-        }
-        (Some(p), Standing::Changed { from }) => say!(
-            "publisher: {} (fingerprint {}), which you accepted in place of {from}; it is pinned from now on",
-            p.name,
-            p.fingerprint
-        ),
-        _ => say!("not signed: anyone could have made this package"),
+    match &i.publisher {
+        Some(p) => say!("publisher: {} (fingerprint {}){}", p.name, p.fingerprint, i.standing_said()),
+        None => say!("not signed: anyone could have made this package"),
     }
     let root_app = root.app(&app_id(&i.app)?);
     let e = crate::explain::explain(&root_app, &i.release)?;

@@ -71,6 +71,22 @@ pub struct Installed {
     pub standing: Standing,
 }
 
+impl Installed {
+    /// How its publisher stands, after "NAME (fingerprint F)": the first
+    /// time, the same as the app's, or a new key the person accepted.
+    pub fn standing_said(&self) -> String {
+        match &self.standing {
+            Standing::FirstTime => format!(
+                ": the first time you install {} from this publisher; later packages must be signed by the same key",
+                self.app
+            ),
+            Standing::Same => ": the same publisher as the app you have".to_string(),
+            Standing::Changed { from } => format!(", which you accepted in place of {from}; it is pinned from now on"),
+            Standing::Unsigned => String::new(),
+        }
+    }
+}
+
 /// The person's choices for one install.
 #[derive(Debug, Clone, Default)]
 pub struct Options<'a> {
@@ -80,7 +96,8 @@ pub struct Options<'a> {
     pub publisher: Option<&'a str>,
 }
 
-fn refused(why: impl std::fmt::Display) -> anyhow::Error {
+/// A refusal of what a package (or its registry) holds.
+pub(super) fn refused(why: impl std::fmt::Display) -> anyhow::Error {
     kinded(ErrorKind::Denied, why.to_string())
 }
 

@@ -135,6 +135,54 @@ pub fn annotations(made: &Made) -> BTreeMap<String, String> {
     a
 }
 
+/// Where a package to install comes from, as the person named it.
+#[derive(Debug, Clone)]
+pub enum Location {
+    File(PathBuf),
+    Registry(registry::Target),
+}
+
+impl Location {
+    /// `text` as a location: a file when one is there or it is written as a
+    /// path (`/…`, `./…`, `~/…`), else a registry reference.
+    pub fn parse(text: &str) -> Result<Location, String> {
+        let text = text.trim();
+        let file = crate::config::expand_home(text);
+        if file.exists() || text.starts_with(['/', '.', '~']) {
+            return Ok(Location::File(file));
+        }
+        registry::parse(text).map(Location::Registry)
+    }
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::File(p) => write!(f, "{}", crate::elsewhere::text::terminal(&p.display().to_string())),
+            Location::Registry(t) => write!(f, "{t}"),
+        }
+    }
+}
+
+/// The bytes of the package `source` names — at most `max`, a file's size
+/// checked before it is read, a registry's layer as it arrives
+/// ([`registry::fetch`]) — and where they came from, for the record.
+pub async fn fetch(source: &Location, max: u64, progress: &(dyn Fn(&str) + Sync)) -> anyhow::Result<(Vec<u8>, String)> {
+    match source {
+        Location::File(path) => {
+            let name =
+                path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+            let path = path.clone();
+            let bytes = tokio::task::spawn_blocking(move || install::read_file(&path, max)).await??;
+            Ok((bytes, format!("the file {name}")))
+        }
+        Location::Registry(target) => {
+            let fetched = registry::fetch(target, max, progress).await?;
+            Ok((fetched.bytes, format!("{target} (manifest {})", fetched.digest)))
+        }
+    }
+}
+
 /// Where an app comes from, as the person's lists show it (the panel's
 /// row, `apps_list`).
 #[derive(Debug, Clone, serde::Serialize)]

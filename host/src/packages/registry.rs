@@ -41,6 +41,7 @@ use oci_wasm::{
 };
 use sha2::Digest as _;
 
+use super::install::refused;
 use crate::elsewhere::text;
 use crate::error::{ErrorKind, kinded};
 
@@ -215,10 +216,6 @@ fn source_chain(e: &dyn std::error::Error) -> String {
         next = cause.source();
     }
     s
-}
-
-fn refused(why: impl std::fmt::Display) -> anyhow::Error {
-    kinded(ErrorKind::Denied, why.to_string())
 }
 
 /// What `publish` pushed.

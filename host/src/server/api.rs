@@ -597,31 +597,15 @@ struct InstallBody {
 /// install`, then a candidate — never activated, never granted. A source
 /// that starts with `/` or `~` is a file; anything else a registry reference.
 async fn install(State(ctx): State<Ctx>, axum::Json(b): axum::Json<InstallBody>) -> Response {
-    use crate::packages::{install as inst, registry};
-    let source = b.source.trim().to_string();
-    if source.is_empty() {
-        return error(ErrorKind::InvalidInput, "type a package file or a registry reference, or choose a file");
-    }
-    let max = ctx.launcher.config.package_max_bytes();
-    let fetched: anyhow::Result<(Vec<u8>, String)> = if source.starts_with('/') || source.starts_with('~') {
-        let file = match typed_folder(&source) {
-            Ok(f) => f,
-            Err(why) => return error(ErrorKind::InvalidInput, why),
-        };
-        let name = file.file_name().map_or(source.clone(), |n| n.to_string_lossy().into_owned());
-        match tokio::task::spawn_blocking(move || inst::read_file(&file, max)).await {
-            Ok(r) => r.map(|bytes| (bytes, format!("the file {name}"))),
-            Err(e) => return error(ErrorKind::Internal, e.to_string()),
+    use crate::packages::{self, install as inst};
+    let source = match packages::Location::parse(&b.source) {
+        Ok(s) => s,
+        Err(_) if b.source.trim().is_empty() => {
+            return error(ErrorKind::InvalidInput, "type a package file or a registry reference, or choose a file");
         }
-    } else {
-        match registry::parse(&source) {
-            Ok(target) => registry::fetch(&target, max, &|_| {})
-                .await
-                .map(|f| (f.bytes, format!("{target} (manifest {})", f.digest))),
-            Err(why) => return error(ErrorKind::InvalidInput, why),
-        }
+        Err(why) => return error(ErrorKind::InvalidInput, why),
     };
-    let (bytes, origin) = match fetched {
+    let (bytes, origin) = match packages::fetch(&source, ctx.launcher.config.package_max_bytes(), &|_| {}).await {
         Ok(f) => f,
         Err(e) => return refusal(e),
     };
@@ -629,22 +613,9 @@ async fn install(State(ctx): State<Ctx>, axum::Json(b): axum::Json<InstallBody>)
     let done = tokio::task::spawn_blocking(move || -> anyhow::Result<Value> {
         let options = inst::Options { as_id: None, unsigned: b.unsigned, publisher: b.publisher.as_deref() };
         let i = inst::install(apps.root(), apps.runtime(), &Caller::panel(), &bytes, &origin, &options, &|_| {})?;
-        let who = match (&i.publisher, &i.standing) {
-            (Some(p), inst::Standing::FirstTime) => format!(
-                "published by {} (fingerprint {}): the first time you install {} from this publisher",
-                p.name, p.fingerprint, i.app
-            ),
-            (Some(p), inst::Standing::Same) => {
-                format!(
-                    "published by {} (fingerprint {}), the same publisher as the app you have",
-                    p.name, p.fingerprint
-                )
-            }
-            (Some(p), inst::Standing::Changed { from }) => format!(
-                "published by {} (fingerprint {}), which you accepted in place of {from}",
-                p.name, p.fingerprint
-            ),
-            _ => "not signed: anyone could have made it".to_string(),
+        let who = match &i.publisher {
+            Some(p) => format!("published by {} (fingerprint {}){}", p.name, p.fingerprint, i.standing_said()),
+            None => "not signed: anyone could have made it".to_string(),
         };
         let what = if i.new_app { "a new app" } else { "a candidate of the app you have" };
         Ok(json!({
