@@ -646,16 +646,16 @@ fn candidates(root: Root, app: String, json: bool) -> Result<(), Failure> {
     let active = release::active(&paths)?;
     let all = release::list(&paths)?;
     let candidates: Vec<&release::ReleaseInfo> = all.iter().filter(|r| Some(&r.id) != active.as_ref()).collect();
+    let source = crate::packages::source_of(&paths, &all, active.as_ref());
     if json {
         let active = all.iter().find(|r| Some(&r.id) == active.as_ref());
-        let source = crate::packages::source_of(&paths);
         return print_json(&serde_json::json!({ "active": active, "candidates": candidates, "source": source }));
     }
     match all.iter().find(|r| Some(&r.id) == active.as_ref()) {
         Some(a) => say!("active: {} {} (built {})", short(&a.id), a.version, a.created_at),
         None => say!("active: none"),
     }
-    if let Some(p) = crate::packages::source_of(&paths).publisher {
+    if let Some(p) = source.publisher {
         say!("publisher: {} (fingerprint {}), pinned at its first signed install", p.name, p.fingerprint);
     }
     if candidates.is_empty() {

@@ -431,7 +431,7 @@ impl Engineer {
                 list.push(json!({
                     "app": id, "name": name.unwrap_or_else(|| id.to_string()), "active": active,
                     "candidates": candidates, "previews": previews,
-                    "source": crate::packages::source_of(&paths),
+                    "source": crate::packages::source_of(&paths, &all, active.as_ref()),
                 }));
             }
             Ok(json!({ "apps": list }))

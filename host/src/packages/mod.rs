@@ -202,11 +202,14 @@ pub struct SourcePublisher {
     pub fingerprint: String,
 }
 
-/// Where the app of `paths` comes from.
-pub fn source_of(paths: &crate::root::AppPaths) -> Source {
-    let all = crate::release::list(paths).unwrap_or_default();
-    let active = crate::release::active(paths).ok().flatten();
-    let shown = all.iter().find(|r| Some(&r.id) == active.as_ref()).or(all.last());
+/// Where the app of `paths` comes from, given its releases `all` (as the
+/// caller listed them) and its `active` one.
+pub fn source_of(
+    paths: &crate::root::AppPaths,
+    all: &[crate::release::ReleaseInfo],
+    active: Option<&String>,
+) -> Source {
+    let shown = all.iter().find(|r| Some(&r.id) == active).or(all.last());
     let publisher = install::pinned(paths)
         .ok()
         .flatten()

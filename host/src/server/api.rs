@@ -317,7 +317,7 @@ async fn state(State(ctx): State<Ctx>) -> Response {
                     "workspace_moves": !paths.workspace_pointer().exists(),
                 },
                 "last_backup": crate::housekeeping::backup::last(&paths),
-                "source": crate::packages::source_of(&paths),
+                "source": crate::packages::source_of(&paths, &all, active.as_ref()),
                 "log": crate::applog::tail(&crate::applog::dir_of(&paths.dir), LOG_LINES_SHOWN)
                     .unwrap_or_default()
                     .iter()
