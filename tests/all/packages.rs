@@ -1,6 +1,6 @@
-//! Packages (issue 30, the publisher's side so far): `autoapp key` and
-//! `autoapp pack`. A package is the release's component with Autoapp's part
-//! in custom sections; it runs as it is.
+//! Packages (issue 30): `autoapp key`, `pack` and `install` by file. A
+//! package is the release's component with Autoapp's part in custom
+//! sections; it runs as it is. The registry's side is `registry.rs`.
 
 use crate::support::{TestRoot, repo};
 
@@ -305,4 +305,61 @@ fn a_package_over_the_configured_size_is_refused_before_it_is_read() {
     assert!(
         !person.path().join("apps").exists() || std::fs::read_dir(person.path().join("apps")).unwrap().next().is_none()
     );
+}
+
+#[test]
+fn a_package_installs_under_another_id_keeps_its_publisher_through_a_backup_and_has_no_source_for_the_engineer() {
+    let (_publisher, _out, file, fingerprint) = signed_notes_package("Ada");
+    let file = file.to_str().unwrap();
+    let person = TestRoot::with_config("opener = \"none\"\n");
+    person.install("notes");
+    person.install("news");
+    // Beside the notes the person built: another id, a new app, pinned there.
+    let said: serde_json::Value =
+        serde_json::from_str(&person.ok(&["install", file, "--as", "ada-notes", "--json"])).unwrap();
+    assert_eq!((said["app"].as_str(), said["new_app"].as_bool()), (Some("ada-notes"), Some(true)), "{said}");
+    let release = said["release"].as_str().unwrap().to_string();
+    person.ok(&["activate", "ada-notes", &release]);
+    person.call("ada-notes", "notes.add", r#"{"title": "under another id"}"#);
+    assert!(person.call("notes", "notes.list", "{}").to_string().find("under another id").is_none());
+    // Over an app that is another app: refused, nothing placed.
+    let releases =
+        |app: &str| std::fs::read_dir(person.path().join("apps").join(app).join("releases")).unwrap().count();
+    let before = releases("news");
+    let refused = person.refused(&["install", file, "--as", "news"]);
+    assert!(refused.contains("the package is the app notes, and news here is another app"), "{refused}");
+    assert_eq!(releases("news"), before);
+    // The same --as again: the same publisher, the same app.
+    let again: serde_json::Value =
+        serde_json::from_str(&person.ok(&["install", file, "--as", "ada-notes", "--json"])).unwrap();
+    assert_eq!((again["standing"].as_str(), again["new_app"].as_bool()), (Some("same"), Some(false)), "{again}");
+
+    // A backup of it restores on another root under its id, with its publisher.
+    let dir = tempfile::tempdir().unwrap();
+    person.ok(&["backup", "ada-notes", "--to", dir.path().to_str().unwrap()]);
+    let backup = std::fs::read_dir(dir.path()).unwrap().next().unwrap().unwrap().path();
+    let fresh = TestRoot::new();
+    let said = fresh.ok(&["restore", backup.to_str().unwrap()]);
+    assert!(
+        said.contains("restored ada-notes")
+            && said.contains(&format!("pinned to its publisher, as in the backup: Ada (fingerprint {fingerprint})")),
+        "{said}"
+    );
+    assert!(fresh.call("ada-notes", "notes.list", "{}").to_string().contains("under another id"));
+    let again: serde_json::Value =
+        serde_json::from_str(&fresh.ok(&["install", file, "--as", "ada-notes", "--json"])).unwrap();
+    assert_eq!(again["standing"], "same", "the pin came with the backup: {again}");
+
+    // The engineer can see what it asks for, but there is no source to read, change or build.
+    let l = crate::engineer::Launcher::start(person);
+    let explained = l.ok("candidate_explain", serde_json::json!({ "app": "ada-notes", "release": release }));
+    assert!(explained.to_string().contains("notes.add"), "{explained}");
+    for (tool, args) in [
+        ("source_list", serde_json::json!({ "app": "ada-notes" })),
+        ("source_write", serde_json::json!({ "app": "ada-notes", "path": "autoapp.toml", "content": "id = \"x\"" })),
+        ("candidate_build", serde_json::json!({ "app": "ada-notes" })),
+    ] {
+        l.refused(tool, args, "not-found", "was installed from a package and has no workspace");
+    }
+    assert!(!l.root.path().join("apps/ada-notes/workspace").exists(), "nothing made a workspace");
 }

@@ -123,6 +123,14 @@ pub enum Source<'a> {
     Component(&'a Path),
 }
 
+/// Whether `app` was installed from a package (its newest release came
+/// from one) and has no workspace: its source is with its publisher, so it
+/// cannot be built here, nor its source read or changed.
+pub fn installed_without_workspace(app: &crate::root::AppPaths) -> bool {
+    let from_package = crate::release::list(app).ok().and_then(|l| l.last().map(|r| r.source == "package"));
+    from_package == Some(true) && crate::workspace::of(app).is_ok_and(|ws| !ws.is_dir())
+}
+
 /// Builds `app` into a candidate release. With [`Source::Component`], that
 /// file is the component (built by any toolchain) and cargo is not run; the
 /// manifest and migrations still come from the workspace.
@@ -146,9 +154,7 @@ pub fn build(
         crate::workspace::check_chosen(root, app, &ws)
             .map_err(|e| BuildError::Refused(format!("the workspace pointer of {app} is not allowed: {e:#}")))?;
     }
-    // An app installed from a package (its newest release came from one).
-    let from_package = || crate::release::list(&paths).ok().and_then(|l| l.last().map(|r| r.source == "package"));
-    if !ws.is_dir() && from_package() == Some(true) {
+    if installed_without_workspace(&paths) {
         return refuse(format!(
             "{app} was installed from a package and has no workspace: its source is with its publisher. To build it yourself, put its source (autoapp.toml and the rest) in {} and build again; a newer package installs without one",
             ws.display()

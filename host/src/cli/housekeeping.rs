@@ -53,6 +53,9 @@ pub(super) fn restore(root: Root, file: PathBuf, as_id: Option<String>, json: bo
     if r.rows > 0 {
         say!("its record was made anew here, with the backup's {} rows copied in", r.rows);
     }
+    if let Some(p) = &r.publisher {
+        say!("installs of it stay pinned to its publisher, as in the backup: {}", terminal(p));
+    }
     for g in &r.grants_kept {
         say!("granted, as in the backup (checked as `autoapp grant` checks it): {}", terminal(g));
     }

@@ -197,7 +197,8 @@ enum Command {
         /// A package file (`<app>-<version>.wasm`) or registry/repository:tag.
         #[arg(value_name = "SOURCE")]
         source: String,
-        /// The id to install it as: the id its manifest gives (another id is not offered yet)
+        /// The id to install it as [default: the id its manifest gives]: beside an app of
+        /// that id, say. Later packages of it update it when installed with the same --as.
         #[arg(long = "as", value_name = "APP")]
         as_id: Option<String>,
         /// Install a package nobody signed (anyone could have made it).

@@ -405,8 +405,23 @@ impl Engineer {
     }
 
     fn workspace(&self, app: &AppId) -> anyhow::Result<source::Workspace> {
+        self.has_source(app)?;
         let dir = crate::workspace::of(&self.apps.root().app(app))?;
         source::Workspace::open(&dir)
+    }
+
+    /// Refuses, before anyone is asked, an app installed from a package
+    /// without a workspace: there is no source to read, change or build.
+    fn has_source(&self, app: &AppId) -> anyhow::Result<()> {
+        if crate::build::installed_without_workspace(&self.apps.root().app(app)) {
+            return Err(kinded(
+                ErrorKind::NotFound,
+                format!(
+                    "{app} was installed from a package and has no workspace: its source is with its publisher, so it cannot be read, changed or built here. What its releases ask for is in candidate_explain; a person who gets its source puts it in its workspace (`autoapp build {app}` says where)"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     async fn apps_list(&self) -> anyhow::Result<Answer> {
@@ -544,6 +559,7 @@ impl Engineer {
         progress: &Progress,
         gone: &crate::build::Stop,
     ) -> anyhow::Result<Answer> {
+        self.has_source(app)?;
         let lock = self.lock_of(app);
         let _one_at_a_time = lock.lock().await;
         let pass = self.ask(caller, spec, app, "workspace", args, None, progress).await?;

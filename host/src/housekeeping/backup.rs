@@ -5,7 +5,8 @@
 //! other entry's size and SHA-256), then `data/*.sqlite` (each a consistent
 //! copy made with SQLite's online backup while the app may be serving and
 //! writing), `release/…` (the active release's folder: component, manifest,
-//! migrations, release.json) and `grants.json`.
+//! migrations, release.json), `grants.json`, and `publisher.json` for an app
+//! installed from a signed package (the publisher its installs are pinned to).
 //!
 //! `housekeeping::restore` reads such a file back, as data from elsewhere.
 
@@ -33,6 +34,7 @@ pub const EXTENSION: &str = "autoapp-backup";
 
 pub(super) const MANIFEST: &str = "backup.json";
 pub(super) const GRANTS: &str = "grants.json";
+pub(super) const PUBLISHER: &str = crate::packages::install::PUBLISHER_FILE;
 /// The most `backup.json` may be.
 pub(super) const MAX_MANIFEST: u64 = 4 << 20;
 /// In a backup's copy folder: where its partial file is (for recovery).
@@ -48,6 +50,10 @@ pub struct Manifest {
     /// The Autoapp that wrote it.
     pub autoapp: String,
     pub app: String,
+    /// The app the release is of, when not `app` (an app installed or
+    /// restored under another id, `--as`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_of: Option<String>,
     pub taken_at: String,
     /// The active release when it was taken.
     pub release: String,
@@ -163,6 +169,14 @@ fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>, progress: &dyn
             std::fs::copy(&grants, &copy).context("cannot copy the grants")?;
             files.push((GRANTS.to_string(), copy));
         }
+        // The publisher pinned at the app's first install: a copy, for the same reason.
+        let pin = paths.dir.join(PUBLISHER);
+        if pin.is_file() {
+            let copy = staging.join(PUBLISHER);
+            std::fs::copy(&pin, &copy).context("cannot copy the pinned publisher")?;
+            files.push((PUBLISHER.to_string(), copy));
+        }
+        let release_of = release::manifest(paths, &release)?.id.to_string();
         let mut entries = Vec::new();
         for (name, path) in &files {
             let (bytes, sha256) = hash_file(path)?;
@@ -173,6 +187,7 @@ fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>, progress: &dyn
             version: VERSION,
             autoapp: env!("CARGO_PKG_VERSION").into(),
             app: app.to_string(),
+            release_of: (release_of != app.as_str()).then_some(release_of),
             taken_at: taken_at.clone(),
             release: release.clone(),
             files: entries,

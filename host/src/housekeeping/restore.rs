@@ -26,6 +26,8 @@
 //!    opened as the record.
 //! 7. [`check_grants`]: each grant passes the check `autoapp grant` makes
 //!    (`grants::check_from_elsewhere`); what does not is left out and said.
+//!    The pinned publisher, if any, passes `packages::install::check_pinned`
+//!    and is said.
 //! 8. [`place`]: the staging folder becomes `apps/<id>` in one rename that
 //!    never replaces anything; then the restore's row is written. A restore
 //!    whose row cannot be written is undone: the app is taken away again.
@@ -42,7 +44,7 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use super::backup::{Entry, FORMAT, GRANTS, MANIFEST, MAX_MANIFEST, Manifest, VERSION, rename_new};
+use super::backup::{Entry, FORMAT, GRANTS, MANIFEST, MAX_MANIFEST, Manifest, PUBLISHER, VERSION, rename_new};
 use crate::caps::store;
 use crate::elsewhere::{self, Expected, archive, named};
 use crate::error::{ErrorKind, kinded};
@@ -81,6 +83,9 @@ pub struct Restored {
     /// Rows of the backup's record copied into the new record.
     #[serde(default)]
     pub rows: u64,
+    /// The publisher the app's installs are pinned to, "NAME (fingerprint F)".
+    #[serde(default)]
+    pub publisher: Option<String>,
 }
 
 /// Why a backup file cannot be restored: said to the person as is.
@@ -176,7 +181,8 @@ fn stage(
 
     let paths = AppPaths { id: id.clone(), dir: staging.to_path_buf() };
     let listed: Vec<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
-    let release = check_release(root, runtime, file, &paths, &manifest.release, &listed, &manifest.app)?;
+    let of = manifest.release_of.as_deref().unwrap_or(&manifest.app);
+    let release = check_release(root, runtime, file, &paths, &manifest.release, &listed, of)?;
     check_data(file, &paths, &release.migrations)?;
     let rows = rebuild_record(file, staging)?;
     progress(&format!(
@@ -185,6 +191,7 @@ fn stage(
     journal::fault("restore:verified");
 
     let (grants, grants_refused) = check_grants(file, &paths, &release.manifest)?;
+    let publisher = check_publisher(file, &paths)?;
     let grant_again = crate::grants::ungranted(&paths, &release.manifest)?;
     let grants_kept = crate::grants::said(&grants);
     let rid = &manifest.release;
@@ -209,6 +216,7 @@ fn stage(
         grants_kept,
         grants_refused,
         rows,
+        publisher,
     };
     let marker = serde_json::json!({ "file": file, "restored": restored });
     write_atomic(&staging.join(RESTORED_MARKER), marker.to_string().as_bytes())?;
@@ -315,8 +323,8 @@ fn staged_path(name: &str, release: &str) -> Option<PathBuf> {
     if !archive::canonical(name) {
         return None;
     }
-    if name == GRANTS {
-        return Some(Path::new(INCOMING).join(GRANTS));
+    if name == GRANTS || name == PUBLISHER {
+        return Some(Path::new(INCOMING).join(name));
     }
     if let Some(db) = name.strip_prefix("data/") {
         return match db {
@@ -348,7 +356,7 @@ fn most_bytes(name: &str) -> u64 {
         Some(COMPONENT_FILE) => crate::build::MAX_COMPONENT,
         Some(rel) if rel.ends_with(".sql") => store::MAX_MIGRATION_SQL as u64,
         Some(_) => MAX_TEXT,
-        None if name == GRANTS => MAX_TEXT,
+        None if name == GRANTS || name == PUBLISHER => MAX_TEXT,
         // The app's data and its record: bounded by the disk's room (`room_for`).
         None => u64::MAX,
     }
@@ -509,7 +517,10 @@ fn check_release(
         created_at,
         component_sha256: info.component_sha256,
         component_bytes: info.component_bytes,
-        source: if info.source == "cargo" { "cargo".into() } else { "component".into() },
+        source: match info.source.as_str() {
+            "cargo" | "package" => info.source.clone(),
+            _ => "component".into(),
+        },
     };
     write_atomic(&rdir.join(release::RELEASE_FILE), serde_json::to_string_pretty(&info)?.as_bytes())?;
     release::seal(&rdir)?;
@@ -574,6 +585,20 @@ fn check_grants(
     let (kept, refused) = crate::grants::check_from_elsewhere(&paths.id, manifest, &from);
     write_atomic(&paths.dir.join(GRANTS), serde_json::to_string_pretty(&kept)?.as_bytes())?;
     Ok((kept, refused))
+}
+
+/// Step 7, too: the publisher the backup says the app's installs are
+/// pinned to, checked as text from elsewhere and said; answers how it is said.
+fn check_publisher(file: &Path, paths: &AppPaths) -> anyhow::Result<Option<String>> {
+    let text = match std::fs::read_to_string(paths.dir.join(INCOMING).join(PUBLISHER)) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(_) => return Err(damaged(file, format!("its {PUBLISHER} is not text"))),
+    };
+    let pin = crate::packages::install::check_pinned(&text)
+        .map_err(|e| damaged(file, format!("its {PUBLISHER} is refused: {e}")))?;
+    write_atomic(&paths.dir.join(PUBLISHER), serde_json::to_string_pretty(&pin)?.as_bytes())?;
+    Ok(Some(format!("{} (fingerprint {})", pin.name, pin.fingerprint)))
 }
 
 /// Step 8: one rename places the whole app, and never over another.

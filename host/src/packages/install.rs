@@ -105,10 +105,43 @@ pub(super) fn refused(why: impl std::fmt::Display) -> anyhow::Error {
 pub fn pinned(app: &AppPaths) -> anyhow::Result<Option<Pinned>> {
     let path = app.dir.join(PUBLISHER_FILE);
     match std::fs::read_to_string(&path) {
-        Ok(t) => serde_json::from_str(&t).map(Some).with_context(|| format!("{} is damaged", path.display())),
+        Ok(t) => check_pinned(&t).map(Some).map_err(|e| anyhow::anyhow!("{} is damaged: {e}", path.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
     }
+}
+
+/// Reads a `publisher.json` as text from elsewhere (a backup, a file edited
+/// by hand): its fields exactly, a name a signature could carry, a key of
+/// 32 bytes whose fingerprint is the one it states, and a time.
+pub fn check_pinned(text: &str) -> Result<Pinned, String> {
+    let p: Pinned = serde_json::from_str(text).map_err(|e| format!("it is not a pinned publisher ({e})"))?;
+    sign::check_name(&p.name).map_err(|e| format!("its publisher's name is refused: {e}"))?;
+    let key: [u8; 32] =
+        hex::decode(&p.key).ok().and_then(|k| k.try_into().ok()).ok_or("its key is not 32 bytes in hex")?;
+    if sign::fingerprint(&key) != p.fingerprint {
+        return Err("its fingerprint is not its key's".into());
+    }
+    if p.pinned_at.len() > 40 || humantime::parse_rfc3339_weak(&p.pinned_at).is_err() {
+        return Err("its pinned_at is not a time".into());
+    }
+    Ok(p)
+}
+
+/// Refuses a package of the app `of` for the existing app at `paths` when
+/// that app's releases are of another app: an update never turns one app
+/// into another (with `--as`, or over an app built under that id).
+fn same_app(paths: &AppPaths, of: &AppId) -> anyhow::Result<()> {
+    let releases = crate::release::list(paths)?;
+    let Some(newest) = releases.last() else { return Ok(()) };
+    if newest.app == of.as_str() {
+        return Ok(());
+    }
+    Err(refused(format!(
+        "the package is the app {of}, and {} here is another app ({}); install it under a new id with --as <id>",
+        paths.id,
+        crate::elsewhere::named(&newest.app)
+    )))
 }
 
 /// Reads `file` whole, refusing one larger than `max` bytes before a byte
@@ -164,14 +197,9 @@ pub fn install(
     }
     let manifest = crate::build::check_manifest(runtime, &package.manifest_text, "the package's autoapp.toml")
         .map_err(|e| refused(format!("{e}")))?;
-    let id = manifest.id.clone();
-    if let Some(as_id) = options.as_id
-        && *as_id != id
-    {
-        return Err(refused(format!(
-            "the package is the app {id}; installing it under another id is not offered yet: remove --as, or install it as {id}"
-        )));
-    }
+    // `--as` places it under another id: beside an app of the same id, or
+    // as an update of an app installed under that id before.
+    let id = options.as_id.cloned().unwrap_or_else(|| manifest.id.clone());
     let names: Vec<&str> = package.migrations.iter().map(|m| m.name.as_str()).collect();
     if names != manifest.migrations.iter().map(String::as_str).collect::<Vec<_>>() {
         return Err(refused(
@@ -180,6 +208,9 @@ pub fn install(
     }
     let paths = root.app(&id);
     let existing = paths.exists();
+    if existing {
+        same_app(&paths, &manifest.id)?;
+    }
     let pin = if existing { pinned(&paths)? } else { None };
     let standing = match (&publisher, &pin) {
         (None, Some(k)) => {
@@ -294,4 +325,30 @@ fn place(
         crate::root::write_atomic(&paths.dir.join(PUBLISHER_FILE), serde_json::to_string_pretty(&pin)?.as_bytes())?;
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(name: &str, key: &str, fingerprint: &str, at: &str) -> String {
+        serde_json::json!({ "name": name, "fingerprint": fingerprint, "key": key, "pinned_at": at }).to_string()
+    }
+
+    #[test]
+    fn a_pinned_publisher_from_elsewhere_holds_together_or_is_refused() {
+        let key = [7u8; 32];
+        let (hex_key, fp) = (hex::encode(key), sign::fingerprint(&key));
+        let at = "2026-12-01T10:00:00Z";
+        assert_eq!(check_pinned(&text("Ada", &hex_key, &fp, at)).unwrap().fingerprint, fp);
+        let other = sign::fingerprint(&[8u8; 32]);
+        assert_eq!(check_pinned(&text("Ada", &hex_key, &other, at)).unwrap_err(), "its fingerprint is not its key's");
+        assert!(check_pinned(&text("Ada", "00", &fp, at)).unwrap_err().contains("32 bytes"));
+        assert!(check_pinned(&text("Ada\u{1b}[2J", &hex_key, &fp, at)).unwrap_err().contains("name is refused"));
+        assert!(check_pinned(&text("Ada", &hex_key, &fp, "yesterday")).unwrap_err().contains("not a time"));
+        let long = format!("{at}{}", " ".repeat(40));
+        assert!(check_pinned(&text("Ada", &hex_key, &fp, &long)).is_err());
+        let extra = text("Ada", &hex_key, &fp, at).replace('}', r#","trusted":true}"#);
+        assert!(check_pinned(&extra).unwrap_err().contains("not a pinned publisher"));
+    }
 }
