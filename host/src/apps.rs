@@ -110,7 +110,7 @@ impl Apps {
             runtime: Arc::new(Runtime::new(config)?),
             gate: Gate::with_stand_ins(std::time::Duration::from_secs(config.approval_window_secs), stand_ins),
             plans,
-            recorder: Recorder::new(),
+            recorder: Recorder::new(config.durability),
             written: Mutex::default(),
             containment: std::sync::OnceLock::new(),
             loaded: Mutex::default(),
@@ -218,6 +218,27 @@ impl Apps {
         )
         .map(|_| ())
         .map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    /// Loads `release` of `app` ahead of its first call: a running launcher
+    /// does it when `autoapp activate` in another process asks, before the
+    /// switch. Only a release of that app is loaded.
+    pub async fn prepare(&self, app: &AppId, release: &str) -> Result<(), CallError> {
+        let paths = self.root.app(app);
+        let id =
+            release::resolve(&paths, release).map_err(|e| CallError::new(ErrorKind::NotFound, format!("{e:#}")))?;
+        if id != release {
+            return Err(CallError::new(ErrorKind::InvalidInput, "name the release by its whole id"));
+        }
+        self.load(app, &id).await.map(|_| ())
+    }
+
+    /// The releases loaded in this process (ready for a call), by id, sorted.
+    pub fn loaded_releases(&self) -> Vec<String> {
+        let loaded = self.loaded.lock().expect("loaded");
+        let mut ids: Vec<String> = loaded.iter().filter(|(_, c)| c.initialized()).map(|(id, _)| id.clone()).collect();
+        ids.sort();
+        ids
     }
 
     /// The cell a release is loaded into, once however many calls want it.

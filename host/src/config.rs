@@ -41,6 +41,21 @@ pub struct Config {
     pub build_read: Vec<String>,
     pub run_limit_secs: u64,
     pub package_max_mib: u64,
+    pub durability: Durability,
+}
+
+/// How durable an acknowledged write is, with the record of its decision
+/// (`durability`): both are made durable together, at this one level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// Survives the launcher being killed: the write and its record row are
+    /// committed to their write-ahead logs (in the system's cache) before
+    /// the answer; no sync.
+    Process,
+    /// Survives a power cut: as `process`, then both logs are synced
+    /// (`fdatasync`) before the answer, once for every write waiting.
+    Power,
 }
 
 /// Whether spawned programs are confined with Landlock (`landlock`).
@@ -216,6 +231,10 @@ mod tests {
         let e = Config::overlay("landlock = \"maybe\"").unwrap_err();
         assert!(e.contains("`auto`") && e.contains("`off`"), "{e}");
         assert_eq!(Config::overlay("opener = \"none\"").unwrap().opener, OpenerChoice::None);
+        assert_eq!(Config::default().durability, Durability::Process);
+        assert_eq!(Config::overlay("durability = \"power\"").unwrap().durability, Durability::Power);
+        let e = Config::overlay("durability = \"disk\"").unwrap_err();
+        assert!(e.contains("`process`") && e.contains("`power`"), "{e}");
         assert_eq!(Config::overlay("build_read = [\"~/wit\", \"/srv/wit\"]").unwrap().build_read.len(), 2);
         let e = Config::overlay("build_read = [\"wit\"]").unwrap_err();
         assert!(e.contains("absolute path"), "{e}");

@@ -10,7 +10,9 @@
 //! 2 seconds, compared in constant time, or the socket closes. Lines are
 //! capped at 1 MiB. Requests: `invoke` (a route call on channel `mcp`; the
 //! client's name is only a label), `engineer` (one of the engineer's tools on
-//! channel `ai`, answered after `{"progress": …}` lines), `status`, `stop`,
+//! channel `ai`, answered after `{"progress": …}` lines), `prepare` (load a
+//! release of an app before `autoapp activate` switches to it, so that the
+//! first call after the switch finds it ready), `status`, `stop`,
 //! `panel`. The secret is
 //! never logged, never returned and never recorded.
 
@@ -80,6 +82,12 @@ pub enum Request {
     /// token its other connections send with their calls. The session is
     /// this connection: it ends when this connection closes.
     Session,
+    /// Loads `release` of `app` (its compiled code from the cache, linked,
+    /// its schemas) into the launcher, as a call would at its first use.
+    Prepare {
+        app: String,
+        release: String,
+    },
     Status,
     Stop,
     Panel,
@@ -97,11 +105,12 @@ pub fn parse_line(line: &[u8]) -> Result<Request, String> {
     let value: Value = serde_json::from_slice(line).map_err(|_| "a line must be one JSON object".to_string())?;
     let kind = value.get("type").and_then(Value::as_str).ok_or("a request needs a \"type\"")?.to_string();
     serde_json::from_value(value).map_err(|e| {
-        if matches!(kind.as_str(), "auth" | "invoke" | "engineer" | "session" | "status" | "stop" | "panel") {
+        if matches!(kind.as_str(), "auth" | "invoke" | "engineer" | "session" | "prepare" | "status" | "stop" | "panel")
+        {
             format!("the {kind} request is malformed: {e}")
         } else {
             format!(
-                "unknown request `{}`; the requests are invoke, engineer, session, status, stop and panel",
+                "unknown request `{}`; the requests are invoke, engineer, session, prepare, status, stop and panel",
                 kind.escape_debug()
             )
         }
@@ -443,11 +452,19 @@ async fn handle(req: Request, launcher: &Arc<Launcher>) -> Value {
                 }
             }
         }
+        Request::Prepare { app, release } => {
+            let Ok(app) = AppId::parse(&app) else { return refuse("that is not an app id") };
+            match launcher.apps.prepare(&app, &release).await {
+                Ok(()) => json!({ "ok": true }),
+                Err(e) => json!({ "ok": false, "error": { "kind": e.kind, "message": e.message } }),
+            }
+        }
         Request::Status => {
             let spawn = launcher.apps.containment().describe();
             json!({
                 "ok": true, "pid": std::process::id(), "startedAt": launcher.started_at, "serving": launcher.serving(),
                 "spawnedPrograms": spawn, "pagesOpen": launcher.apps.gate().pages(),
+                "releasesLoaded": launcher.apps.loaded_releases(),
             })
         }
         Request::Stop => {
@@ -461,6 +478,30 @@ async fn handle(req: Request, launcher: &Arc<Launcher>) -> Value {
         },
     }
 }
+
+/// Asks the launcher running on `root`, if any, to load `release` of `app`
+/// before an activation switches to it (`autoapp activate`). Best effort:
+/// with no launcher, or one that cannot, nothing is prepared and its first
+/// call loads the release as it would have.
+pub fn prepare_in_running_launcher(root: &Root, app: &AppId, release: &str) {
+    let ask = async {
+        let mut c = Client::connect(root).await?;
+        c.request(&json!({ "type": "prepare", "app": app, "release": release })).await
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return tracing::debug!("cannot prepare the release in the launcher: {e}"),
+    };
+    match rt.block_on(async { tokio::time::timeout(PREPARE_DEADLINE, ask).await }) {
+        Ok(Ok(v)) if v["ok"] == true => tracing::debug!("the running launcher prepared {app} {release}"),
+        Ok(Ok(v)) => tracing::debug!("the running launcher could not prepare {app} {release}: {v}"),
+        Ok(Err(e)) => tracing::debug!("no launcher prepared {app} {release}: {e:#}"),
+        Err(_) => tracing::debug!("the launcher did not prepare {app} {release} in time"),
+    }
+}
+
+/// How long `autoapp activate` waits for a running launcher to prepare.
+const PREPARE_DEADLINE: Duration = Duration::from_secs(60);
 
 /// A client of a running launcher.
 pub struct Client {

@@ -388,3 +388,41 @@ fn open_refuses_a_root_whose_launcher_lock_another_process_holds() {
     let l = Running::start_on(root);
     assert!(l.root.ok(&["status"]).contains("Autoapp is running"));
 }
+
+#[test]
+fn activate_beside_a_running_launcher_has_it_load_the_release_before_the_switch() {
+    let root = TestRoot::with_config("opener = \"none\"\n");
+    let ws = crate::packages::notes_workspace();
+    let component = crate::support::guest_component("notes");
+    let component = component.to_str().unwrap();
+    root.ok(&["create", "notes", "--at", ws.path().to_str().unwrap()]);
+    let built = |r: &TestRoot| -> String {
+        let v: serde_json::Value =
+            serde_json::from_str(&r.ok(&["build", "notes", "--component", component, "--json"])).unwrap();
+        v["release"].as_str().unwrap().to_string()
+    };
+    let first = built(&root);
+    root.ok(&["activate", "notes", &first]);
+    let l = Running::start_on(root);
+    let loaded = |l: &Running| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_str(&l.root.ok(&["status", "--json"])).unwrap();
+        serde_json::from_value(v["releasesLoaded"].clone()).unwrap()
+    };
+    let manifest = std::fs::read_to_string(ws.path().join("autoapp.toml")).unwrap();
+    std::fs::write(ws.path().join("autoapp.toml"), format!("{manifest}\n# the second release\n")).unwrap();
+    let second = built(&l.root);
+    assert!(!loaded(&l).contains(&second), "a candidate is not loaded by being built");
+    l.root.ok(&["activate", "notes", &second]);
+    assert!(loaded(&l).contains(&second), "loaded before any call: {:?}", loaded(&l));
+    let listed = l.root.ok(&["call", "notes", "notes.list"]);
+    assert!(listed.contains("notes"), "{listed}");
+    // Only a release of that app, by its whole id.
+    let (mut s, mut r) = l.authed();
+    send(&mut s, &serde_json::json!({ "type": "prepare", "app": "notes", "release": &second[..12] }));
+    assert_eq!(read(&mut r)["error"]["kind"], "invalid-input");
+    send(&mut s, &serde_json::json!({ "type": "prepare", "app": "notes", "release": "../../etc" }));
+    assert_eq!(read(&mut r)["ok"], false);
+    send(&mut s, &serde_json::json!({ "type": "prepare", "app": "nobody", "release": &second }));
+    assert_eq!(read(&mut r)["ok"], false);
+    l.still_serving();
+}

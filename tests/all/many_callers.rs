@@ -152,7 +152,18 @@ fn sixty_four_writers_of_one_app_all_succeed_and_a_reader_beside_them_keeps_answ
 
 #[test]
 fn every_acknowledged_write_is_stored_and_recorded_when_the_launcher_is_killed_in_the_middle() {
-    let t = TestRoot::with_config(QUIET);
+    killed_in_the_middle("process");
+}
+
+#[test]
+fn every_acknowledged_write_is_stored_and_recorded_when_the_launcher_is_killed_in_the_middle_at_power() {
+    killed_in_the_middle("power");
+}
+
+/// 32 writers, the launcher killed (SIGKILL) while their writes are being
+/// answered, at the configuration's `durability`.
+fn killed_in_the_middle(durability: &str) {
+    let t = TestRoot::with_config(&format!("{QUIET}durability = \"{durability}\"\n"));
     t.install("bench");
     let served = Served::start(&t, &["serve", "bench"]);
     let tab = served.tab("bench");

@@ -175,7 +175,7 @@ fn a_package_that_does_not_hold_is_refused_with_a_sentence_and_nothing_is_placed
 
 /// A copy of the notes workspace in a temporary folder (manifest and
 /// migrations; the component comes built).
-fn notes_workspace() -> tempfile::TempDir {
+pub(crate) fn notes_workspace() -> tempfile::TempDir {
     let ws = tempfile::tempdir().unwrap();
     let notes = repo().join("guests/notes");
     std::fs::copy(notes.join("autoapp.toml"), ws.path().join("autoapp.toml")).unwrap();

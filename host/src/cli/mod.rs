@@ -746,6 +746,11 @@ fn activate(root: Root, app: String, release: String, json: bool) -> Result<(), 
             tell!("warning: {w}");
         }
     }
+    // A launcher running on this root loads the release before the switch:
+    // its first call after it pays nothing of that.
+    if let Ok(rid) = release::resolve(&root.app(&id), &release) {
+        crate::control::prepare_in_running_launcher(&root, &id, &rid);
+    }
     let a = apps.activate(&Caller::command_line(), &id, &release).map_err(|e| format!("{e:#}"))?;
     if json {
         print_json(&a)

@@ -3,13 +3,22 @@
 //! against (a preview's copy has its own).
 //!
 //! Rows go to the record's writer, one thread per data folder, so that
-//! recording never puts a disk flush inside a call's own work and one app's
-//! load never holds up another app's record:
+//! recording never puts a disk sync inside a call's own work and one app's
+//! load never holds up another app's record (at `process`, a write's row is
+//! committed on its caller's thread when nobody else is committing: a
+//! commit without a sync costs less than the two wake-ups of a hand-over):
 //!
-//! - the row of a `write` or `external` call is **durable before the call is
-//!   answered** ([`Recorder::write_durable`]): the writer commits every row
-//!   waiting at that moment in one transaction with one sync (group commit),
-//!   then wakes their callers;
+//! - the row of a `write` or `external` call is **as durable as the write,
+//!   before the call is answered** ([`Recorder::write_durable`]): the writer
+//!   commits every row waiting at that moment in one transaction, then wakes
+//!   their callers. How durable is the configuration's one level
+//!   ([`Durability`]): at `process` the commit is in the write-ahead log
+//!   (`synchronous = NORMAL`, as the app's store), which survives the process
+//!   being killed; at `power` the commit syncs the record's log (`FULL`) and
+//!   then the writer syncs the data folder's other logs — the app's store,
+//!   whose write each waiting row records was committed before the row was
+//!   sent — with one `fdatasync` each for the whole group (group commit:
+//!   [`sync_logs`]);
 //! - the rows of reads ([`Recorder::write`]) are gathered for a moment and
 //!   committed in batches; a crash of the host can lose the read rows of the
 //!   last [`GATHER`], never an acknowledged write's.
@@ -20,13 +29,15 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use anyhow::Context as _;
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
+
+pub use crate::config::Durability;
 
 /// The record's file inside a data folder.
 pub const RUNS_FILE: &str = "runs.sqlite";
@@ -110,6 +121,36 @@ enum Msg {
 struct Writer {
     tx: mpsc::Sender<Msg>,
     thread: JoinHandle<()>,
+    /// The record's connection, shared by the writer's thread and a durable
+    /// row committed on its caller's thread (`Durability::Process`).
+    conn: Arc<Mutex<Shared>>,
+    /// How many durable rows are on their way to this record right now.
+    waiting: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// One durable row on its way, counted while it is.
+struct Waiting(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Waiting {
+    fn count(n: &Arc<std::sync::atomic::AtomicUsize>) -> Waiting {
+        n.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Waiting(n.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// The connection of one record, and whether its writer closed it.
+#[derive(Default)]
+struct Shared {
+    conn: Option<Connection>,
+    /// Set by [`Recorder::close`]: the folder may be renamed; nothing more
+    /// is committed through this connection.
+    closed: bool,
 }
 
 impl Writer {
@@ -118,18 +159,23 @@ impl Writer {
         drop(self.tx);
         self.thread.thread().unpark();
         let _ = self.thread.join();
+        let mut shared = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        shared.conn = None;
+        shared.closed = true;
     }
 }
 
 /// The writers of every record this process keeps, one per data folder.
-#[derive(Default)]
 pub struct Recorder {
     writers: Mutex<HashMap<PathBuf, Writer>>,
+    durability: Durability,
 }
 
 impl Recorder {
-    pub fn new() -> Recorder {
-        Recorder::default()
+    /// A recorder whose durable rows are made as durable as `durability`
+    /// says (the configuration's `durability`).
+    pub fn new(durability: Durability) -> Recorder {
+        Recorder { writers: Mutex::default(), durability }
     }
 
     /// Sends `msg` to the writer of `data`, starting it at first use; `wake`
@@ -137,26 +183,34 @@ impl Recorder {
     /// flush), otherwise the row waits for the batch and wakes nobody.
     fn send(&self, data: &Path, msg: Msg, wake: bool) -> Result<(), Msg> {
         let mut writers = self.writers.lock().expect("recorder");
-        if !writers.contains_key(data) {
-            let (tx, rx) = mpsc::channel::<Msg>();
-            let folder = data.to_path_buf();
-            let spawned = std::thread::Builder::new().name("autoapp-record".into()).spawn(move || writer(&folder, rx));
-            match spawned {
-                Ok(thread) => {
-                    writers.insert(data.to_path_buf(), Writer { tx, thread });
-                }
-                Err(e) => {
-                    tracing::error!("cannot start the record's writer: {e}");
-                    return Err(msg);
-                }
-            }
-        }
-        let w = writers.get(data).expect("just started");
+        let Some(w) = self.writer_of(&mut writers, data) else { return Err(msg) };
         let sent = w.tx.send(msg).map_err(|e| e.0);
         if sent.is_ok() && wake {
             w.thread.thread().unpark();
         }
         sent
+    }
+
+    /// The writer of `data`, started at first use.
+    fn writer_of<'w>(&self, writers: &'w mut HashMap<PathBuf, Writer>, data: &Path) -> Option<&'w Writer> {
+        if !writers.contains_key(data) {
+            let (tx, rx) = mpsc::channel::<Msg>();
+            let conn = Arc::new(Mutex::new(Shared::default()));
+            let (folder, durability, shared) = (data.to_path_buf(), self.durability, conn.clone());
+            let spawned = std::thread::Builder::new()
+                .name("autoapp-record".into())
+                .spawn(move || writer(&folder, rx, durability, &shared));
+            match spawned {
+                Ok(thread) => {
+                    writers.insert(data.to_path_buf(), Writer { tx, thread, conn, waiting: Arc::default() });
+                }
+                Err(e) => {
+                    tracing::error!("cannot start the record's writer: {e}");
+                    return None;
+                }
+            }
+        }
+        writers.get(data)
     }
 
     /// Queues `row` for the record of the data folder `data`; it is committed
@@ -165,11 +219,46 @@ impl Recorder {
         let _ = self.send(data, Msg::Row(Box::new(row), None), false);
     }
 
-    /// Writes `row` to the record of `data` and returns once it is on disk
-    /// (committed and synced, with every other row waiting at that moment).
+    /// Writes `row` to the record of `data` and returns once it is as
+    /// durable as the level says: committed (`process`), or committed and
+    /// synced with the store's log, with every other row waiting at that
+    /// moment (`power`).
+    ///
+    /// At `process`, when the record's connection is free (nobody is
+    /// committing), the row is committed here, on the caller's thread: a
+    /// commit without a sync costs less than waking the writer's thread and
+    /// being woken by it. Otherwise (the writer is committing, or at
+    /// `power`, where one sync serves the whole group) the writer commits it.
+    ///
+    /// Whether anybody else is committing is asked after yielding once: the
+    /// other calls ready to run on this thread then reach this point too,
+    /// and when they have, the rows of all of them go to the writer, which
+    /// commits them in one transaction on another core while this thread
+    /// serves the next calls (group commit under load; one writer alone
+    /// commits here).
     pub async fn write_durable(&self, data: &Path, row: Row) -> anyhow::Result<()> {
+        let here = match self.durability {
+            Durability::Process => self.waiting_of(data),
+            Durability::Power => None,
+        };
+        let row = Box::new(row);
+        let row = match here {
+            Some(waiting) => {
+                let _here = Waiting::count(&waiting);
+                tokio::task::yield_now().await;
+                if waiting.load(std::sync::atomic::Ordering::Acquire) == 1 {
+                    match self.commit_here(data, row) {
+                        Ok(done) => return done,
+                        Err(row) => row,
+                    }
+                } else {
+                    row
+                }
+            }
+            None => row,
+        };
         let (told, done) = tokio::sync::oneshot::channel();
-        if self.send(data, Msg::Row(Box::new(row), Some(told)), true).is_err() {
+        if self.send(data, Msg::Row(row, Some(told)), true).is_err() {
             anyhow::bail!("the record's writer is not running");
         }
         match done.await {
@@ -177,6 +266,34 @@ impl Recorder {
             Ok(Err(why)) => Err(anyhow::anyhow!(why)),
             Err(_) => anyhow::bail!("the record's writer stopped"),
         }
+    }
+
+    /// How many durable rows of `data` are on their way (its writer started).
+    fn waiting_of(&self, data: &Path) -> Option<Arc<std::sync::atomic::AtomicUsize>> {
+        let mut writers = self.writers.lock().expect("recorder");
+        self.writer_of(&mut writers, data).map(|w| w.waiting.clone())
+    }
+
+    /// Commits `row` on this thread when the record's connection is free;
+    /// hands the row back otherwise. Never waits.
+    fn commit_here(&self, data: &Path, row: Box<Row>) -> Result<anyhow::Result<()>, Box<Row>> {
+        let conn = {
+            let mut writers = self.writers.lock().expect("recorder");
+            match self.writer_of(&mut writers, data) {
+                Some(w) => w.conn.clone(),
+                None => return Err(row),
+            }
+        };
+        let Ok(mut shared) = conn.try_lock() else { return Err(row) };
+        if shared.closed {
+            return Err(row);
+        }
+        let done = commit(&mut shared.conn, data, std::slice::from_ref(&row), self.durability);
+        if done.is_err() {
+            // Open the file anew next time (it may have been moved).
+            shared.conn = None;
+        }
+        Ok(done)
     }
 
     /// Commits what is queued for the record of `data` and closes it (before
@@ -218,8 +335,7 @@ impl Drop for Recorder {
     }
 }
 
-fn writer(data: &Path, rx: mpsc::Receiver<Msg>) {
-    let mut conn: Option<Connection> = None;
+fn writer(data: &Path, rx: mpsc::Receiver<Msg>, durability: Durability, shared: &Mutex<Shared>) {
     while let Ok(first) = rx.recv() {
         // The rows of reads: gather what comes in the next moment into the
         // same transaction. While this thread is parked, queuing such a row
@@ -244,11 +360,20 @@ fn writer(data: &Path, rx: mpsc::Receiver<Msg>) {
                 next = rx.try_recv().ok();
             }
         }
-        let result = if rows.is_empty() { Ok(()) } else { commit(&mut conn, data, &rows) };
+        let mut result = Ok(());
+        if !rows.is_empty() {
+            let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
+            result = commit(&mut s.conn, data, &rows, durability);
+            if result.is_err() {
+                // Open the file anew next time (it may have been moved).
+                s.conn = None;
+            }
+        }
+        if result.is_ok() && !durable.is_empty() && durability == Durability::Power {
+            result = sync_logs(data);
+        }
         if let Err(e) = &result {
             tracing::error!("cannot write {} rows to the record: {e:#}", rows.len());
-            // Open the file anew next time (it may have been moved).
-            conn = None;
         }
         for d in durable {
             let _ = d.send(result.as_ref().map(|_| ()).map_err(|e| format!("{e:#}")));
@@ -259,19 +384,60 @@ fn writer(data: &Path, rx: mpsc::Receiver<Msg>) {
     }
 }
 
-fn open(data: &Path) -> anyhow::Result<Connection> {
+/// Syncs (`fdatasync`) the write-ahead log of every other database in the
+/// data folder `data` — the app's store —, so that every write committed
+/// before this began survives a power cut (`Durability::Power`). SQLite,
+/// at `synchronous = NORMAL`, syncs a log only before a checkpoint; a log
+/// that is not there holds nothing uncheckpointed (a checkpoint synced it
+/// into its database first).
+pub fn sync_logs(data: &Path) -> anyhow::Result<()> {
+    GROUPS_SYNCED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let entries = match std::fs::read_dir(data) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", data.display())),
+    };
+    let ours = format!("{RUNS_FILE}-wal");
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !name.ends_with(".sqlite-wal") || name == ours {
+            continue;
+        }
+        match std::fs::File::open(entry.path()) {
+            Ok(f) => f.sync_data().with_context(|| format!("cannot sync {}", entry.path().display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("cannot open {}", entry.path().display())),
+        }
+    }
+    Ok(())
+}
+
+/// How many groups of durable rows this process synced (`Durability::Power`).
+static GROUPS_SYNCED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// SQLite's `synchronous` for the record's commits at `durability`.
+fn synchronous(durability: Durability) -> &'static str {
+    match durability {
+        // The log is written at each commit and synced at checkpoints: as the app's store.
+        Durability::Process => "NORMAL",
+        // Every commit syncs the log: a row is on disk when its transaction is.
+        Durability::Power => "FULL",
+    }
+}
+
+fn open(data: &Path, durability: Durability) -> anyhow::Result<Connection> {
     std::fs::create_dir_all(data).with_context(|| format!("cannot create {}", data.display()))?;
     let conn =
         crate::sqlite::open(&data.join(RUNS_FILE), crate::sqlite::read_write()).context("cannot open the record")?;
     // A lifecycle action's row ([`action`]) comes through a connection of its
     // own, beside the writer's: each waits out the other's commit.
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
-    // FULL: every commit syncs the log, so a row is on disk when its
-    // transaction is committed (one sync per batch of rows).
     conn.execute_batch(&format!(
         "PRAGMA journal_mode = WAL;
-         PRAGMA synchronous = FULL;
+         PRAGMA synchronous = {};
          {RUNS_TABLE}",
+        synchronous(durability)
     ))?;
     // A record written before the column existed gets it; its rows were
     // never answered by a standing approval.
@@ -315,9 +481,9 @@ fn has_answered_by(conn: &Connection) -> rusqlite::Result<bool> {
     })
 }
 
-fn commit(conn: &mut Option<Connection>, data: &Path, rows: &[Box<Row>]) -> anyhow::Result<()> {
+fn commit(conn: &mut Option<Connection>, data: &Path, rows: &[Box<Row>], durability: Durability) -> anyhow::Result<()> {
     if conn.is_none() {
-        *conn = Some(open(data)?);
+        *conn = Some(open(data, durability)?);
     }
     insert(conn.as_mut().expect("just opened"), rows.iter().map(|r| &**r))
 }
@@ -394,7 +560,8 @@ pub fn action(
         outcome: outcome.to_string(),
         ..Row::of(caller, app, action.release, action.name, LIFECYCLE)
     };
-    let mut conn = open(data)?;
+    // The person's own actions are rare: each is synced, whatever the level.
+    let mut conn = open(data, Durability::Power)?;
     insert(&mut conn, std::iter::once(&row))
 }
 
@@ -494,7 +661,7 @@ pub fn rebuild_from(data: &Path, from: &crate::elsewhere::sqlite::Foreign) -> an
     use crate::elsewhere::sqlite::Cell;
     let path = data.join(RUNS_FILE);
     anyhow::ensure!(!path.exists(), "{} exists already", path.display());
-    let mut conn = open(data)?;
+    let mut conn = open(data, Durability::Power)?;
     let mut batch: Vec<Row> = Vec::with_capacity(BATCH);
     let mut failed: Option<anyhow::Error> = None;
     let copied = from.rows("runs", COLUMNS, "seq", |cells| {
@@ -623,7 +790,7 @@ mod tests {
         }
         let old = read(dir.path(), 10).unwrap();
         assert_eq!(old[0].answered_by, "nobody", "read before the writer adds the column");
-        let mut conn = open(dir.path()).unwrap();
+        let mut conn = open(dir.path(), Durability::Process).unwrap();
         insert(&mut conn, std::iter::once(&row(1))).unwrap();
         let rows = read(dir.path(), 10).unwrap();
         assert_eq!(rows.iter().map(|r| r.answered_by.as_str()).collect::<Vec<_>>(), ["nobody", "person"]);
@@ -632,7 +799,7 @@ mod tests {
     #[test]
     fn every_row_sent_before_a_clean_stop_is_kept() {
         let d = tempfile::tempdir().unwrap();
-        let rec = Recorder::new();
+        let rec = Recorder::new(Durability::Process);
         for i in 0..2000 {
             rec.write(d.path(), row(i));
         }
@@ -644,23 +811,32 @@ mod tests {
 
     #[test]
     fn a_durable_row_is_on_disk_when_its_write_returns() {
-        let d = tempfile::tempdir().unwrap();
-        let rec = Recorder::new();
-        // A read's row waits to be gathered; the write's row does not wait
-        // for it, and takes it along in the same commit.
-        rec.write(d.path(), row(1));
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        rt.block_on(rec.write_durable(d.path(), row(2))).unwrap();
-        // Read by another connection, with the writer still running.
-        let ids: Vec<String> = read(d.path(), 10).unwrap().into_iter().map(|r| r.request_id).collect();
-        assert_eq!(ids, ["r1", "r2"]);
-        drop(rec);
+        for durability in [Durability::Process, Durability::Power] {
+            let d = tempfile::tempdir().unwrap();
+            let rec = Recorder::new(durability);
+            // A read's row waits to be gathered; the write's row does not wait
+            // for it. At `power` the writer takes it along in the same commit;
+            // at `process` the write's row is committed on this thread.
+            rec.write(d.path(), row(1));
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            rt.block_on(rec.write_durable(d.path(), row(2))).unwrap();
+            // Read by another connection, with the writer still running.
+            let ids: Vec<String> = read(d.path(), 10).unwrap().into_iter().map(|r| r.request_id).collect();
+            match durability {
+                Durability::Power => assert_eq!(ids, ["r1", "r2"]),
+                // (The read's batch may have been committed meanwhile, on a slow machine.)
+                Durability::Process => assert!(ids.iter().any(|i| i == "r2"), "committed here: {ids:?}"),
+            }
+            rec.flush();
+            assert_eq!(read(d.path(), 10).unwrap().len(), 2);
+            drop(rec);
+        }
     }
 
     #[test]
     fn many_durable_rows_at_once_are_each_on_disk_when_their_write_returns() {
         let d = tempfile::tempdir().unwrap();
-        let rec = std::sync::Arc::new(Recorder::new());
+        let rec = std::sync::Arc::new(Recorder::new(Durability::Process));
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
         rt.block_on(async {
             let mut tasks = Vec::new();
@@ -681,6 +857,52 @@ mod tests {
     }
 
     #[test]
+    fn at_power_a_group_of_durable_rows_syncs_the_stores_log_once_and_at_process_never() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let d = tempfile::tempdir().unwrap();
+        // The app's store, a write committed to its log and not synced (NORMAL).
+        let store = Connection::open(d.path().join("app.sqlite")).unwrap();
+        store
+            .execute_batch(
+                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 0;
+                 CREATE TABLE t (x); INSERT INTO t VALUES (1);",
+            )
+            .unwrap();
+        let wal = d.path().join("app.sqlite-wal");
+        assert!(wal.metadata().unwrap().len() > 0);
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
+        let many = |durability: Durability| {
+            let rec = std::sync::Arc::new(Recorder::new(durability));
+            let before = GROUPS_SYNCED.load(Relaxed);
+            rt.block_on(async {
+                let tasks: Vec<_> = (0..200)
+                    .map(|i| {
+                        let (rec, dir) = (rec.clone(), d.path().to_path_buf());
+                        tokio::spawn(async move { rec.write_durable(&dir, row(i)).await })
+                    })
+                    .collect();
+                for t in tasks {
+                    t.await.unwrap().unwrap();
+                }
+            });
+            GROUPS_SYNCED.load(Relaxed) - before
+        };
+        assert_eq!(many(Durability::Process), 0, "process: nothing is synced");
+        let groups = many(Durability::Power);
+        assert!((1..200).contains(&groups), "power: 200 writers shared {groups} syncs");
+        // The sync is of the store's log: one that cannot be opened fails the rows waiting.
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&wal, std::fs::Permissions::from_mode(0o000)).unwrap();
+        if std::fs::File::open(&wal).is_err() {
+            let rec = Recorder::new(Durability::Power);
+            let e = rt.block_on(rec.write_durable(d.path(), row(1000))).unwrap_err();
+            assert!(format!("{e:#}").contains("app.sqlite-wal"), "{e:#}");
+            assert!(rt.block_on(Recorder::new(Durability::Process).write_durable(d.path(), row(1001))).is_ok());
+        }
+        std::fs::set_permissions(&wal, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+
+    #[test]
     fn a_record_whose_writer_has_not_made_its_table_yet_reads_as_empty() {
         let dir = tempfile::tempdir().unwrap();
         // What the writer leaves between creating the file and its table.
@@ -694,7 +916,7 @@ mod tests {
         // A file where the data folder should be: the record cannot be opened.
         let blocked = d.path().join("data");
         std::fs::write(&blocked, b"not a folder").unwrap();
-        let rec = Recorder::new();
+        let rec = Recorder::new(Durability::Process);
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let e = rt.block_on(rec.write_durable(&blocked, row(1))).unwrap_err();
         assert!(format!("{e:#}").contains("cannot create"), "{e:#}");
@@ -703,7 +925,7 @@ mod tests {
     #[test]
     fn flush_waits_for_the_rows_already_sent() {
         let d = tempfile::tempdir().unwrap();
-        let rec = Recorder::new();
+        let rec = Recorder::new(Durability::Process);
         rec.write(d.path(), row(1));
         rec.flush();
         assert_eq!(read(d.path(), 10).unwrap().len(), 1);
