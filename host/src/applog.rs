@@ -67,19 +67,25 @@ pub fn dir_of(app_dir: &Path) -> PathBuf {
 pub fn append(dir: &Path, line: &Line) -> anyhow::Result<()> {
     let mut text = serde_json::to_string(line)?;
     text.push('\n');
-    // Only the log folder is made: an app folder that went (to the trash)
-    // while a call was in flight is not made again by its last lines.
-    match fs::create_dir(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
-    }
     let path = dir.join(CURRENT);
-    let mut f = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
+    let open = || fs::OpenOptions::new().create(true).append(true).open(&path);
+    let mut f = match open() {
+        Ok(f) => Ok(f),
+        // The folder, made at the first line (not at every line: a system
+        // call per line saved). Only the log folder is made: an app folder
+        // that went (to the trash) while a call was in flight is not made
+        // again by its last lines.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            match fs::create_dir(dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
+            }
+            open()
+        }
+        Err(e) => Err(e),
+    }
+    .with_context(|| format!("cannot open {}", path.display()))?;
     // One write of the whole line: appends of other processes never cut into it.
     f.write_all(text.as_bytes()).with_context(|| format!("cannot write {}", path.display()))?;
     if f.metadata()?.len() > FILE_LIMIT {

@@ -128,6 +128,23 @@ struct Writer {
     waiting: Arc<std::sync::atomic::AtomicUsize>,
 }
 
+/// A durable row held across an await: when the future holding it is
+/// dropped there, the row goes to the writer (committed with the next batch,
+/// and on a clean stop).
+struct Kept<'a> {
+    recorder: &'a Recorder,
+    data: &'a Path,
+    row: Option<Box<Row>>,
+}
+
+impl Drop for Kept<'_> {
+    fn drop(&mut self) {
+        if let Some(row) = self.row.take() {
+            let _ = self.recorder.send(self.data, Msg::Row(row, None), true);
+        }
+    }
+}
+
 /// One durable row on its way, counted while it is.
 struct Waiting(Arc<std::sync::atomic::AtomicUsize>);
 
@@ -245,7 +262,12 @@ impl Recorder {
         let row = match here {
             Some(waiting) => {
                 let _here = Waiting::count(&waiting);
+                // A call dropped while it yields (its connection closed, the
+                // launcher stopping) still has its row: the guard hands it to
+                // the writer. Its write is committed; its row must be too.
+                let mut kept = Kept { recorder: self, data, row: Some(row) };
                 tokio::task::yield_now().await;
+                let row = kept.row.take().expect("taken only here");
                 if waiting.load(std::sync::atomic::Ordering::Acquire) == 1 {
                     match self.commit_here(data, row) {
                         Ok(done) => return done,
@@ -900,6 +922,21 @@ mod tests {
             assert!(rt.block_on(Recorder::new(Durability::Process).write_durable(d.path(), row(1001))).is_ok());
         }
         std::fs::set_permissions(&wal, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+
+    #[test]
+    fn a_durable_row_whose_call_is_dropped_while_it_waits_is_still_recorded() {
+        use std::future::Future as _;
+        let d = tempfile::tempdir().unwrap();
+        let rec = Recorder::new(Durability::Process);
+        {
+            let mut f = Box::pin(rec.write_durable(d.path(), row(7)));
+            let mut cx = std::task::Context::from_waker(futures::task::noop_waker_ref());
+            assert!(f.as_mut().poll(&mut cx).is_pending(), "it waits once before it commits");
+        }
+        rec.flush();
+        let ids: Vec<String> = read(d.path(), 10).unwrap().into_iter().map(|r| r.request_id).collect();
+        assert_eq!(ids, ["r7"]);
     }
 
     #[test]
