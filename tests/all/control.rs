@@ -393,14 +393,8 @@ fn open_refuses_a_root_whose_launcher_lock_another_process_holds() {
 fn activate_beside_a_running_launcher_has_it_load_the_release_before_the_switch() {
     let root = TestRoot::with_config("opener = \"none\"\n");
     let ws = crate::packages::notes_workspace();
-    let component = crate::support::guest_component("notes");
-    let component = component.to_str().unwrap();
     root.ok(&["create", "notes", "--at", ws.path().to_str().unwrap()]);
-    let built = |r: &TestRoot| -> String {
-        let v: serde_json::Value =
-            serde_json::from_str(&r.ok(&["build", "notes", "--component", component, "--json"])).unwrap();
-        v["release"].as_str().unwrap().to_string()
-    };
+    let built = crate::packages::build_notes;
     let first = built(&root);
     root.ok(&["activate", "notes", &first]);
     let l = Running::start_on(root);

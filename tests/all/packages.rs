@@ -187,19 +187,23 @@ pub(crate) fn notes_workspace() -> tempfile::TempDir {
     ws
 }
 
+/// Builds `notes` on `r` from the prebuilt guest component (its workspace
+/// holds the manifest and migrations, as `notes_workspace` makes it);
+/// answers the release id.
+pub(crate) fn build_notes(r: &TestRoot) -> String {
+    let component = crate::support::guest_component("notes");
+    let said = r.ok(&["build", "notes", "--component", component.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&said).unwrap();
+    v["release"].as_str().unwrap().to_string()
+}
+
 #[test]
 fn an_update_is_a_candidate_that_says_what_changed_previews_on_a_copy_and_keeps_the_rows() {
     let publisher = TestRoot::new();
     publisher.ok(&["key", "new", "--name", "Ada"]);
     let ws = notes_workspace();
-    let component = crate::support::guest_component("notes");
-    let component = component.to_str().unwrap();
     publisher.ok(&["create", "notes", "--at", ws.path().to_str().unwrap()]);
-    let built = |r: &TestRoot| -> String {
-        let v: serde_json::Value =
-            serde_json::from_str(&r.ok(&["build", "notes", "--component", component, "--json"])).unwrap();
-        v["release"].as_str().unwrap().to_string()
-    };
+    let built = build_notes;
     let out = tempfile::tempdir().unwrap();
     let pack = |release: &str, name: &str| -> String {
         let to = out.path().join(name);

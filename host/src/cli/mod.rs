@@ -739,16 +739,14 @@ fn revoke(root: Root, app: String, capabilities: Vec<String>) -> Result<(), Fail
 fn activate(root: Root, app: String, release: String, json: bool) -> Result<(), Failure> {
     let id = app_id(&app)?;
     let apps = open_apps(&root)?;
-    if let Ok(rid) = release::resolve(&root.app(&id), &release)
-        && let Ok(e) = crate::explain::explain(&root.app(&id), &rid)
-    {
-        for w in e.warnings {
-            tell!("warning: {w}");
-        }
-    }
-    // A launcher running on this root loads the release before the switch:
-    // its first call after it pays nothing of that.
     if let Ok(rid) = release::resolve(&root.app(&id), &release) {
+        if let Ok(e) = crate::explain::explain(&root.app(&id), &rid) {
+            for w in e.warnings {
+                tell!("warning: {w}");
+            }
+        }
+        // A launcher running on this root loads the release before the
+        // switch: its first call after it pays nothing of that.
         crate::control::prepare_in_running_launcher(&root, &id, &rid);
     }
     let a = apps.activate(&Caller::command_line(), &id, &release).map_err(|e| format!("{e:#}"))?;

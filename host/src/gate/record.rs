@@ -255,12 +255,12 @@ impl Recorder {
     /// commits here).
     pub async fn write_durable(&self, data: &Path, row: Row) -> anyhow::Result<()> {
         let here = match self.durability {
-            Durability::Process => self.waiting_of(data),
+            Durability::Process => self.shared_of(data),
             Durability::Power => None,
         };
         let row = Box::new(row);
         let row = match here {
-            Some(waiting) => {
+            Some((waiting, conn)) => {
                 let _here = Waiting::count(&waiting);
                 // A call dropped while it yields (its connection closed, the
                 // launcher stopping) still has its row: the guard hands it to
@@ -269,7 +269,7 @@ impl Recorder {
                 tokio::task::yield_now().await;
                 let row = kept.row.take().expect("taken only here");
                 if waiting.load(std::sync::atomic::Ordering::Acquire) == 1 {
-                    match self.commit_here(data, row) {
+                    match self.commit_here(&conn, data, row) {
                         Ok(done) => return done,
                         Err(row) => row,
                     }
@@ -290,22 +290,16 @@ impl Recorder {
         }
     }
 
-    /// How many durable rows of `data` are on their way (its writer started).
-    fn waiting_of(&self, data: &Path) -> Option<Arc<std::sync::atomic::AtomicUsize>> {
+    /// How many durable rows of `data` are on their way, and the record's
+    /// connection (its writer started): one look-up per durable row.
+    fn shared_of(&self, data: &Path) -> Option<(Arc<std::sync::atomic::AtomicUsize>, Arc<Mutex<Shared>>)> {
         let mut writers = self.writers.lock().expect("recorder");
-        self.writer_of(&mut writers, data).map(|w| w.waiting.clone())
+        self.writer_of(&mut writers, data).map(|w| (w.waiting.clone(), w.conn.clone()))
     }
 
-    /// Commits `row` on this thread when the record's connection is free;
-    /// hands the row back otherwise. Never waits.
-    fn commit_here(&self, data: &Path, row: Box<Row>) -> Result<anyhow::Result<()>, Box<Row>> {
-        let conn = {
-            let mut writers = self.writers.lock().expect("recorder");
-            match self.writer_of(&mut writers, data) {
-                Some(w) => w.conn.clone(),
-                None => return Err(row),
-            }
-        };
+    /// Commits `row` on this thread when the record's connection `conn` is
+    /// free; hands the row back otherwise. Never waits.
+    fn commit_here(&self, conn: &Mutex<Shared>, data: &Path, row: Box<Row>) -> Result<anyhow::Result<()>, Box<Row>> {
         let Ok(mut shared) = conn.try_lock() else { return Err(row) };
         if shared.closed {
             return Err(row);
