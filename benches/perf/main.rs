@@ -48,7 +48,7 @@ struct Args {
     /// The wrk load generator of P2.
     #[arg(long, env = "AUTOAPP_BENCH_WRK", default_value = "wrk")]
     wrk: PathBuf,
-    /// Run one series alone for a profiler: p1-ours, p1-peer, p3-ours, p4-ours.
+    /// Run one series alone for a profiler: p1-ours, p1-peer, p3-ours, p3-peer, p4-ours.
     #[arg(long)]
     profile: Option<String>,
     /// How many calls `--profile` makes.
@@ -964,6 +964,17 @@ fn profile(ctx: &Ctx, which: &str) -> anyhow::Result<()> {
             eprintln!("{which}: {n} calls in {:?}", t.elapsed());
             apps.flush_record();
         }
+        "p3-peer" => {
+            let native_db = ctx.work.join("profile-p3-native.sqlite");
+            let native_runs = ctx.work.join("profile-p3-native-runs.sqlite");
+            let c = rusqlite::Connection::open(&native_db)?;
+            for m in std::fs::read_dir(support::repo().join("guests/notes/migrations"))? {
+                c.execute_batch(&std::fs::read_to_string(m?.path())?)?;
+            }
+            drop(c);
+            let took = native_writes(&native_db, &native_runs, false, 0, n)?;
+            eprintln!("{which}: {n} writes in {took:?}");
+        }
         "p4-ours" => {
             let a = ctx.root_with("profile", QUIET, &[("bench", "bench", &ctx.bench_wasm)])?;
             let (app, me) = (id("bench"), Caller::command_line());
@@ -977,7 +988,7 @@ fn profile(ctx: &Ctx, which: &str) -> anyhow::Result<()> {
             }
             eprintln!("{which}: {n} first calls, median {}", us(first.median()));
         }
-        other => bail!("no profile `{other}`; choose p1-ours, p1-peer, p3-ours or p4-ours"),
+        other => bail!("no profile `{other}`; choose p1-ours, p1-peer, p3-ours, p3-peer or p4-ours"),
     }
     Ok(())
 }

@@ -64,17 +64,56 @@ pub fn dir_of(app_dir: &Path) -> PathBuf {
 }
 
 /// Appends `line` to the log in `dir`, rotating it when it grows past the limit.
+///
+/// The file is kept open between lines (an open and a close per line were a
+/// tenth of a write call's cost, docs/performance.md P3). Before each line the
+/// path is looked at: when it is another file than the one kept open (rotated
+/// by another process, the app's folder restored or removed), the path is
+/// opened anew, so every line goes where a reader looks for it.
 pub fn append(dir: &Path, line: &Line) -> anyhow::Result<()> {
     let mut text = serde_json::to_string(line)?;
     text.push('\n');
     let path = dir.join(CURRENT);
-    let open = || fs::OpenOptions::new().create(true).append(true).open(&path);
-    let mut f = match open() {
+    let mut kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+    let there = match fs::metadata(&path) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e).with_context(|| format!("cannot look at {}", path.display())),
+    };
+    let current = there.as_ref().and_then(|m| kept.get(dir).filter(|k| k.is(m)).map(|_| m.len()));
+    let before = match current {
+        Some(len) => len,
+        None => {
+            let f = open_current(dir, &path)?;
+            let m = f.metadata()?;
+            if kept.len() >= KEPT_MOST {
+                kept.clear();
+            }
+            kept.insert(dir.to_path_buf(), Kept::of(f, &m));
+            m.len()
+        }
+    };
+    let f = &mut kept.get_mut(dir).expect("kept just now").file;
+    // One write of the whole line: appends of other processes never cut into it.
+    if let Err(e) = f.write_all(text.as_bytes()) {
+        kept.remove(dir);
+        return Err(e).with_context(|| format!("cannot write {}", path.display()));
+    }
+    if before + text.len() as u64 > FILE_LIMIT {
+        kept.remove(dir);
+        drop(kept);
+        rotate(dir)?;
+    }
+    Ok(())
+}
+
+/// Opens `app.log` in `dir` for appending, making the folder at the first
+/// line. Only the log folder is made: an app folder that went (to the trash)
+/// while a call was in flight is not made again by its last lines.
+fn open_current(dir: &Path, path: &Path) -> anyhow::Result<fs::File> {
+    let open = || fs::OpenOptions::new().create(true).append(true).open(path);
+    match open() {
         Ok(f) => Ok(f),
-        // The folder, made at the first line (not at every line: a system
-        // call per line saved). Only the log folder is made: an app folder
-        // that went (to the trash) while a call was in flight is not made
-        // again by its last lines.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             match fs::create_dir(dir) {
                 Ok(()) => {}
@@ -85,13 +124,48 @@ pub fn append(dir: &Path, line: &Line) -> anyhow::Result<()> {
         }
         Err(e) => Err(e),
     }
-    .with_context(|| format!("cannot open {}", path.display()))?;
-    // One write of the whole line: appends of other processes never cut into it.
-    f.write_all(text.as_bytes()).with_context(|| format!("cannot write {}", path.display()))?;
-    if f.metadata()?.len() > FILE_LIMIT {
-        rotate(dir)?;
+    .with_context(|| format!("cannot open {}", path.display()))
+}
+
+/// The log files this process keeps open, by folder.
+static KEPT: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<PathBuf, Kept>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// Files kept open at most (one per app that logs); past it, all are closed.
+const KEPT_MOST: usize = 256;
+
+/// An open log file, and which file it is.
+struct Kept {
+    file: fs::File,
+    #[cfg(unix)]
+    id: (u64, u64),
+}
+
+impl Kept {
+    fn of(file: fs::File, _m: &fs::Metadata) -> Kept {
+        #[cfg(unix)]
+        let id = {
+            use std::os::unix::fs::MetadataExt as _;
+            (_m.dev(), _m.ino())
+        };
+        Kept {
+            file,
+            #[cfg(unix)]
+            id,
+        }
     }
-    Ok(())
+
+    /// Whether the file at the path (`m`) is the one kept open. Where files
+    /// have no identity to compare, never: the path is opened for each line.
+    fn is(&self, _m: &fs::Metadata) -> bool {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt as _;
+            self.id == (_m.dev(), _m.ino())
+        }
+        #[cfg(not(unix))]
+        false
+    }
 }
 
 fn rotate(dir: &Path) -> anyhow::Result<()> {
@@ -297,6 +371,25 @@ pub fn bytes(dir: &Path) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_goes_to_the_file_at_the_path_when_another_process_moved_the_one_kept_open() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("logs");
+        append(&dir, &Line::new("info", "r", "one")).unwrap();
+        // Another process rotates the log (a rename, as `rotate` does).
+        fs::rename(dir.join(CURRENT), dir.join(ROTATED)).unwrap();
+        append(&dir, &Line::new("info", "r", "two")).unwrap();
+        let current = fs::read_to_string(dir.join(CURRENT)).unwrap();
+        assert!(current.contains("two") && !current.contains("one"), "{current}");
+        // The folder is removed and made again (a restore): the next line is in the new one.
+        fs::remove_dir_all(&dir).unwrap();
+        fs::create_dir(&dir).unwrap();
+        fs::write(dir.join(CURRENT), "").unwrap();
+        append(&dir, &Line::new("info", "r", "three")).unwrap();
+        let lines: Vec<String> = read(&dir, None, 10).unwrap().into_iter().map(|l| l.message).collect();
+        assert_eq!(lines, ["three"]);
+    }
 
     #[test]
     fn a_log_rotates_past_its_limit_and_stays_bounded() {

@@ -154,7 +154,7 @@ impl Apps {
         if let Some(s) = stores.get(data) {
             return Ok(s.clone());
         }
-        let s = AppStore::open(data)?;
+        let s = AppStore::open_with(data, Some(record_beside(data)))?;
         stores.insert(data.to_path_buf(), s.clone());
         Ok(s)
     }
@@ -455,19 +455,22 @@ impl Apps {
                 return Err(CallError::new(ErrorKind::Denied, refusal.reason));
             }
         };
-        // The guest receives the canonical form of what was checked and hashed.
-        let result =
-            self.run(&pass, &loaded, app, &data, effect, Entry::Route { route, input: pass.input() }, route).await;
-        let (outcome, reason) = outcome_of(&result);
-        let recorded = self.record(
-            &data,
-            effect,
+        let row_of = |result: &Result<serde_json::Value, CallError>| {
+            let (outcome, reason) = outcome_of(result);
             Row {
                 answered_by: pass.answered_by().to_string(),
                 ..row(pass.decision(), &reason, outcome, pass.request_id(), pass.arguments_hash())
-            },
-        );
-        if let Err(e) = recorded.await
+            }
+        };
+        // The guest receives the canonical form of what was checked and hashed.
+        // A call that wrote has its row committed with its write.
+        let entry = Entry::Route { route, input: pass.input() };
+        let (result, row) = self.run(&pass, &loaded, app, &data, effect, entry, route, Some(&row_of)).await;
+        let recorded = match row {
+            None => self.recorder.synced(&data).await,
+            Some(row) => self.record(&data, effect, row).await,
+        };
+        if let Err(e) = recorded
             && result.is_ok()
         {
             // Not acknowledged as done: the person could not find it later.
@@ -528,8 +531,9 @@ impl Apps {
         let query = query.to_string();
         let pass = self.gate.view();
         let result = self
-            .run(&pass, &loaded, app, &data, Effect::Read, Entry::View { page, query: &query }, page)
+            .run(&pass, &loaded, app, &data, Effect::Read, Entry::View { page, query: &query }, page, None)
             .await
+            .0
             .and_then(|spec| {
                 match crate::view::validate(&spec, &loaded.manifest, &|route, input| {
                     loaded.validators.get(route).is_some_and(|v| v.is_valid(input))
@@ -558,6 +562,11 @@ impl Apps {
     }
 
     #[allow(clippy::too_many_arguments)]
+    /// Runs `entry` of a loaded release. `row_of` makes the row that
+    /// records the call from its result: a call that committed a write has
+    /// it committed in the same transaction, and hands back `None`; any other
+    /// hands the row back for the caller to record.
+    #[allow(clippy::too_many_arguments)]
     async fn run(
         &self,
         pass: &Pass,
@@ -567,14 +576,22 @@ impl Apps {
         effect: Effect,
         entry: Entry<'_>,
         what: &str,
-    ) -> Result<serde_json::Value, CallError> {
-        let plan = self.plan(loaded, app, data, effect, what)?;
+        row_of: Option<&RowOf<'_>>,
+    ) -> (Result<serde_json::Value, CallError>, Option<Row>) {
+        let plan = match self.plan(loaded, app, data, effect, what) {
+            Ok(plan) => plan,
+            Err(e) => {
+                let result = Err(e);
+                let row = row_of.map(|f| f(&result));
+                return (result, row);
+            }
+        };
         let kind = match entry {
             Entry::Route { .. } => "route",
             Entry::View { .. } => "page",
         };
         let (outcome, settle) = self.runtime.run(pass, &loaded.prepared, plan, entry).await;
-        settled(app, kind, what, outcome, settle)
+        settled(app, kind, what, outcome, settle, row_of)
     }
 
     /// Everything one call is given, decided before it starts: the store in
@@ -774,7 +791,8 @@ fn settled(
     what: &str,
     outcome: Outcome,
     settle: crate::runtime::Settle,
-) -> Result<serde_json::Value, CallError> {
+    row_of: Option<&RowOf<'_>>,
+) -> (Result<serde_json::Value, CallError>, Option<Row>) {
     if settle.log.dropped() > 0 {
         tracing::warn!(
             app = app.as_str(),
@@ -816,6 +834,108 @@ fn settled(
             format!("{app} was stopped in {kind} `{what}`: it {stopped}; nothing it wrote was kept"),
         )),
     };
-    settle.store.finish(result.is_ok()).map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
-    result
+    let row = row_of.map(|f| f(&result));
+    let insert = row.as_ref().map(crate::gate::record::insert_beside);
+    let finished = settle.store.finish_with(result.is_ok(), insert.as_ref().map(|f| f as &caps::store::HostStep<'_>));
+    drop(insert);
+    match finished {
+        Ok(true) => (result, None),
+        Ok(false) => (result, row),
+        Err(e) => {
+            // Nothing was kept: the row says so.
+            let failed = Err(CallError::new(ErrorKind::Internal, format!("{e:#}")));
+            let row = row_of.map(|f| f(&failed));
+            (failed, row)
+        }
+    }
+}
+
+/// The record of the data folder `data`, attached beside its store: a write
+/// and the row that records it are committed in one transaction.
+fn record_beside(data: &Path) -> caps::store::Beside {
+    caps::store::Beside {
+        name: crate::gate::record::BESIDE,
+        path: data.join(crate::gate::record::RUNS_FILE),
+        make: crate::gate::record::make,
+        statement: crate::gate::record::INSERT_BESIDE,
+    }
+}
+
+/// Makes the row that records a call from its result.
+type RowOf<'a> = dyn Fn(&Result<serde_json::Value, CallError>) -> Row + Send + Sync + 'a;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::record::{self, Durability};
+
+    fn row(i: usize) -> Row {
+        Row {
+            time: "2026-12-02T00:00:00Z".into(),
+            request_id: format!("r{i}"),
+            channel: "user".into(),
+            caller: "test".into(),
+            app: "a".into(),
+            release: "x".into(),
+            route: "add".into(),
+            effect: "write".into(),
+            arguments_hash: "h".into(),
+            decision: "allowed".into(),
+            reason: String::new(),
+            outcome: "ok".into(),
+            duration_ms: 0.1,
+            answered_by: "person".into(),
+        }
+    }
+
+    /// At each level, a write and its decision row are committed in one step
+    /// (the store's transaction, with the record attached); at `power` the
+    /// group's sync then covers both logs, once for every row waiting.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_and_its_decision_row_are_committed_in_one_step_at_each_level() {
+        for durability in [Durability::Process, Durability::Power] {
+            let d = tempfile::tempdir().unwrap();
+            let store = AppStore::open_with(d.path(), Some(record_beside(d.path()))).unwrap();
+            store
+                .migrate(&[caps::store::Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x)".into() }])
+                .unwrap();
+            let recorder = Arc::new(Recorder::new(durability));
+            let before = record::groups_synced();
+            let tasks: Vec<_> = (0..16)
+                .map(|i| {
+                    let (store, recorder, dir) = (store.clone(), recorder.clone(), d.path().to_path_buf());
+                    tokio::spawn(async move {
+                        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+                        let mut c = store.begin(Mode::ReadWrite, deadline).unwrap();
+                        c.execute(
+                            "INSERT INTO t (x) VALUES (?1)",
+                            vec![crate::bindings::app::autoapp::app::store::Value::Integer(i)],
+                        )
+                        .await
+                        .unwrap();
+                        let r = row(i as usize);
+                        let insert = record::insert_beside(&r);
+                        match c.finish_with(true, Some(&insert)).unwrap() {
+                            true => recorder.synced(&dir).await.unwrap(),
+                            false => recorder.write_durable(&dir, r.clone()).await.unwrap(),
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+            // Every acknowledged write has its row, read by another connection.
+            let rows = record::read(d.path(), 100).unwrap();
+            assert_eq!(rows.len(), 16, "{durability:?}");
+            let c = crate::sqlite::open(&d.path().join(caps::store::STORE_FILE), crate::sqlite::read_only()).unwrap();
+            let n: i64 = c.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+            assert_eq!(n, 16);
+            let groups = record::groups_synced() - before;
+            match durability {
+                Durability::Process => assert_eq!(groups, 0, "process: nothing synced"),
+                Durability::Power => assert!((1..=16).contains(&groups), "power: {groups} syncs for 16 writes"),
+            }
+        }
+    }
 }

@@ -114,6 +114,9 @@ type Durable = tokio::sync::oneshot::Sender<Result<(), String>>;
 
 enum Msg {
     Row(Box<Row>, Option<Durable>),
+    /// A row committed with its write, in the store's transaction, waiting
+    /// for the group's sync (`Durability::Power`).
+    Synced(Durable),
     Flush(mpsc::Sender<()>),
 }
 
@@ -290,6 +293,26 @@ impl Recorder {
         }
     }
 
+    /// Returns once the rows committed with their writes in the store of
+    /// `data` ([`insert_beside`]) are as durable as the level says: at once
+    /// at `process` (the commit put them in the log), after the group's
+    /// sync of the data folder's logs at `power` (one sync for every row
+    /// waiting at that moment).
+    pub async fn synced(&self, data: &Path) -> anyhow::Result<()> {
+        if self.durability == Durability::Process {
+            return Ok(());
+        }
+        let (told, done) = tokio::sync::oneshot::channel();
+        if self.send(data, Msg::Synced(told), true).is_err() {
+            anyhow::bail!("the record's writer is not running");
+        }
+        match done.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(why)) => Err(anyhow::anyhow!(why)),
+            Err(_) => anyhow::bail!("the record's writer stopped"),
+        }
+    }
+
     /// How many durable rows of `data` are on their way, and the record's
     /// connection (its writer started): one look-up per durable row.
     fn shared_of(&self, data: &Path) -> Option<(Arc<std::sync::atomic::AtomicUsize>, Arc<Mutex<Shared>>)> {
@@ -370,6 +393,7 @@ fn writer(data: &Path, rx: mpsc::Receiver<Msg>, durability: Durability, shared: 
                     rows.push(r);
                     durable.extend(d);
                 }
+                Msg::Synced(d) => durable.push(d),
                 Msg::Flush(a) => acks.push(a),
             }
             if rows.len() < BATCH {
@@ -386,6 +410,8 @@ fn writer(data: &Path, rx: mpsc::Receiver<Msg>, durability: Durability, shared: 
             }
         }
         if result.is_ok() && !durable.is_empty() && durability == Durability::Power {
+            // The record's log too: rows committed with their writes were
+            // written to it by the store's connection, at NORMAL.
             result = sync_logs(data);
         }
         if let Err(e) = &result {
@@ -400,8 +426,9 @@ fn writer(data: &Path, rx: mpsc::Receiver<Msg>, durability: Durability, shared: 
     }
 }
 
-/// Syncs (`fdatasync`) the write-ahead log of every other database in the
-/// data folder `data` — the app's store —, so that every write committed
+/// Syncs (`fdatasync`) the write-ahead log of every database in the data
+/// folder `data` — the app's store, and the record, whose rows committed with
+/// their writes went to its log at NORMAL —, so that every write committed
 /// before this began survives a power cut (`Durability::Power`). SQLite,
 /// at `synchronous = NORMAL`, syncs a log only before a checkpoint; a log
 /// that is not there holds nothing uncheckpointed (a checkpoint synced it
@@ -413,11 +440,10 @@ pub fn sync_logs(data: &Path) -> anyhow::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", data.display())),
     };
-    let ours = format!("{RUNS_FILE}-wal");
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if !name.ends_with(".sqlite-wal") || name == ours {
+        if !name.ends_with(".sqlite-wal") {
             continue;
         }
         match std::fs::File::open(entry.path()) {
@@ -431,6 +457,12 @@ pub fn sync_logs(data: &Path) -> anyhow::Result<()> {
 
 /// How many groups of durable rows this process synced (`Durability::Power`).
 static GROUPS_SYNCED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many groups of durable rows this process synced so far.
+#[cfg(test)]
+pub(crate) fn groups_synced() -> u64 {
+    GROUPS_SYNCED.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 /// SQLite's `synchronous` for the record's commits at `durability`.
 fn synchronous(durability: Durability) -> &'static str {
@@ -532,6 +564,51 @@ fn insert<'r>(conn: &mut Connection, rows: impl Iterator<Item = &'r Row>) -> any
         }
     }
     tx.commit()?;
+    Ok(())
+}
+
+/// The name under which the record is attached to the app's store's write
+/// connections ([`insert_beside`]).
+pub const BESIDE: &str = "record";
+
+/// Makes the record of the data folder `data` (file and table) if it is not
+/// there, so that the store's write connections can attach it.
+pub fn make(data: &Path) -> anyhow::Result<()> {
+    open(data, Durability::Process).map(drop)
+}
+
+/// The row's insert into the record attached as [`BESIDE`]. A guest's
+/// statement with this text is never served from the connection's cache
+/// (`caps::store`), where this one, prepared with the authorizer off, is kept.
+pub const INSERT_BESIDE: &str =
+    "INSERT INTO record.runs (time, request_id, channel, caller, app, release, route, effect,
+                   arguments_hash, decision, reason, outcome, duration_ms, answered_by)
+ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+
+/// Inserts `row` into the record attached to `conn` as [`BESIDE`], inside
+/// the transaction of the write it records: the two are committed in one
+/// step. [`Recorder::synced`] then makes them as durable as the level says.
+pub fn insert_beside(row: &Row) -> impl Fn(&Connection) -> rusqlite::Result<()> + '_ {
+    move |conn| insert_row_beside(conn, row)
+}
+
+fn insert_row_beside(conn: &Connection, row: &Row) -> rusqlite::Result<()> {
+    conn.prepare_cached(INSERT_BESIDE)?.execute(rusqlite::params![
+        row.time,
+        row.request_id,
+        row.channel,
+        row.caller,
+        row.app,
+        row.release,
+        row.route,
+        row.effect,
+        row.arguments_hash,
+        row.decision,
+        row.reason,
+        row.outcome,
+        row.duration_ms,
+        row.answered_by
+    ])?;
     Ok(())
 }
 
