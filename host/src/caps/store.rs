@@ -223,7 +223,8 @@ impl AppStore {
         // crashing; an OS crash may lose the last few commits, never corrupt.
         // No call checkpoints the log itself (that would put a copy of many
         // pages and an fsync inside somebody's call): `checkpoint` does, off
-        // the calls' path, and closing the last connection does.
+        // the calls' path (once a second, and `checkpoint_soon` when a write
+        // makes the log long), and closing the last connection does.
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA wal_autocheckpoint = 0;
