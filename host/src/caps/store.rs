@@ -1423,6 +1423,8 @@ mod tests {
             c.finish(true).unwrap();
         }
         for sql in [
+            "SELECT * FROM pragma_database_list",
+            "SELECT file FROM pragma_database_list WHERE name = 'record'",
             "SELECT x FROM record.runs",
             "DELETE FROM record.runs",
             "UPDATE record.runs SET x = 'forged'",
