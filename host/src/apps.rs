@@ -561,11 +561,11 @@ impl Apps {
         result
     }
 
-    #[allow(clippy::too_many_arguments)]
     /// Runs `entry` of a loaded release. `row_of` makes the row that
     /// records the call from its result: a call that committed a write has
     /// it committed in the same transaction, and hands back `None`; any other
     /// hands the row back for the caller to record.
+    #[allow(clippy::too_many_arguments)]
     #[allow(clippy::too_many_arguments)]
     async fn run(
         &self,
@@ -869,25 +869,6 @@ mod tests {
     use super::*;
     use crate::gate::record::{self, Durability};
 
-    fn row(i: usize) -> Row {
-        Row {
-            time: "2026-12-02T00:00:00Z".into(),
-            request_id: format!("r{i}"),
-            channel: "user".into(),
-            caller: "test".into(),
-            app: "a".into(),
-            release: "x".into(),
-            route: "add".into(),
-            effect: "write".into(),
-            arguments_hash: "h".into(),
-            decision: "allowed".into(),
-            reason: String::new(),
-            outcome: "ok".into(),
-            duration_ms: 0.1,
-            answered_by: "person".into(),
-        }
-    }
-
     /// At each level, a write and its decision row are committed in one step
     /// (the store's transaction, with the record attached); at `power` the
     /// group's sync then covers both logs, once for every row waiting.
@@ -913,7 +894,7 @@ mod tests {
                         )
                         .await
                         .unwrap();
-                        let r = row(i as usize);
+                        let r = record::test_row(i as usize);
                         let insert = record::insert_beside(&r);
                         match c.finish_with(true, Some(&insert)).unwrap() {
                             true => recorder.synced(&dir).await.unwrap(),

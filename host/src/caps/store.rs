@@ -770,6 +770,9 @@ fn read_applied(conn: &Connection) -> anyhow::Result<Vec<Applied>> {
 }
 
 /// Decides one action of a statement the guest sent. `Err` says why not.
+/// The authorizer's refusal of any database but `main`.
+const ONLY_MAIN: &str = "only the app's own database (`main`) can be used";
+
 fn authorize(mode: Mode, ctx: &AuthContext<'_>) -> Result<(), String> {
     use AuthAction as A;
     let host_table =
@@ -777,7 +780,7 @@ fn authorize(mode: Mode, ctx: &AuthContext<'_>) -> Result<(), String> {
     if ctx.database_name.is_some_and(|d| d != "main")
         && !matches!(ctx.action, A::Select | A::Function { .. } | A::Recursive)
     {
-        return Err("only the app's own database (`main`) can be used".into());
+        return Err(ONLY_MAIN.into());
     }
     match ctx.action {
         A::Select | A::Recursive => Ok(()),
@@ -1092,7 +1095,7 @@ fn guest_statement<'c>(
         return Err(c.prepare(sql).err().unwrap_or_else(|| {
             rusqlite::Error::SqliteFailure(
                 rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_AUTH),
-                Some("only the app's own database (`main`) can be used".into()),
+                Some(ONLY_MAIN.into()),
             )
         }));
     }

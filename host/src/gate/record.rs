@@ -8,7 +8,11 @@
 //! committed on its caller's thread when nobody else is committing: a
 //! commit without a sync costs less than the two wake-ups of a hand-over):
 //!
-//! - the row of a `write` or `external` call is **as durable as the write,
+//! - the row of a write that commits while no other write of its app waits
+//!   is inserted in the write's own transaction, the record attached beside
+//!   the store ([`insert_beside`]; `caps::store::CallStore::finish_with`),
+//!   and [`Recorder::synced`] makes both as durable as the level says;
+//! - any other row of a `write` or `external` call is **as durable as the write,
 //!   before the call is answered** ([`Recorder::write_durable`]): the writer
 //!   commits every row waiting at that moment in one transaction, then wakes
 //!   their callers. How durable is the configuration's one level
@@ -458,6 +462,27 @@ pub fn sync_logs(data: &Path) -> anyhow::Result<()> {
 /// How many groups of durable rows this process synced (`Durability::Power`).
 static GROUPS_SYNCED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// A row for tests: request `r<i>`, a write allowed and done.
+#[cfg(test)]
+pub(crate) fn test_row(i: usize) -> Row {
+    Row {
+        time: "2026-01-01T00:00:00Z".into(),
+        request_id: format!("r{i}"),
+        channel: "user".into(),
+        caller: "test".into(),
+        app: "a".into(),
+        release: "x".into(),
+        route: "r".into(),
+        effect: "write".into(),
+        arguments_hash: "h".into(),
+        decision: "allowed".into(),
+        reason: String::new(),
+        outcome: "ok".into(),
+        duration_ms: 1.0,
+        answered_by: "person".into(),
+    }
+}
+
 /// How many groups of durable rows this process synced so far.
 #[cfg(test)]
 pub(crate) fn groups_synced() -> u64 {
@@ -536,31 +561,48 @@ fn commit(conn: &mut Option<Connection>, data: &Path, rows: &[Box<Row>], durabil
     insert(conn.as_mut().expect("just opened"), rows.iter().map(|r| &**r))
 }
 
+/// The insert of one row into `$runs` (the record's table, named as the
+/// connection sees it): one text for the record's own connection and for the
+/// store's, where the record is attached.
+macro_rules! insert_into {
+    ($runs:literal) => {
+        concat!(
+            "INSERT INTO ",
+            $runs,
+            " (time, request_id, channel, caller, app, release, route, effect,
+               arguments_hash, decision, reason, outcome, duration_ms, answered_by)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+        )
+    };
+}
+
+/// Runs an insert of [`insert_into`] for `r`.
+fn execute_row(stmt: &mut rusqlite::Statement<'_>, r: &Row) -> rusqlite::Result<()> {
+    stmt.execute(rusqlite::params![
+        r.time,
+        r.request_id,
+        r.channel,
+        r.caller,
+        r.app,
+        r.release,
+        r.route,
+        r.effect,
+        r.arguments_hash,
+        r.decision,
+        r.reason,
+        r.outcome,
+        r.duration_ms,
+        r.answered_by
+    ])
+    .map(drop)
+}
+
 fn insert<'r>(conn: &mut Connection, rows: impl Iterator<Item = &'r Row>) -> anyhow::Result<()> {
     let tx = conn.transaction()?;
     {
-        let mut stmt = tx.prepare_cached(
-            "INSERT INTO runs (time, request_id, channel, caller, app, release, route, effect,
-                               arguments_hash, decision, reason, outcome, duration_ms, answered_by)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-        )?;
+        let mut stmt = tx.prepare_cached(insert_into!("runs"))?;
         for r in rows {
-            stmt.execute(rusqlite::params![
-                r.time,
-                r.request_id,
-                r.channel,
-                r.caller,
-                r.app,
-                r.release,
-                r.route,
-                r.effect,
-                r.arguments_hash,
-                r.decision,
-                r.reason,
-                r.outcome,
-                r.duration_ms,
-                r.answered_by
-            ])?;
+            execute_row(&mut stmt, r)?;
         }
     }
     tx.commit()?;
@@ -568,7 +610,7 @@ fn insert<'r>(conn: &mut Connection, rows: impl Iterator<Item = &'r Row>) -> any
 }
 
 /// The name under which the record is attached to the app's store's write
-/// connections ([`insert_beside`]).
+/// connections ([`insert_beside`]; [`INSERT_BESIDE`] names it too).
 pub const BESIDE: &str = "record";
 
 /// Makes the record of the data folder `data` (file and table) if it is not
@@ -580,10 +622,7 @@ pub fn make(data: &Path) -> anyhow::Result<()> {
 /// The row's insert into the record attached as [`BESIDE`]. A guest's
 /// statement with this text is never served from the connection's cache
 /// (`caps::store`), where this one, prepared with the authorizer off, is kept.
-pub const INSERT_BESIDE: &str =
-    "INSERT INTO record.runs (time, request_id, channel, caller, app, release, route, effect,
-                   arguments_hash, decision, reason, outcome, duration_ms, answered_by)
- VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+pub const INSERT_BESIDE: &str = insert_into!("record.runs");
 
 /// Inserts `row` into the record attached to `conn` as [`BESIDE`], inside
 /// the transaction of the write it records: the two are committed in one
@@ -593,23 +632,7 @@ pub fn insert_beside(row: &Row) -> impl Fn(&Connection) -> rusqlite::Result<()> 
 }
 
 fn insert_row_beside(conn: &Connection, row: &Row) -> rusqlite::Result<()> {
-    conn.prepare_cached(INSERT_BESIDE)?.execute(rusqlite::params![
-        row.time,
-        row.request_id,
-        row.channel,
-        row.caller,
-        row.app,
-        row.release,
-        row.route,
-        row.effect,
-        row.arguments_hash,
-        row.decision,
-        row.reason,
-        row.outcome,
-        row.duration_ms,
-        row.answered_by
-    ])?;
-    Ok(())
+    execute_row(&mut *conn.prepare_cached(INSERT_BESIDE)?, row)
 }
 
 /// A lifecycle action the person took on an app (activate, rollback, grant,
@@ -848,24 +871,7 @@ pub fn read(data: &Path, limit: usize) -> anyhow::Result<Vec<Row>> {
 mod tests {
     use super::*;
 
-    fn row(i: usize) -> Row {
-        Row {
-            time: "2026-01-01T00:00:00Z".into(),
-            request_id: format!("r{i}"),
-            channel: "user".into(),
-            caller: "test".into(),
-            app: "a".into(),
-            release: "x".into(),
-            route: "r".into(),
-            effect: "write".into(),
-            arguments_hash: "h".into(),
-            decision: "allowed".into(),
-            reason: String::new(),
-            outcome: "ok".into(),
-            duration_ms: 1.0,
-            answered_by: "person".into(),
-        }
-    }
+    use super::test_row as row;
 
     #[test]
     fn a_record_made_before_the_answered_by_column_gains_it_and_keeps_its_rows() {
