@@ -54,29 +54,6 @@ struct Loaded {
     validators: HashMap<String, jsonschema::Validator>,
 }
 
-/// Device, inode, modification and change times, length of a file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FileStamp {
-    device: u64,
-    inode: u64,
-    modified: (i64, i64),
-    changed: (i64, i64),
-    len: u64,
-}
-
-impl FileStamp {
-    fn of(m: &std::fs::Metadata) -> FileStamp {
-        use std::os::unix::fs::MetadataExt as _;
-        FileStamp {
-            device: m.dev(),
-            inode: m.ino(),
-            modified: (m.mtime(), m.mtime_nsec()),
-            changed: (m.ctime(), m.ctime_nsec()),
-            len: m.len(),
-        }
-    }
-}
-
 /// The apps of one root.
 pub struct Apps {
     root: Root,
@@ -91,14 +68,13 @@ pub struct Apps {
     containment: std::sync::OnceLock<caps::spawn::Containment>,
     /// Releases loaded for serving, by id.
     loaded: Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Arc<Loaded>>>>>,
-    /// Each app's active release as last read, with the stamp of its pointer file.
-    active_seen: Mutex<HashMap<AppId, (FileStamp, String)>>,
-    stores: Arc<Mutex<HashMap<std::path::PathBuf, Arc<AppStore>>>>,
+    /// By data folder (as bytes: hashing a `Path` walks its components).
+    stores: Arc<Mutex<HashMap<std::ffi::OsString, Arc<AppStore>>>>,
 }
 
 impl Apps {
     pub fn new(root: Root, config: &Config) -> anyhow::Result<Apps> {
-        let stores: Arc<Mutex<HashMap<PathBuf, Arc<AppStore>>>> = Arc::default();
+        let stores: Arc<Mutex<HashMap<std::ffi::OsString, Arc<AppStore>>>> = Arc::default();
         checkpoint_in_background(Arc::downgrade(&stores))?;
         let standing = crate::gate::standing::file(&root);
         let plans = Arc::new(crate::plans::Plans::new(&root, std::time::Duration::from_secs(config.run_limit_secs)));
@@ -114,7 +90,6 @@ impl Apps {
             written: Mutex::default(),
             containment: std::sync::OnceLock::new(),
             loaded: Mutex::default(),
-            active_seen: Mutex::default(),
             stores,
         })
     }
@@ -151,11 +126,11 @@ impl Apps {
     /// The store of the data folder `data`, opened once per process.
     pub fn store(&self, data: &Path) -> anyhow::Result<Arc<AppStore>> {
         let mut stores = self.stores.lock().expect("stores");
-        if let Some(s) = stores.get(data) {
+        if let Some(s) = stores.get(data.as_os_str()) {
             return Ok(s.clone());
         }
         let s = AppStore::open_with(data, Some(record_beside(data)))?;
-        stores.insert(data.to_path_buf(), s.clone());
+        stores.insert(data.as_os_str().to_owned(), s.clone());
         Ok(s)
     }
 
@@ -204,7 +179,7 @@ impl Apps {
     /// Forgets the open store of `data` and closes its record (before its
     /// folder is renamed).
     pub(crate) fn close_store(&self, data: &Path) {
-        self.stores.lock().expect("stores").remove(data);
+        self.stores.lock().expect("stores").remove(data.as_os_str());
         self.recorder.close(data);
     }
 
@@ -275,21 +250,9 @@ impl Apps {
     }
 
     fn active(&self, app: &AppId, paths: &AppPaths) -> Result<String, CallError> {
-        // The pointer is replaced by a rename whenever it changes (here, by
-        // another process, or by hand), so the file's identity and times say
-        // whether the id read last time still holds: one stat per call.
-        let stamp = std::fs::metadata(paths.active_file()).ok().map(|m| FileStamp::of(&m));
-        if let Some(stamp) = stamp
-            && let Some((seen, id)) = self.active_seen.lock().expect("active").get(app)
-            && *seen == stamp
-        {
-            return Ok(id.clone());
-        }
-        let id = self.read_active(app, paths)?;
-        if let Some(stamp) = stamp {
-            self.active_seen.lock().expect("active").insert(app.clone(), (stamp, id.clone()));
-        }
-        Ok(id)
+        // The pointer is replaced whenever it changes (here, by another
+        // process, or by hand): read again only after a change on its way.
+        crate::pointer::read_through(&paths.active_file(), || self.read_active(app, paths))
     }
 
     fn read_active(&self, app: &AppId, paths: &AppPaths) -> Result<String, CallError> {
@@ -673,7 +636,9 @@ const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Checkpoints every open store once a second, on a thread of its own,
 /// so that no call pays for it; the thread ends with the `Apps`.
-fn checkpoint_in_background(stores: std::sync::Weak<Mutex<HashMap<PathBuf, Arc<AppStore>>>>) -> anyhow::Result<()> {
+fn checkpoint_in_background(
+    stores: std::sync::Weak<Mutex<HashMap<std::ffi::OsString, Arc<AppStore>>>>,
+) -> anyhow::Result<()> {
     std::thread::Builder::new().name("autoapp-checkpoint".into()).spawn(move || {
         loop {
             std::thread::sleep(CHECKPOINT_EVERY);
@@ -869,8 +834,8 @@ mod tests {
     use super::*;
     use crate::gate::record::{self, Durability};
 
-    /// At each level, a write and its decision row are committed in one step
-    /// (the store's transaction, with the record attached); at `power` the
+    /// At each level, a write and its decision row are committed by one
+    /// `COMMIT` (the store's transaction, with the record attached); at `power` the
     /// group's sync then covers both logs, once for every row waiting.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_write_and_its_decision_row_are_committed_in_one_step_at_each_level() {

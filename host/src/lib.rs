@@ -30,6 +30,7 @@ pub mod manifest;
 pub(crate) mod mcp;
 pub(crate) mod packages;
 pub(crate) mod plans;
+pub(crate) mod pointer;
 pub(crate) mod problems;
 pub(crate) mod programs;
 pub mod release;

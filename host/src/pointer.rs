@@ -1,0 +1,314 @@
+//! Small files the host reads on every call (an app's active pointer), read
+//! again only when they may have changed.
+//!
+//! Another process may replace such a file at any moment (`autoapp activate`
+//! from a terminal, a restore, a person's editor), and the next call must see
+//! the new content. Asking the file system on each call costs a `statx` of a
+//! five-component path (11% of a trivial call, docs/performance.md, P1).
+//! Instead the folders on the file's way are watched with inotify: the kernel
+//! queues an event when an entry named on that way is created, renamed,
+//! removed or written, before the call that did it returns. Each read first
+//! takes what is queued (one non-blocking `read`, which finds nothing almost
+//! always), forgets what an event may have changed, and answers from memory
+//! for the rest. So a change made before a call starts is seen by that call,
+//! as with a `statx`.
+//!
+//! Where inotify is not available (or its limits are reached) the file's
+//! identity and times are compared on every read instead, as before.
+
+use std::collections::HashMap;
+use std::mem::MaybeUninit;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use rustix::fs::inotify;
+
+/// How many folders up from the file are watched: the file's own (an app's
+/// folder), its parent (`apps`) and the root. A rename of a folder further up
+/// is not noticed; nothing Autoapp does renames those.
+const LEVELS: usize = 3;
+
+/// The file's content at `path` as `read` gives it, from memory when nothing
+/// on the file's way has changed since the last `read`. Only a successful
+/// read is kept.
+pub fn read_through<E>(path: &Path, read: impl FnOnce() -> Result<String, E>) -> Result<String, E> {
+    static KEPT: OnceLock<Mutex<Kept>> = OnceLock::new();
+    let kept = KEPT.get_or_init(|| Mutex::new(Kept::new()));
+    let mut k = kept.lock().unwrap_or_else(|e| e.into_inner());
+    k.read_through(path, read)
+}
+
+/// Device, inode, modification and change times, length of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    device: u64,
+    inode: u64,
+    modified: (i64, i64),
+    changed: (i64, i64),
+    len: u64,
+}
+
+impl Stamp {
+    fn of(path: &Path) -> Option<Stamp> {
+        let m = std::fs::metadata(path).ok()?;
+        Some(Stamp {
+            device: m.dev(),
+            inode: m.ino(),
+            modified: (m.mtime(), m.mtime_nsec()),
+            changed: (m.ctime(), m.ctime_nsec()),
+            len: m.len(),
+        })
+    }
+}
+
+/// What one file was seen to hold.
+enum Seen {
+    /// Every folder on its way is watched: good until an event says otherwise.
+    Watched(String),
+    /// No watch: good while the file's stamp is the same.
+    Stamped(Stamp, String),
+}
+
+struct Kept {
+    /// The inotify instance, non-blocking; `None` when it cannot be had.
+    fd: Option<OwnedFd>,
+    /// Watched folders by watch descriptor, and back.
+    folders: HashMap<i32, PathBuf>,
+    watches: HashMap<PathBuf, i32>,
+    /// By path (as bytes: hashing a `Path` walks its components).
+    seen: HashMap<std::ffi::OsString, Seen>,
+}
+
+impl Kept {
+    fn new() -> Kept {
+        let fd = inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC)
+            .inspect_err(|e| tracing::debug!("no inotify ({e}): pointers are checked with a stat per read"))
+            .ok();
+        Kept { fd, folders: HashMap::new(), watches: HashMap::new(), seen: HashMap::new() }
+    }
+
+    fn read_through<E>(&mut self, path: &Path, read: impl FnOnce() -> Result<String, E>) -> Result<String, E> {
+        self.take_events();
+        match self.seen.get(path.as_os_str()) {
+            Some(Seen::Watched(content)) => return Ok(content.clone()),
+            Some(Seen::Stamped(stamp, content)) if Stamp::of(path).as_ref() == Some(stamp) => {
+                return Ok(content.clone());
+            }
+            _ => {}
+        }
+        // The watches first, then the read: a change after the read is an
+        // event the next read takes.
+        let watched = self.watch_the_way_to(path);
+        let stamp = if watched { None } else { Stamp::of(path) };
+        let content = read()?;
+        match stamp {
+            _ if watched => {
+                self.seen.insert(path.as_os_str().to_owned(), Seen::Watched(content.clone()));
+            }
+            Some(stamp) => {
+                self.seen.insert(path.as_os_str().to_owned(), Seen::Stamped(stamp, content.clone()));
+            }
+            None => {
+                self.seen.remove(path.as_os_str());
+            }
+        }
+        Ok(content)
+    }
+
+    /// Watches the folders on the way to `path`; whether all of them are.
+    fn watch_the_way_to(&mut self, path: &Path) -> bool {
+        let Some(fd) = &self.fd else { return false };
+        let mask = inotify::WatchFlags::CREATE
+            | inotify::WatchFlags::DELETE
+            | inotify::WatchFlags::MOVED_FROM
+            | inotify::WatchFlags::MOVED_TO
+            | inotify::WatchFlags::MODIFY
+            | inotify::WatchFlags::CLOSE_WRITE
+            | inotify::WatchFlags::DELETE_SELF
+            | inotify::WatchFlags::MOVE_SELF
+            | inotify::WatchFlags::ONLYDIR;
+        for folder in path.ancestors().skip(1).take(LEVELS) {
+            if self.watches.contains_key(folder) {
+                continue;
+            }
+            match inotify::add_watch(fd, folder, mask) {
+                Ok(wd) => {
+                    // The same folder under another name has the same descriptor.
+                    if let Some(old) = self.folders.insert(wd, folder.to_path_buf()) {
+                        self.watches.remove(&old);
+                    }
+                    self.watches.insert(folder.to_path_buf(), wd);
+                }
+                Err(e) => {
+                    tracing::debug!("cannot watch {}: {e}", folder.display());
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Takes the queued events and forgets what each may have changed.
+    fn take_events(&mut self) {
+        let Some(fd) = &self.fd else { return };
+        let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+        let mut reader = inotify::Reader::new(fd, &mut buf);
+        let mut gone: Vec<PathBuf> = Vec::new();
+        let mut ignored: Vec<i32> = Vec::new();
+        let mut overflow = false;
+        loop {
+            let event = match reader.next() {
+                Ok(e) => e,
+                Err(rustix::io::Errno::AGAIN) => break,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => {
+                    tracing::warn!("cannot read the pointers' watch: {e}");
+                    overflow = true;
+                    break;
+                }
+            };
+            let flags = event.events();
+            if flags.contains(inotify::ReadFlags::QUEUE_OVERFLOW) {
+                overflow = true;
+                continue;
+            }
+            let Some(folder) = self.folders.get(&event.wd()) else { continue };
+            if flags.contains(inotify::ReadFlags::IGNORED) {
+                ignored.push(event.wd());
+            }
+            match event.file_name() {
+                // An entry of the folder: what lies under that name.
+                Some(name) if !name.is_empty() => {
+                    use std::os::unix::ffi::OsStrExt as _;
+                    gone.push(folder.join(std::ffi::OsStr::from_bytes(name.to_bytes())));
+                }
+                // The folder itself: everything under it.
+                _ => gone.push(folder.clone()),
+            }
+        }
+        if overflow {
+            self.seen.clear();
+        }
+        for wd in ignored {
+            if let Some(folder) = self.folders.remove(&wd) {
+                self.watches.remove(&folder);
+            }
+        }
+        for g in gone {
+            self.seen.retain(|path, _| !Path::new(path).starts_with(&g));
+            // A watched folder at or under that name may be another folder
+            // now (one renamed over it): its watch follows the old one, so it
+            // is dropped, and the next read watches what is there.
+            let stale: Vec<i32> =
+                self.folders.iter().filter(|(_, folder)| folder.starts_with(&g)).map(|(wd, _)| *wd).collect();
+            for wd in stale {
+                if let Some(folder) = self.folders.remove(&wd) {
+                    self.watches.remove(&folder);
+                }
+                let _ = inotify::remove_watch(fd, wd);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// A root/apps/app/active layout in a temporary folder.
+    fn layout() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let app = dir.path().join("apps").join("a");
+        std::fs::create_dir_all(&app).unwrap();
+        let pointer = app.join("active");
+        std::fs::write(&pointer, "one").unwrap();
+        (dir, pointer)
+    }
+
+    fn read(kept: &mut Kept, path: &Path, reads: &Cell<u32>) -> String {
+        kept.read_through(path, || {
+            reads.set(reads.get() + 1);
+            std::fs::read_to_string(path).map_err(|e| e.to_string())
+        })
+        .unwrap()
+    }
+
+    fn replace(path: &Path, content: &str) {
+        let tmp = path.with_file_name(".active.tmp");
+        std::fs::write(&tmp, content).unwrap();
+        std::fs::rename(&tmp, path).unwrap();
+    }
+
+    #[test]
+    fn a_pointer_is_read_once_and_again_after_each_change_on_its_way() {
+        let mut kept = Kept::new();
+        assert!(kept.fd.is_some(), "this machine has inotify");
+        let (dir, pointer) = layout();
+        let reads = Cell::new(0);
+        assert_eq!(read(&mut kept, &pointer, &reads), "one");
+        assert_eq!(read(&mut kept, &pointer, &reads), "one");
+        assert_eq!(reads.get(), 1, "the second read came from memory");
+
+        // Replaced by a rename, as `activate` does: the very next read sees it.
+        replace(&pointer, "two");
+        assert_eq!(read(&mut kept, &pointer, &reads), "two");
+        // Written in place, as an editor may.
+        std::fs::write(&pointer, "three").unwrap();
+        assert_eq!(read(&mut kept, &pointer, &reads), "three");
+        assert_eq!(reads.get(), 3);
+
+        // Another file created and written beside it changes nothing.
+        std::fs::write(pointer.with_file_name("other"), "x").unwrap();
+        assert_eq!(read(&mut kept, &pointer, &reads), "three");
+        assert_eq!(reads.get(), 3);
+
+        // The app's folder replaced by another (a restore): seen.
+        let app = pointer.parent().unwrap().to_path_buf();
+        let other = dir.path().join("apps").join("b");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("active"), "four").unwrap();
+        std::fs::rename(&app, dir.path().join("apps").join("old")).unwrap();
+        std::fs::rename(&other, &app).unwrap();
+        assert_eq!(read(&mut kept, &pointer, &reads), "four");
+        // And the new folder is watched in its turn.
+        replace(&pointer, "five");
+        assert_eq!(read(&mut kept, &pointer, &reads), "five");
+
+        // The apps folder replaced as a whole: seen.
+        let apps = dir.path().join("apps");
+        let new_apps = dir.path().join("apps-new");
+        std::fs::create_dir_all(new_apps.join("a")).unwrap();
+        std::fs::write(new_apps.join("a").join("active"), "six").unwrap();
+        std::fs::rename(&apps, dir.path().join("apps-old")).unwrap();
+        std::fs::rename(&new_apps, &apps).unwrap();
+        assert_eq!(read(&mut kept, &pointer, &reads), "six");
+        assert_eq!(reads.get(), 6);
+    }
+
+    #[test]
+    fn a_pointer_removed_is_not_answered_from_memory() {
+        let mut kept = Kept::new();
+        let (_dir, pointer) = layout();
+        let reads = Cell::new(0);
+        assert_eq!(read(&mut kept, &pointer, &reads), "one");
+        std::fs::remove_file(&pointer).unwrap();
+        let again = kept.read_through(&pointer, || std::fs::read_to_string(&pointer).map_err(|e| e.kind()));
+        assert_eq!(again, Err(std::io::ErrorKind::NotFound));
+    }
+
+    #[test]
+    fn without_inotify_the_stamp_decides() {
+        let mut kept = Kept { fd: None, folders: HashMap::new(), watches: HashMap::new(), seen: HashMap::new() };
+        let (_dir, pointer) = layout();
+        let reads = Cell::new(0);
+        assert_eq!(read(&mut kept, &pointer, &reads), "one");
+        assert_eq!(read(&mut kept, &pointer, &reads), "one");
+        assert_eq!(reads.get(), 1);
+        replace(&pointer, "two");
+        assert_eq!(read(&mut kept, &pointer, &reads), "two");
+        assert_eq!(reads.get(), 2);
+    }
+}
