@@ -104,6 +104,26 @@ const HOST_TABLE_PREFIX: &str = "_autoapp";
 /// The table that records which migrations were applied.
 const MIGRATIONS_TABLE: &str = "_autoapp_migrations";
 
+/// The host's own statements around each call's transaction, kept prepared
+/// in the connection's statement cache (parsed once per connection, not
+/// once per call: a tenth of a write's SQLite time, docs/performance.md).
+/// They are prepared while the authorizer lets the host do anything, so a
+/// guest's statement of the same text must never be taken from the cache
+/// ([`guest_statement`]).
+const BEGIN_READ: &str = "BEGIN DEFERRED";
+const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
+/// A write statement that changes nothing: it takes `main`'s write lock.
+const LOCK_MAIN: &str = "DELETE FROM main._autoapp_migrations WHERE 0";
+const COMMIT: &str = "COMMIT";
+const ROLLBACK: &str = "ROLLBACK";
+const HOST_STATEMENTS: [&str; 5] = [BEGIN_READ, BEGIN_WRITE, LOCK_MAIN, COMMIT, ROLLBACK];
+
+/// Runs one of [`HOST_STATEMENTS`] from the connection's cache.
+fn run_host(conn: &Connection, sql: &'static str) -> rusqlite::Result<()> {
+    debug_assert!(HOST_STATEMENTS.contains(&sql));
+    conn.prepare_cached(sql)?.execute([]).map(drop)
+}
+
 /// A database the host attaches beside `main` on the store's write
 /// connections, for its own statements only: the record of the calls
 /// (`gate::record`), so that a write and the row that records it are
@@ -428,9 +448,7 @@ impl AppStore {
             Mode::ReadOnly => {
                 let busy = deadline.saturating_duration_since(Instant::now()).min(READ_BUSY_MAX);
                 p.conn.busy_timeout(busy)?;
-                // Never through the statement cache: the cache is the guest's,
-                // and a host statement found there would skip the authorizer.
-                p.conn.execute_batch("BEGIN DEFERRED")?;
+                run_host(&p.conn, BEGIN_READ)?;
             }
             Mode::ReadWrite => {
                 // No busy handler: waiting happens here, asynchronously.
@@ -522,14 +540,14 @@ impl AppStore {
 /// (never migrated) begins as `BEGIN IMMEDIATE`.
 fn begin_write(conn: &Connection, beside: bool) -> rusqlite::Result<()> {
     if !beside {
-        return conn.execute_batch("BEGIN IMMEDIATE");
+        return run_host(conn, BEGIN_WRITE);
     }
-    // A write statement that changes nothing: it takes `main`'s write lock.
-    match conn.execute_batch(&format!("BEGIN DEFERRED; DELETE FROM main.{MIGRATIONS_TABLE} WHERE 0")) {
+    run_host(conn, BEGIN_READ)?;
+    match run_host(conn, LOCK_MAIN) {
         Ok(()) => Ok(()),
         Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            if is_busy(&e) { Err(e) } else { conn.execute_batch("BEGIN IMMEDIATE") }
+            let _ = run_host(conn, ROLLBACK);
+            if is_busy(&e) { Err(e) } else { run_host(conn, BEGIN_WRITE) }
         }
     }
 }
@@ -899,8 +917,10 @@ impl CallStore {
 
     /// Ends the call's transaction as [`finish`](Self::finish) does; before a
     /// commit, runs `host` (the row that records the call, into the database
-    /// attached beside `main`) in the same transaction, so that both are
-    /// committed in one step. Answers whether `host` was committed: not when
+    /// attached beside `main`) in the same transaction, so that one `COMMIT`
+    /// ends both (in WAL mode SQLite appends it to each file's log in turn,
+    /// `main`'s first: atomic per file, not across them against a crash;
+    /// docs/security.md). Answers whether `host` was committed: not when
     /// the call wrote nothing (no transaction), nothing is attached, the call
     /// is not committed, the database beside was busy with another writer,
     /// or other writes of the app are waiting for their turn (then the
@@ -915,9 +935,9 @@ impl CallStore {
         };
         p.rules.host.store(true, Ordering::Release);
         p.conn.progress_handler(0, None::<fn() -> bool>)?;
-        let end = if commit && self.mode == Mode::ReadWrite { "COMMIT" } else { "ROLLBACK" };
+        let end = if commit && self.mode == Mode::ReadWrite { COMMIT } else { ROLLBACK };
         let mut beside = false;
-        if end == "COMMIT"
+        if end == COMMIT
             && self.home.beside.is_some()
             && self.home.queued.load(Ordering::Acquire) == 0
             && let Some(host) = host
@@ -930,21 +950,21 @@ impl CallStore {
                 Err(e) => tracing::warn!("cannot record a call with its write: {e}"),
             }
         }
-        match p.conn.execute_batch(end) {
+        match run_host(&p.conn, end) {
             Ok(()) => {
-                if end == "COMMIT" {
+                if end == COMMIT {
                     self.home.commits.fetch_add(1, Ordering::AcqRel);
                 }
                 self.home.put_back(self.mode, p);
                 self.permit.take();
-                if end == "COMMIT" && self.home.log_is_long() {
+                if end == COMMIT && self.home.log_is_long() {
                     self.home.clone().checkpoint_soon();
                 }
                 Ok(beside)
             }
             Err(e) => {
                 // Make sure nothing half-done survives, then drop the connection.
-                let _ = p.conn.execute_batch("ROLLBACK");
+                let _ = run_host(&p.conn, ROLLBACK);
                 Err(e).context("cannot commit the call's writes; nothing it wrote was kept")
             }
         }
@@ -1045,7 +1065,7 @@ impl Drop for CallStore {
         // keeps nothing.
         if let Some(p) = self.conn.take() {
             p.rules.host.store(true, Ordering::Release);
-            let _ = p.conn.execute_batch("ROLLBACK");
+            let _ = run_host(&p.conn, ROLLBACK);
         }
     }
 }
@@ -1080,22 +1100,24 @@ fn value_of(v: ValueRef<'_>) -> (Value, usize) {
 
 /// A guest's statement on `c`: cached per connection (connections are pooled
 /// per mode, so a statement is reused only under the rules it was authorized
-/// by), except one of the text of the host's own cached statement
-/// (`host_text`), which the cache would hand over as the host prepared it,
-/// authorized for the host. That text writes to the database beside `main`,
-/// so prepared afresh under the guest's rules it is refused, and it is
-/// refused whatever the authorizer makes of it.
+/// by), except one of the text of a host's own cached statement (the
+/// [`HOST_STATEMENTS`], and `beside`: the row of the database attached beside
+/// `main`), which the cache would hand over as the host prepared it,
+/// authorized for the host. Those control the transaction or write beside
+/// `main`, so prepared afresh under the guest's rules they are refused, and
+/// they are refused whatever the authorizer makes of them.
 fn guest_statement<'c>(
     c: &'c Connection,
     sql: &str,
-    host_text: Option<&str>,
+    beside: Option<&str>,
 ) -> rusqlite::Result<rusqlite::CachedStatement<'c>> {
     // The cache's key is the trimmed text.
-    if host_text.is_some_and(|h| h.trim() == sql.trim()) {
+    let key = sql.trim();
+    if HOST_STATEMENTS.contains(&key) || beside.is_some_and(|h| h.trim() == key) {
         return Err(c.prepare(sql).err().unwrap_or_else(|| {
             rusqlite::Error::SqliteFailure(
                 rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_AUTH),
-                Some(ONLY_MAIN.into()),
+                Some("this statement is the host's, not available to apps".into()),
             )
         }));
     }
@@ -1267,12 +1289,22 @@ mod tests {
         // The host's own statements, by their exact text, after the host has
         // run them on this very connection: denied by the authorizer, never
         // found ready-made in the (guest's) statement cache.
-        for sql in ["BEGIN DEFERRED", "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK", "PRAGMA query_only = OFF"] {
+        for sql in HOST_STATEMENTS.iter().copied().chain(["PRAGMA query_only = OFF", "  COMMIT\n"]) {
             let e = c.execute(sql, vec![]).await.unwrap_err();
             assert!(matches!(e, AppError::Denied(_)), "{sql}: {e:?}");
         }
         assert!(!other.exists());
         c.finish(true).unwrap();
+        // A read call's connection holds the host's `BEGIN DEFERRED` and `ROLLBACK`.
+        for _ in 0..2 {
+            let mut r = s.begin(Mode::ReadOnly, soon()).unwrap();
+            r.query("SELECT count(*) FROM t", vec![]).await.unwrap();
+            for sql in HOST_STATEMENTS {
+                let e = r.execute(sql, vec![]).await.unwrap_err();
+                assert!(matches!(e, AppError::Denied(_)), "{sql}: {e:?}");
+            }
+            r.finish(true).unwrap();
+        }
         assert_eq!(s.applied_migrations().unwrap().len(), 1);
     }
 
@@ -1424,6 +1456,14 @@ mod tests {
             let e = c.execute(&text, vec![Value::Text("forged".into())]).await.unwrap_err();
             assert!(matches!(e, AppError::Denied(ref m) if m.contains("main")), "{e:?}");
             c.finish(true).unwrap();
+        }
+        // Nor the host's statements that began and locked that write.
+        for sql in HOST_STATEMENTS {
+            let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+            c.execute("INSERT INTO t (x) VALUES (2)", vec![]).await.unwrap();
+            let e = c.execute(sql, vec![]).await.unwrap_err();
+            assert!(matches!(e, AppError::Denied(_)), "{sql}: {e:?}");
+            c.finish(false).unwrap();
         }
         for sql in [
             "SELECT * FROM pragma_database_list",
