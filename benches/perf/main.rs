@@ -48,7 +48,7 @@ struct Args {
     /// The wrk load generator of P2.
     #[arg(long, env = "AUTOAPP_BENCH_WRK", default_value = "wrk")]
     wrk: PathBuf,
-    /// Run one series alone for a profiler: p1-ours, p1-peer, p3-ours, p3-peer, p4-ours.
+    /// Run one series alone for a profiler: p1-ours, p1-peer, p2-ours, p2r-ours, p3-ours, p3-peer, p3c-ours, p4-ours.
     #[arg(long)]
     profile: Option<String>,
     /// How many calls `--profile` makes.
@@ -988,7 +988,32 @@ fn profile(ctx: &Ctx, which: &str) -> anyhow::Result<()> {
             }
             eprintln!("{which}: {n} first calls, median {}", us(first.median()));
         }
-        other => bail!("no profile `{other}`; choose p1-ours, p1-peer, p3-ours, p3-peer or p4-ours"),
+        "p2-ours" | "p2r-ours" | "p3c-ours" => {
+            // A real server under wrk for `--calls` seconds; its pid is
+            // printed first and wrk starts 3 s later, for `perf record -p`.
+            let a = ctx.root_with("profile", QUIET, &[("bench", "bench", &ctx.bench_wasm)])?;
+            let server = a.start(&["serve", "bench"])?;
+            let tab = Http::launch(&server.address_of("bench")?)?;
+            let (route, conns) = match which {
+                "p2-ours" => ("hello", 32),
+                "p2r-ours" => ("count", 32),
+                _ => ("put", 64),
+            };
+            let url = format!("http://127.0.0.1:{}/api/call/{route}", tab.port());
+            let script = if route == "put" {
+                support::unique_keys_script("profile", &page_headers(&tab))
+            } else {
+                support::post_script("{}", &page_headers(&tab))
+            };
+            eprintln!("{which}: server pid {}", server.pid());
+            std::thread::sleep(Duration::from_secs(3));
+            let load = support::wrk(&ctx.args.wrk, &url, &script, n as u64, conns)?.ok()?;
+            eprintln!("{which}: {:.0} req/s · p50 {} · p99 {}", load.requests_per_sec, us(load.p50), us(load.p99));
+            server.stop()?;
+        }
+        other => bail!(
+            "no profile `{other}`; choose p1-ours, p1-peer, p2-ours, p2r-ours, p3-ours, p3-peer, p3c-ours or p4-ours"
+        ),
     }
     Ok(())
 }

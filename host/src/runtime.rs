@@ -102,7 +102,12 @@ pub struct Compiled(Component);
 /// A release's component, linked and ready to instantiate many times.
 #[derive(Clone)]
 pub struct Prepared {
-    pre: bindings::AppPre<CallState>,
+    pre: InstancePre<CallState>,
+    /// Where each interface's functions are, found once per release: a call
+    /// looks up (and type-checks) only the functions of the interface it
+    /// calls.
+    routes: Arc<bindings::exports::autoapp::app::routes::GuestIndices>,
+    views: Arc<bindings::exports::autoapp::app::views::GuestIndices>,
 }
 
 /// How a call ended.
@@ -284,8 +289,11 @@ impl Runtime {
     /// Links `component` and checks that it exports the world's interfaces.
     pub fn prepare(&self, component: &Compiled) -> anyhow::Result<Prepared> {
         let pre: InstancePre<CallState> = self.linker.instantiate_pre(&component.0)?;
-        let pre = bindings::AppPre::new(pre)?;
-        Ok(Prepared { pre })
+        // The whole world's exports are checked here, once.
+        bindings::AppPre::new(pre.clone())?;
+        let routes = Arc::new(bindings::exports::autoapp::app::routes::GuestIndices::new(&pre)?);
+        let views = Arc::new(bindings::exports::autoapp::app::views::GuestIndices::new(&pre)?);
+        Ok(Prepared { pre, routes, views })
     }
 
     /// The import names of `component` (interfaces, with versions).
@@ -352,10 +360,14 @@ impl Runtime {
         store.set_epoch_deadline(1);
 
         let work = async {
-            let app = prepared.pre.instantiate_async(&mut store).await?;
+            let instance = prepared.pre.instantiate_async(&mut store).await?;
             match entry {
-                Entry::Route { route, input } => app.autoapp_app_routes().call_handle(&mut store, route, input).await,
-                Entry::View { page, query } => app.autoapp_app_views().call_render(&mut store, page, query).await,
+                Entry::Route { route, input } => {
+                    prepared.routes.load(&mut store, &instance)?.call_handle(&mut store, route, input).await
+                }
+                Entry::View { page, query } => {
+                    prepared.views.load(&mut store, &instance)?.call_render(&mut store, page, query).await
+                }
             }
         };
         // The epoch stops guest code; this also bounds time spent waiting in

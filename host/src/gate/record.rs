@@ -32,7 +32,7 @@
 //! stored: only the arguments' hash.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -191,7 +191,8 @@ impl Writer {
 
 /// The writers of every record this process keeps, one per data folder.
 pub struct Recorder {
-    writers: Mutex<HashMap<PathBuf, Writer>>,
+    /// By data folder (as bytes: hashing a `Path` walks its components).
+    writers: Mutex<HashMap<std::ffi::OsString, Writer>>,
     durability: Durability,
 }
 
@@ -216,8 +217,8 @@ impl Recorder {
     }
 
     /// The writer of `data`, started at first use.
-    fn writer_of<'w>(&self, writers: &'w mut HashMap<PathBuf, Writer>, data: &Path) -> Option<&'w Writer> {
-        if !writers.contains_key(data) {
+    fn writer_of<'w>(&self, writers: &'w mut HashMap<std::ffi::OsString, Writer>, data: &Path) -> Option<&'w Writer> {
+        if !writers.contains_key(data.as_os_str()) {
             let (tx, rx) = mpsc::channel::<Msg>();
             let conn = Arc::new(Mutex::new(Shared::default()));
             let (folder, durability, shared) = (data.to_path_buf(), self.durability, conn.clone());
@@ -226,7 +227,7 @@ impl Recorder {
                 .spawn(move || writer(&folder, rx, durability, &shared));
             match spawned {
                 Ok(thread) => {
-                    writers.insert(data.to_path_buf(), Writer { tx, thread, conn, waiting: Arc::default() });
+                    writers.insert(data.as_os_str().to_owned(), Writer { tx, thread, conn, waiting: Arc::default() });
                 }
                 Err(e) => {
                     tracing::error!("cannot start the record's writer: {e}");
@@ -234,7 +235,7 @@ impl Recorder {
                 }
             }
         }
-        writers.get(data)
+        writers.get(data.as_os_str())
     }
 
     /// Queues `row` for the record of the data folder `data`; it is committed
@@ -342,7 +343,7 @@ impl Recorder {
     /// Commits what is queued for the record of `data` and closes it (before
     /// its folder is renamed or removed); a later row opens it anew.
     pub fn close(&self, data: &Path) {
-        let writer = self.writers.lock().expect("recorder").remove(data);
+        let writer = self.writers.lock().expect("recorder").remove(data.as_os_str());
         if let Some(w) = writer {
             w.finish();
         }
