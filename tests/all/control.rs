@@ -231,9 +231,10 @@ fn open_against_a_running_launcher_asks_it_for_the_panel() {
     assert!(e.contains("less than 2 seconds ago"), "at most one panel address per 2 seconds: {e}");
 }
 
-/// The launcher keeps each app's active release in memory and checks the
-/// pointer file's identity on every call: an activation by another process
-/// (the command line, while the launcher runs) is served from the next call.
+/// The launcher keeps each app's active release in memory, watching the
+/// pointer's way with inotify and taking the queued events on every call
+/// (`pointer`): an activation by another process (the command line, while
+/// the launcher runs) is served from the next call.
 #[test]
 fn a_release_activated_from_the_command_line_is_served_from_the_launchers_next_call() {
     let root = TestRoot::with_config("opener = \"none\"\n");
