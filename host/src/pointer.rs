@@ -15,6 +15,11 @@
 //!
 //! Where inotify is not available (or its limits are reached) the file's
 //! identity and times are compared on every read instead, as before.
+//!
+//! What a watch does not see: a change made through another name of the
+//! same file (a hard link elsewhere, written in place), and a change made by
+//! another machine on a network file system. Autoapp itself only ever
+//! replaces a pointer by a rename in its own folder.
 
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
