@@ -131,18 +131,26 @@ impl Kept {
             | inotify::WatchFlags::MOVED_TO
             | inotify::WatchFlags::MODIFY
             | inotify::WatchFlags::CLOSE_WRITE
+            | inotify::WatchFlags::ATTRIB
             | inotify::WatchFlags::DELETE_SELF
             | inotify::WatchFlags::MOVE_SELF
             | inotify::WatchFlags::ONLYDIR;
-        for folder in path.ancestors().skip(1).take(LEVELS) {
+        // From the root down: a folder renamed while its parent is not yet
+        // watched would leave a watch on the folder that moved away.
+        let way: Vec<&Path> = path.ancestors().skip(1).take(LEVELS).collect();
+        for folder in way.into_iter().rev() {
             if self.watches.contains_key(folder) {
                 continue;
             }
             match inotify::add_watch(fd, folder, mask) {
                 Ok(wd) => {
-                    // The same folder under another name has the same descriptor.
-                    if let Some(old) = self.folders.insert(wd, folder.to_path_buf()) {
+                    // The same folder under another name has the same
+                    // descriptor: what was seen under the old name is forgotten.
+                    if let Some(old) = self.folders.insert(wd, folder.to_path_buf())
+                        && old != folder
+                    {
                         self.watches.remove(&old);
+                        self.seen.retain(|path, _| !Path::new(path).starts_with(&old));
                     }
                     self.watches.insert(folder.to_path_buf(), wd);
                 }
@@ -194,7 +202,15 @@ impl Kept {
             }
         }
         if overflow {
+            // Events were lost, renames of watched folders among them: every
+            // watch may be on a folder that is elsewhere now. All are dropped;
+            // the next read watches what is there.
             self.seen.clear();
+            for (wd, _) in self.folders.drain() {
+                let _ = inotify::remove_watch(fd, wd);
+            }
+            self.watches.clear();
+            return;
         }
         for wd in ignored {
             if let Some(folder) = self.folders.remove(&wd) {
@@ -291,6 +307,43 @@ mod tests {
         std::fs::rename(&new_apps, &apps).unwrap();
         assert_eq!(read(&mut kept, &pointer, &reads), "six");
         assert_eq!(reads.get(), 6);
+    }
+
+    /// When the kernel's queue overflows, the events after it are lost, a
+    /// folder renamed over the app's among them: the watches that followed
+    /// the old folders are all dropped, and the new folder is watched.
+    #[test]
+    fn after_lost_events_every_folder_is_watched_anew() {
+        let mut kept = Kept::new();
+        let (dir, pointer) = layout();
+        let reads = Cell::new(0);
+        assert_eq!(read(&mut kept, &pointer, &reads), "one");
+        // Fill the queue past its limit: writes to two files in turn (the
+        // kernel merges an event identical to the one before it).
+        let limit: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(16384)
+            // Past this the queue is too long to fill here; the test then
+            // checks the same changes without an overflow.
+            .min(1 << 20);
+        let app = pointer.parent().unwrap().to_path_buf();
+        let noise = [app.join("noise-a"), app.join("noise-b")];
+        let mut files: Vec<std::fs::File> = noise.iter().map(|p| std::fs::File::create(p).unwrap()).collect();
+        for i in 0..limit + 16 {
+            use std::io::Write as _;
+            files[i % 2].write_all(b"x").unwrap();
+        }
+        // Lost with the overflow: the app's folder replaced by another.
+        let other = dir.path().join("apps").join("b");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("active"), "two").unwrap();
+        std::fs::rename(&app, dir.path().join("apps").join("old")).unwrap();
+        std::fs::rename(&other, &app).unwrap();
+        assert_eq!(read(&mut kept, &pointer, &reads), "two");
+        // The new folder is watched: an activation in it is seen.
+        replace(&pointer, "three");
+        assert_eq!(read(&mut kept, &pointer, &reads), "three");
     }
 
     #[test]
