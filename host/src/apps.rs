@@ -529,7 +529,6 @@ impl Apps {
     /// it committed in the same transaction, and hands back `None`; any other
     /// hands the row back for the caller to record.
     #[allow(clippy::too_many_arguments)]
-    #[allow(clippy::too_many_arguments)]
     async fn run(
         &self,
         pass: &Pass,

@@ -263,6 +263,18 @@ mod tests {
         std::fs::rename(&tmp, path).unwrap();
     }
 
+    /// Renames the pointer's folder away and another folder, whose pointer
+    /// holds `content`, into its place (as a restore does).
+    fn replace_app_folder(pointer: &Path, content: &str) {
+        let app = pointer.parent().unwrap();
+        let apps = app.parent().unwrap();
+        let other = apps.join("incoming");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("active"), content).unwrap();
+        std::fs::rename(app, apps.join(format!("old-{content}"))).unwrap();
+        std::fs::rename(&other, app).unwrap();
+    }
+
     #[test]
     fn a_pointer_is_read_once_and_again_after_each_change_on_its_way() {
         let mut kept = Kept::new();
@@ -287,12 +299,7 @@ mod tests {
         assert_eq!(reads.get(), 3);
 
         // The app's folder replaced by another (a restore): seen.
-        let app = pointer.parent().unwrap().to_path_buf();
-        let other = dir.path().join("apps").join("b");
-        std::fs::create_dir_all(&other).unwrap();
-        std::fs::write(other.join("active"), "four").unwrap();
-        std::fs::rename(&app, dir.path().join("apps").join("old")).unwrap();
-        std::fs::rename(&other, &app).unwrap();
+        replace_app_folder(&pointer, "four");
         assert_eq!(read(&mut kept, &pointer, &reads), "four");
         // And the new folder is watched in its turn.
         replace(&pointer, "five");
@@ -315,7 +322,7 @@ mod tests {
     #[test]
     fn after_lost_events_every_folder_is_watched_anew() {
         let mut kept = Kept::new();
-        let (dir, pointer) = layout();
+        let (_dir, pointer) = layout();
         let reads = Cell::new(0);
         assert_eq!(read(&mut kept, &pointer, &reads), "one");
         // Fill the queue past its limit: writes to two files in turn (the
@@ -335,11 +342,7 @@ mod tests {
             files[i % 2].write_all(b"x").unwrap();
         }
         // Lost with the overflow: the app's folder replaced by another.
-        let other = dir.path().join("apps").join("b");
-        std::fs::create_dir_all(&other).unwrap();
-        std::fs::write(other.join("active"), "two").unwrap();
-        std::fs::rename(&app, dir.path().join("apps").join("old")).unwrap();
-        std::fs::rename(&other, &app).unwrap();
+        replace_app_folder(&pointer, "two");
         assert_eq!(read(&mut kept, &pointer, &reads), "two");
         // The new folder is watched: an activation in it is seen.
         replace(&pointer, "three");

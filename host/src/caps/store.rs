@@ -102,7 +102,12 @@ pub const SCHEMA_BUDGET: Duration = Duration::from_secs(2);
 const HOST_TABLE_PREFIX: &str = "_autoapp";
 
 /// The table that records which migrations were applied.
-const MIGRATIONS_TABLE: &str = "_autoapp_migrations";
+macro_rules! migrations_table {
+    () => {
+        "_autoapp_migrations"
+    };
+}
+const MIGRATIONS_TABLE: &str = migrations_table!();
 
 /// The host's own statements around each call's transaction, kept prepared
 /// in the connection's statement cache (parsed once per connection, not
@@ -113,7 +118,7 @@ const MIGRATIONS_TABLE: &str = "_autoapp_migrations";
 const BEGIN_READ: &str = "BEGIN DEFERRED";
 const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
 /// A write statement that changes nothing: it takes `main`'s write lock.
-const LOCK_MAIN: &str = "DELETE FROM main._autoapp_migrations WHERE 0";
+const LOCK_MAIN: &str = concat!("DELETE FROM main.", migrations_table!(), " WHERE 0");
 const COMMIT: &str = "COMMIT";
 const ROLLBACK: &str = "ROLLBACK";
 const HOST_STATEMENTS: [&str; 5] = [BEGIN_READ, BEGIN_WRITE, LOCK_MAIN, COMMIT, ROLLBACK];
@@ -787,10 +792,10 @@ fn read_applied(conn: &Connection) -> anyhow::Result<Vec<Applied>> {
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// Decides one action of a statement the guest sent. `Err` says why not.
 /// The authorizer's refusal of any database but `main`.
 const ONLY_MAIN: &str = "only the app's own database (`main`) can be used";
 
+/// Decides one action of a statement the guest sent. `Err` says why not.
 fn authorize(mode: Mode, ctx: &AuthContext<'_>) -> Result<(), String> {
     use AuthAction as A;
     let host_table =
