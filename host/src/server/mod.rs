@@ -154,6 +154,32 @@ impl Opener {
     }
 }
 
+/// The most threads one site's runtime has: enough for an app's busiest
+/// hour on a person's computer, few enough that a hundred apps do not make
+/// thousands of threads.
+const SITE_THREADS_MAX: usize = 4;
+
+/// The runtime one site serves on: its own worker threads, as many as the
+/// machine has cores (at most [`SITE_THREADS_MAX`]); a single thread on a
+/// machine of one core. An app's calls then use the cores the way the
+/// peers' servers do (`wasmtime serve` runs a worker per core). Until
+/// 2026-12-02 each site had one thread, because two threads of one app made
+/// each other's cores flush their TLBs when the pool freed an instance's
+/// pages; since freed instances are reset in place (`PAGEMAP_SCAN`, their
+/// pages kept mapped) that cost is gone, and a second thread gives P2, P2r
+/// and P3c a third more requests (docs/performance.md).
+fn site_runtime(port: u16) -> std::io::Result<tokio::runtime::Runtime> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match cores.min(SITE_THREADS_MAX) {
+        1 => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+        n => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .thread_name(format!("autoapp-site-{port}-worker"))
+            .enable_all()
+            .build(),
+    }
+}
+
 /// The running launcher.
 pub struct Launcher {
     pub(crate) apps: Arc<Apps>,
@@ -229,11 +255,9 @@ impl Launcher {
     }
 
     /// The server for `key`, started if it is not running. Each server runs
-    /// on a thread of its own (a single-threaded tokio runtime): an app's
-    /// requests, the guest code they run and its store work all stay on that
-    /// thread, so one app's load never takes another app's threads, and the
-    /// instances an app frees do not make other cores flush their TLBs for
-    /// work of the same app (docs/performance.md, P2).
+    /// on threads of its own ([`site_runtime`]): an app's requests, the guest
+    /// code they run and its store work all stay on them, so one app's load
+    /// never takes another app's threads.
     pub async fn site(self: &Arc<Self>, key: SiteKey) -> anyhow::Result<Arc<Site>> {
         if let Some(s) = self.sites.lock().expect("sites").get(&key) {
             return Ok(s.clone());
@@ -262,7 +286,7 @@ impl Launcher {
         std::thread::Builder::new()
             .name(format!("autoapp-site-{port}"))
             .spawn(move || {
-                let served = tokio::runtime::Builder::new_current_thread().enable_all().build().map(|rt| {
+                let served = site_runtime(port).map(|rt| {
                     rt.block_on(async move {
                         let listener = tokio::net::TcpListener::from_std(listener)?;
                         axum::serve(listener, router).with_graceful_shutdown(shutdown).await
