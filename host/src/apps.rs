@@ -553,7 +553,7 @@ impl Apps {
             Entry::View { .. } => "page",
         };
         let (outcome, settle) = self.runtime.run(pass, &loaded.prepared, plan, entry).await;
-        settled(app, kind, what, outcome, settle, row_of)
+        settled(app, kind, what, outcome, settle, row_of).await
     }
 
     /// Everything one call is given, decided before it starts: the store in
@@ -749,7 +749,7 @@ fn outcome_of<T>(result: &Result<T, CallError>) -> (&'static str, String) {
 
 /// What a call came to: its answer, or the error the caller hears; its store
 /// transaction is committed only on success.
-fn settled(
+async fn settled(
     app: &AppId,
     kind: &str,
     what: &str,
@@ -798,13 +798,12 @@ fn settled(
             format!("{app} was stopped in {kind} `{what}`: it {stopped}; nothing it wrote was kept"),
         )),
     };
-    let row = row_of.map(|f| f(&result));
-    let insert = row.as_ref().map(crate::gate::record::insert_beside);
-    let finished = settle.store.finish_with(result.is_ok(), insert.as_ref().map(|f| f as &caps::store::HostStep<'_>));
-    drop(insert);
+    let row = row_of.map(|f| Arc::new(f(&result)));
+    let insert = row.clone().map(|r| Box::new(crate::gate::record::insert_beside(r)) as caps::store::HostStep);
+    let finished = settle.store.finish_with(result.is_ok(), insert).await;
     match finished {
         Ok(true) => (result, None),
-        Ok(false) => (result, row),
+        Ok(false) => (result, row.map(Arc::unwrap_or_clone)),
         Err(e) => {
             // Nothing was kept: the row says so.
             let failed = Err(CallError::new(ErrorKind::Internal, format!("{e:#}")));
@@ -858,11 +857,11 @@ mod tests {
                         )
                         .await
                         .unwrap();
-                        let r = record::test_row(i as usize);
-                        let insert = record::insert_beside(&r);
-                        match c.finish_with(true, Some(&insert)).unwrap() {
+                        let r = Arc::new(record::test_row(i as usize));
+                        let insert = Box::new(record::insert_beside(r.clone()));
+                        match c.finish_with(true, Some(insert)).await.unwrap() {
                             true => recorder.synced(&dir).await.unwrap(),
-                            false => recorder.write_durable(&dir, r.clone()).await.unwrap(),
+                            false => recorder.write_durable(&dir, Arc::unwrap_or_clone(r)).await.unwrap(),
                         }
                     })
                 })

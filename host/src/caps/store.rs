@@ -24,6 +24,20 @@
 //! beside a launcher) can still make `BEGIN IMMEDIATE` busy; then the call
 //! retries asynchronously until its deadline. A call whose deadline passes
 //! while it waits hears `conflict`: "the app is busy; try again".
+//!
+//! **Group commit.** A write call that ends while other writers wait for the
+//! permit does not commit: it parks its open transaction ([`Group`]) and
+//! waits. The next writer goes on in that transaction inside a savepoint of
+//! its own (its failure undoes only its savepoint), and so on, until a call
+//! ends with nobody waiting, the group is [`GROUP_WINDOW`] old or
+//! [`GROUP_MOST`] calls long, or the group's closer (a task that queued for
+//! the permit when the group was first parked) has its turn: then one
+//! `COMMIT` ends them all, each call's record row inserted just before it,
+//! and each call is answered. One writer alone commits at once, as before.
+//! A write is acknowledged only after the commit that holds it; a call
+//! whose statement made SQLite end the transaction itself (`OR ROLLBACK`,
+//! an interrupted write, a full disk) takes the calls before it in its group
+//! with it: they hear that nothing they wrote was kept.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -57,6 +71,27 @@ const STATEMENT_CACHE: usize = 32;
 /// What a write call hears when its deadline passed while other writes of
 /// the same app went first.
 pub const BUSY: &str = "the app is busy; try again";
+
+/// What a call hears when SQLite ended its transaction by itself after one
+/// of its statements failed: what it sends next would run outside any
+/// transaction, so it is refused.
+const LOST: &str = "the store undid this call's transaction after a statement failed \
+                    (a conflict under OR ROLLBACK, an interrupted write, a full disk); nothing it wrote is kept";
+
+/// What a call in a group hears when its write was undone with the group's
+/// transaction: another call's statement made SQLite end it, or the group
+/// was lost before its commit.
+const GROUP_LOST: &str = "the store undid the transaction this call's writes shared with other writes of the app \
+                          (one of them failed in a way that ends a transaction); nothing it wrote is kept; try again";
+
+/// A write call hands its open transaction on to the next writer only while
+/// the group is younger than this: it bounds how long an answer waits for
+/// the writes that came after it (at most this, plus the run of the last
+/// call that joined).
+const GROUP_WINDOW: Duration = Duration::from_millis(2);
+
+/// The most calls one group commit ends.
+const GROUP_MOST: usize = 64;
 
 /// The longest a read may wait in SQLite's busy handler. In WAL mode a reader
 /// is only ever kept waiting by another process's recovery or exclusive lock,
@@ -121,7 +156,12 @@ const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
 const LOCK_MAIN: &str = concat!("DELETE FROM main.", migrations_table!(), " WHERE 0");
 const COMMIT: &str = "COMMIT";
 const ROLLBACK: &str = "ROLLBACK";
-const HOST_STATEMENTS: [&str; 5] = [BEGIN_READ, BEGIN_WRITE, LOCK_MAIN, COMMIT, ROLLBACK];
+/// A call that joins a group's transaction runs inside this savepoint.
+const SAVEPOINT: &str = "SAVEPOINT autoapp_call";
+const RELEASE: &str = "RELEASE autoapp_call";
+const ROLLBACK_TO: &str = "ROLLBACK TO autoapp_call";
+const HOST_STATEMENTS: [&str; 8] =
+    [BEGIN_READ, BEGIN_WRITE, LOCK_MAIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE, ROLLBACK_TO];
 
 /// Runs one of [`HOST_STATEMENTS`] from the connection's cache.
 fn run_host(conn: &Connection, sql: &'static str) -> rusqlite::Result<()> {
@@ -148,9 +188,33 @@ pub struct Beside {
     pub statement: &'static str,
 }
 
-/// A statement of the host's, run in a call's transaction before it is
-/// committed ([`CallStore::finish_with`]).
-pub type HostStep<'a> = dyn Fn(&Connection) -> rusqlite::Result<()> + 'a;
+/// A statement of the host's, run in a call's transaction just before the
+/// commit that ends it ([`CallStore::finish_with`]); it owns what it writes,
+/// because the call that commits a group runs the steps of every call in it.
+pub type HostStep = Box<dyn FnOnce(&Connection) -> rusqlite::Result<()> + Send>;
+
+/// A call whose writes are in a group's open transaction, waiting for the
+/// commit: its row's step, and where it hears whether the commit held (and
+/// whether its row went in with it).
+struct Member {
+    step: Option<HostStep>,
+    told: tokio::sync::oneshot::Sender<Result<bool, String>>,
+}
+
+/// The open transaction of a group of write calls, parked between two of
+/// them (see the module's doc). Only the holder of the write permit takes
+/// or parks it.
+struct Group {
+    conn: Pooled,
+    members: Vec<Member>,
+    opened: Instant,
+}
+
+/// The group a running call has joined: the calls in it before this one.
+struct Joined {
+    members: Vec<Member>,
+    opened: Instant,
+}
 
 /// What a call may do with the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,6 +248,10 @@ pub struct AppStore {
     /// The write permit: one writer at a time, taken in arrival order before
     /// a write transaction begins (tokio's semaphore is fair).
     writer: Arc<tokio::sync::Semaphore>,
+    /// A group's transaction waiting for the next writer, or its closer.
+    parked: Mutex<Option<Group>>,
+    /// How long a group may go on taking writers ([`GROUP_WINDOW`]).
+    group_window: Duration,
 }
 
 /// A connection and the switch of its authorizer.
@@ -229,6 +297,8 @@ impl AppStore {
             queued: std::sync::atomic::AtomicUsize::new(0),
             checkpointer: Mutex::new(None),
             writer: Arc::new(tokio::sync::Semaphore::new(1)),
+            parked: Mutex::new(None),
+            group_window: GROUP_WINDOW,
         });
         // No connection yet: the first call that uses the store opens one.
         Ok(store)
@@ -404,6 +474,7 @@ impl AppStore {
                 }
                 let _permit = futures::executor::block_on(self.writer.clone().acquire_owned())
                     .context("the store's write permit is gone")?;
+                self.commit_parked();
                 self.checkpoint_passive().map(drop)
             });
             if let Err(e) = done {
@@ -419,6 +490,8 @@ impl AppStore {
     pub fn begin(self: &Arc<Self>, mode: Mode, deadline: Instant) -> anyhow::Result<CallStore> {
         Ok(CallStore {
             conn: None,
+            joined: None,
+            began: None,
             permit: None,
             home: self.clone(),
             mode,
@@ -471,11 +544,87 @@ impl AppStore {
                 }
             }
         }
-        p.conn.progress_handler(PROGRESS_STEPS, Some(move || Instant::now() >= deadline))?;
-        p.rules.denial.lock().expect("denial").take();
-        // From here on, what is prepared on this connection is the guest's.
-        p.rules.host.store(false, Ordering::Release);
+        hand_to_call(&mut p, deadline)?;
         Ok(p)
+    }
+
+    /// The parked group's transaction, for the holder of the write permit
+    /// whose call goes on in it, inside a savepoint of its own.
+    fn join(&self, g: Group, deadline: Instant) -> anyhow::Result<(Pooled, Joined)> {
+        let Group { conn: mut p, members, opened } = g;
+        if let Err(e) = run_host(&p.conn, SAVEPOINT).and_then(|()| hand_to_call(&mut p, deadline)) {
+            // Cannot go on in it: commit what it holds, and say why this call cannot begin.
+            let _ = self.commit_group(p, members, None);
+            return Err(e.into());
+        }
+        Ok((p, Joined { members, opened }))
+    }
+
+    /// Commits the parked group, if there is one. The caller holds the
+    /// write permit (the group's closer, a checkpoint's last step, a
+    /// migration).
+    fn commit_parked(&self) {
+        let parked = self.parked.lock().expect("group").take();
+        if let Some(g) = parked
+            && let Err(e) = self.commit_group(g.conn, g.members, None)
+        {
+            tracing::warn!("cannot commit a group of writes: {e:#}");
+        }
+    }
+
+    /// Queues for the write permit behind the writers waiting now, and then
+    /// commits whatever group is parked: a group whose next writer gave up
+    /// its turn (its deadline, its connection closed) is never left open.
+    fn close_later(self: &Arc<Self>, rt: &tokio::runtime::Handle) {
+        let store = self.clone();
+        rt.spawn(async move {
+            if let Ok(_permit) = store.writer.clone().acquire_owned().await {
+                store.commit_parked();
+            }
+        });
+    }
+
+    /// Ends a group's transaction: the host's steps of its calls (their
+    /// record rows, into the database beside) and then `own`, then one
+    /// `COMMIT`; tells each member how it went. Answers whether `own` went
+    /// in. The caller holds the write permit, and lets it go after.
+    fn commit_group(&self, p: Pooled, mut members: Vec<Member>, own: Option<HostStep>) -> anyhow::Result<bool> {
+        // Busy: the record's own writer is committing; the rows go its way then.
+        let mut beside = self.beside.is_some();
+        let mut step = |s: Option<HostStep>| -> bool {
+            let Some(s) = s.filter(|_| beside) else { return false };
+            match s(&p.conn) {
+                Ok(()) => true,
+                Err(e) => {
+                    if !is_busy(&e) {
+                        tracing::warn!("cannot record a call with its write: {e}");
+                    }
+                    beside = false;
+                    false
+                }
+            }
+        };
+        let went: Vec<bool> = members.iter_mut().map(|m| step(m.step.take())).collect();
+        let own = step(own);
+        match run_host(&p.conn, COMMIT) {
+            Ok(()) => {
+                self.commits.fetch_add(1, Ordering::AcqRel);
+                self.put_back(Mode::ReadWrite, p);
+                for (m, went) in members.into_iter().zip(went) {
+                    let _ = m.told.send(Ok(went));
+                }
+                Ok(own)
+            }
+            Err(e) => {
+                // Make sure nothing half-done survives, then drop the connection.
+                let _ = run_host(&p.conn, ROLLBACK);
+                let why = format!("cannot commit the call's writes; nothing it wrote was kept: {e}");
+                for m in members {
+                    let _ = m.told.send(Err(why.clone()));
+                }
+                Err(e).context("cannot commit the call's writes; nothing it wrote was kept")
+            }
+        }
     }
 
     /// The migrations already applied, in order.
@@ -494,6 +643,7 @@ impl AppStore {
         // thread that may block (the command line, or a blocking task).
         let _permit = futures::executor::block_on(self.writer.clone().acquire_owned())
             .context("the store's write permit is gone")?;
+        self.commit_parked();
         let mut conn = self.take(Mode::ReadWrite)?;
         conn.conn.busy_timeout(MIGRATE_BUSY)?;
         check_sizes(migrations)?;
@@ -534,6 +684,16 @@ impl AppStore {
         }
         result
     }
+}
+
+/// Gives a connection inside a transaction to a call: the deadline's
+/// progress handler installed, and from here on what is prepared on it is
+/// the guest's.
+fn hand_to_call(p: &mut Pooled, deadline: Instant) -> rusqlite::Result<()> {
+    p.conn.progress_handler(PROGRESS_STEPS, Some(move || Instant::now() >= deadline))?;
+    p.rules.denial.lock().expect("denial").take();
+    p.rules.host.store(false, Ordering::Release);
+    Ok(())
 }
 
 /// Begins a write transaction on `conn`, holding `main`'s write lock from
@@ -871,6 +1031,11 @@ fn authorize(mode: Mode, ctx: &AuthContext<'_>) -> Result<(), String> {
 /// begun at the guest's first use.
 pub struct CallStore {
     conn: Option<Pooled>,
+    /// The group whose transaction this call goes on in (a savepoint is
+    /// open), when it joined one.
+    joined: Option<Joined>,
+    /// When this call began the transaction it heads.
+    began: Option<Instant>,
     /// The app's write permit, held from before the transaction begins until
     /// after it ends (fields drop in order: the connection is rolled back in
     /// `Drop` before the permit is let go).
@@ -894,6 +1059,8 @@ enum State {
     Open,
     /// The transaction could not begin, or was ended.
     Closed,
+    /// SQLite ended the transaction by itself ([`LOST`]).
+    Lost,
 }
 
 impl CallStore {
@@ -916,68 +1083,130 @@ impl CallStore {
     /// Ends the call's transaction: commits when `commit` and the call may
     /// write, rolls back otherwise. The connection goes back to the pool only
     /// when it is clean.
-    pub fn finish(self, commit: bool) -> anyhow::Result<()> {
-        self.finish_with(commit, None).map(drop)
+    pub async fn finish(self, commit: bool) -> anyhow::Result<()> {
+        self.finish_with(commit, None).await.map(drop)
     }
 
-    /// Ends the call's transaction as [`finish`](Self::finish) does; before a
-    /// commit, runs `host` (the row that records the call, into the database
-    /// attached beside `main`) in the same transaction, so that one `COMMIT`
-    /// ends both (in WAL mode SQLite appends it to each file's log in turn,
-    /// `main`'s first: atomic per file, not across them against a crash;
+    /// Ends the call's transaction as [`finish`](Self::finish) does, and
+    /// returns once what it wrote is committed. Before that commit, `host`
+    /// (the row that records the call, into the database attached beside
+    /// `main`) runs in the same transaction, so that one `COMMIT` ends both
+    /// (in WAL mode SQLite appends it to each file's log in turn, `main`'s
+    /// first: atomic per file, not across them against a crash;
     /// docs/security.md). Answers whether `host` was committed: not when
     /// the call wrote nothing (no transaction), nothing is attached, the call
-    /// is not committed, the database beside was busy with another writer,
-    /// or other writes of the app are waiting for their turn (then the
-    /// caller records the row its own way, after the write: the record's
-    /// writer commits the rows of many writers at once on another thread,
-    /// while the next write goes on here, which is faster than lengthening
-    /// each write's turn; docs/performance.md, P3c).
-    pub fn finish_with(mut self, commit: bool, host: Option<&HostStep<'_>>) -> anyhow::Result<bool> {
+    /// is not committed, or the database beside was busy with the record's
+    /// own writer (then the caller records the row its own way).
+    ///
+    /// While other writers wait for their turn, the transaction is handed on
+    /// rather than committed (group commit, see the module's doc): this call
+    /// then waits for the commit of its group.
+    pub async fn finish_with(mut self, commit: bool, host: Option<HostStep>) -> anyhow::Result<bool> {
         self.state = State::Closed;
+        let joined = self.joined.take();
         let Some(mut p) = self.conn.take() else {
             return Ok(false);
         };
         p.rules.host.store(true, Ordering::Release);
         p.conn.progress_handler(0, None::<fn() -> bool>)?;
-        let end = if commit && self.mode == Mode::ReadWrite { COMMIT } else { ROLLBACK };
-        let mut beside = false;
-        if end == COMMIT
-            && self.home.beside.is_some()
-            && self.home.queued.load(Ordering::Acquire) == 0
-            && let Some(host) = host
-        {
-            match host(&p.conn) {
-                Ok(()) => beside = true,
-                // Busy: the record's own writer is committing. Anything else
-                // is said; either way the write goes on, and its row the other way.
-                Err(e) if is_busy(&e) => {}
-                Err(e) => tracing::warn!("cannot record a call with its write: {e}"),
-            }
+        if self.mode == Mode::ReadOnly {
+            let ended = if p.conn.is_autocommit() { Ok(()) } else { run_host(&p.conn, ROLLBACK) };
+            ended.context("cannot end the call's read")?;
+            self.home.put_back(self.mode, p);
+            return Ok(false);
         }
-        match run_host(&p.conn, end) {
-            Ok(()) => {
-                if end == COMMIT {
-                    self.home.commits.fetch_add(1, Ordering::AcqRel);
+        if p.conn.is_autocommit() {
+            // SQLite ended the transaction itself, and with it the writes of
+            // the calls before this one in its group (told by their dropped
+            // `Member`s). The connection is clean.
+            drop(joined);
+            self.home.put_back(self.mode, p);
+            self.permit.take();
+            return if commit { Err(anyhow::anyhow!(LOST)) } else { Ok(false) };
+        }
+        // This call's part: kept (its savepoint released into the group's
+        // transaction) or undone.
+        let (members, opened) = match joined {
+            Some(j) => {
+                let ended = if commit {
+                    run_host(&p.conn, RELEASE)
+                } else {
+                    run_host(&p.conn, ROLLBACK_TO).and_then(|()| run_host(&p.conn, RELEASE))
+                };
+                if let Err(e) = ended {
+                    let _ = run_host(&p.conn, ROLLBACK);
+                    self.permit.take();
+                    // The members are told by their dropped `Member`s.
+                    return Err(e).context("cannot end the call's part of its group; nothing it wrote was kept");
                 }
-                self.home.put_back(self.mode, p);
+                (j.members, j.opened)
+            }
+            None if !commit => {
+                let ended = run_host(&p.conn, ROLLBACK);
                 self.permit.take();
-                if end == COMMIT && self.home.log_is_long() {
-                    self.home.clone().checkpoint_soon();
-                }
-                Ok(beside)
+                return match ended {
+                    Ok(()) => {
+                        self.home.put_back(self.mode, p);
+                        Ok(false)
+                    }
+                    Err(e) => Err(e).context("cannot end the call's transaction"),
+                };
             }
-            Err(e) => {
-                // Make sure nothing half-done survives, then drop the connection.
-                let _ = run_host(&p.conn, ROLLBACK);
-                Err(e).context("cannot commit the call's writes; nothing it wrote was kept")
+            None => (Vec::new(), self.began.unwrap_or_else(Instant::now)),
+        };
+        let head = self.began.is_some();
+        let rt = tokio::runtime::Handle::try_current();
+        if let Ok(rt) = &rt
+            && (commit || !members.is_empty())
+            && self.home.queued.load(Ordering::Acquire) > 0
+            && members.len() + 1 < GROUP_MOST
+            && opened.elapsed() < self.home.group_window
+        {
+            // Writers wait: hand the transaction on, and wait for its commit.
+            let mut members = members;
+            let (told, answer) = tokio::sync::oneshot::channel();
+            if commit {
+                members.push(Member { step: host, told });
             }
+            *self.home.parked.lock().expect("group") = Some(Group { conn: p, members, opened });
+            if head {
+                self.home.close_later(rt);
+            }
+            self.permit.take();
+            if !commit {
+                return Ok(false);
+            }
+            return match answer.await {
+                Ok(Ok(beside)) => Ok(beside),
+                Ok(Err(why)) => Err(anyhow::anyhow!(why)),
+                Err(_) => Err(anyhow::anyhow!(GROUP_LOST)),
+            };
+        }
+        let own = if commit { host } else { None };
+        let done = self.home.commit_group(p, members, own);
+        self.permit.take();
+        if done.is_ok() && self.home.log_is_long() {
+            self.home.clone().checkpoint_soon();
+        }
+        match done {
+            Ok(beside) => Ok(beside && commit),
+            // What this call wrote was undone before; its own answer stands.
+            Err(_) if !commit => Ok(false),
+            Err(e) => Err(e),
         }
     }
 
     /// The call's connection; the first use begins its transaction (a write
     /// call first waits for the app's write permit).
     async fn conn(&mut self) -> Result<&mut Connection, AppError> {
+        if self.state == State::Open && self.conn.as_ref().is_some_and(|p| p.conn.is_autocommit()) {
+            // A statement made SQLite end the transaction (`LOST`): nothing
+            // more may run, or it would be committed on its own at once.
+            self.state = State::Lost;
+        }
+        if self.state == State::Lost {
+            return Err(AppError::Conflict(LOST.into()));
+        }
         if self.state == State::Unused {
             self.state = State::Closed;
             let asked = Instant::now();
@@ -992,7 +1221,19 @@ impl CallStore {
                     }
                 }
             }
-            let opened = self.home.open_transaction(self.mode, self.deadline).await;
+            let parked = match self.mode {
+                Mode::ReadWrite => self.home.parked.lock().expect("group").take(),
+                Mode::ReadOnly => None,
+            };
+            let opened = match parked {
+                Some(g) => self.home.join(g, self.deadline).map(|(p, joined)| {
+                    self.joined = Some(joined);
+                    p
+                }),
+                None => self.home.open_transaction(self.mode, self.deadline).await.inspect(|_| {
+                    self.began = Some(Instant::now());
+                }),
+            };
             if self.mode == Mode::ReadWrite {
                 self.waited = asked.elapsed();
             }
@@ -1068,8 +1309,20 @@ impl Drop for CallStore {
     fn drop(&mut self) {
         // A call that was never settled (a trap unwinding, a dropped future)
         // keeps nothing.
-        if let Some(p) = self.conn.take() {
+        if let Some(mut p) = self.conn.take() {
             p.rules.host.store(true, Ordering::Release);
+            if let Some(j) = self.joined.take()
+                && !p.conn.is_autocommit()
+                && run_host(&p.conn, ROLLBACK_TO).and_then(|()| run_host(&p.conn, RELEASE)).is_ok()
+                && p.conn.progress_handler(0, None::<fn() -> bool>).is_ok()
+            {
+                // What the calls before it in its group wrote stays, parked
+                // for the next writer or the group's closer (before the
+                // permit is let go: fields drop after this).
+                *self.home.parked.lock().expect("group") =
+                    Some(Group { conn: p, members: j.members, opened: j.opened });
+                return;
+            }
             let _ = run_host(&p.conn, ROLLBACK);
         }
     }
@@ -1266,7 +1519,7 @@ mod tests {
         }
         let e = c.query("INSERT INTO t VALUES (2) RETURNING x", vec![]).await.unwrap_err();
         assert!(matches!(e, AppError::Denied(_)), "{e:?}");
-        c.finish(true).unwrap();
+        c.finish(true).await.unwrap();
         let mut c = s.begin(Mode::ReadOnly, soon()).unwrap();
         assert!(matches!(c.query("SELECT count(*) FROM t", vec![]).await.unwrap().rows[0][0], Value::Integer(0)));
     }
@@ -1299,7 +1552,7 @@ mod tests {
             assert!(matches!(e, AppError::Denied(_)), "{sql}: {e:?}");
         }
         assert!(!other.exists());
-        c.finish(true).unwrap();
+        c.finish(true).await.unwrap();
         // A read call's connection holds the host's `BEGIN DEFERRED` and `ROLLBACK`.
         for _ in 0..2 {
             let mut r = s.begin(Mode::ReadOnly, soon()).unwrap();
@@ -1308,7 +1561,7 @@ mod tests {
                 let e = r.execute(sql, vec![]).await.unwrap_err();
                 assert!(matches!(e, AppError::Denied(_)), "{sql}: {e:?}");
             }
-            r.finish(true).unwrap();
+            r.finish(true).await.unwrap();
         }
         assert_eq!(s.applied_migrations().unwrap().len(), 1);
     }
@@ -1344,7 +1597,7 @@ mod tests {
         ] {
             w.execute(sql, vec![]).await.unwrap_or_else(|e| panic!("{sql}: {e:?}"));
         }
-        w.finish(true).unwrap();
+        w.finish(true).await.unwrap();
         let mut r = s.begin(Mode::ReadOnly, soon()).unwrap();
         for (sql, says) in [
             ("INSERT INTO t (x) VALUES (5)", "this route's effect is read, so the store is read-only"),
@@ -1354,7 +1607,7 @@ mod tests {
             let m = denied(r.query(sql, vec![]).await.unwrap_err());
             assert!(m.contains(says), "{sql}: {m}");
         }
-        r.finish(true).unwrap();
+        r.finish(true).await.unwrap();
     }
 
     #[tokio::test]
@@ -1364,11 +1617,11 @@ mod tests {
         for i in 0..3 {
             let mut w = s.begin(Mode::ReadWrite, soon()).unwrap();
             w.execute(insert, vec![Value::Integer(i)]).await.unwrap();
-            w.finish(true).unwrap();
+            w.finish(true).await.unwrap();
             let mut r = s.begin(Mode::ReadOnly, soon()).unwrap();
             let e = r.execute(insert, vec![Value::Integer(100 + i)]).await.unwrap_err();
             assert!(matches!(e, AppError::Denied(_)), "{e:?}");
-            r.finish(true).unwrap();
+            r.finish(true).await.unwrap();
         }
         let mut r = s.begin(Mode::ReadOnly, soon()).unwrap();
         let rows = r.query("SELECT count(*) FROM t", vec![]).await.unwrap();
@@ -1386,7 +1639,7 @@ mod tests {
             c.execute("INSERT INTO t (x) VALUES (?1)", vec![Value::Integer(i)]).await.unwrap();
             c.execute("CREATE TABLE IF NOT EXISTS blobs (b BLOB)", vec![]).await.unwrap();
             c.execute("INSERT INTO blobs (b) VALUES (zeroblob(16384))", vec![]).await.unwrap();
-            c.finish(true).unwrap();
+            c.finish(true).await.unwrap();
         }
         // Everything is in the log; none of it was copied inside a call.
         assert_eq!(std::fs::metadata(&main).unwrap().len(), before);
@@ -1436,15 +1689,15 @@ mod tests {
         let row = |x: &'static str| move |c: &Connection| c.prepare_cached(BESIDE_INSERT)?.execute([x]).map(drop);
         let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
         c.execute("INSERT INTO t (x) VALUES (1)", vec![]).await.unwrap();
-        assert!(c.finish_with(true, Some(&row("one"))).unwrap(), "committed with the write");
+        assert!(c.finish_with(true, Some(Box::new(row("one")))).await.unwrap(), "committed with the write");
         assert_eq!((t_count(&s), beside_rows(d.path())), (1, vec!["one".to_string()]));
         // A call that fails keeps neither; its row is the caller's to record.
         let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
         c.execute("INSERT INTO t (x) VALUES (2)", vec![]).await.unwrap();
-        assert!(!c.finish_with(false, Some(&row("two"))).unwrap());
+        assert!(!c.finish_with(false, Some(Box::new(row("two")))).await.unwrap());
         // A call that never used the store has no transaction to put it in.
         let c = s.begin(Mode::ReadWrite, soon()).unwrap();
-        assert!(!c.finish_with(true, Some(&row("three"))).unwrap());
+        assert!(!c.finish_with(true, Some(Box::new(row("three")))).await.unwrap());
         assert_eq!((t_count(&s), beside_rows(d.path())), (1, vec!["one".to_string()]));
     }
 
@@ -1454,13 +1707,13 @@ mod tests {
         let row = |c: &Connection| c.prepare_cached(BESIDE_INSERT)?.execute(["host"]).map(drop);
         let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
         c.execute("INSERT INTO t (x) VALUES (1)", vec![]).await.unwrap();
-        assert!(c.finish_with(true, Some(&row)).unwrap());
+        assert!(c.finish_with(true, Some(Box::new(row))).await.unwrap());
         // The pool's one write connection now holds the host's statement in its cache.
         for text in [BESIDE_INSERT.to_string(), format!("  {BESIDE_INSERT}\n")] {
             let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
             let e = c.execute(&text, vec![Value::Text("forged".into())]).await.unwrap_err();
             assert!(matches!(e, AppError::Denied(ref m) if m.contains("main")), "{e:?}");
-            c.finish(true).unwrap();
+            c.finish(true).await.unwrap();
         }
         // Nor the host's statements that began and locked that write.
         for sql in HOST_STATEMENTS {
@@ -1468,7 +1721,7 @@ mod tests {
             c.execute("INSERT INTO t (x) VALUES (2)", vec![]).await.unwrap();
             let e = c.execute(sql, vec![]).await.unwrap_err();
             assert!(matches!(e, AppError::Denied(_)), "{sql}: {e:?}");
-            c.finish(false).unwrap();
+            c.finish(false).await.unwrap();
         }
         for sql in [
             "SELECT * FROM pragma_database_list",
@@ -1482,7 +1735,7 @@ mod tests {
             let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
             let e = c.query(sql, vec![]).await.unwrap_err();
             assert!(matches!(e, AppError::Denied(_)), "{sql}: {e:?}");
-            c.finish(true).unwrap();
+            c.finish(true).await.unwrap();
         }
         assert_eq!(beside_rows(d.path()), vec!["host".to_string()]);
     }
@@ -1504,7 +1757,7 @@ mod tests {
         // The record busy at the end: the write is committed, its row handed back.
         other.execute_batch("BEGIN IMMEDIATE").unwrap();
         let row = |c: &Connection| c.prepare_cached(BESIDE_INSERT)?.execute(["call"]).map(drop);
-        assert!(!c.finish_with(true, Some(&row)).unwrap());
+        assert!(!c.finish_with(true, Some(Box::new(row))).await.unwrap());
         other.execute_batch("COMMIT").unwrap();
         assert_eq!((t_count(&s), beside_rows(d.path())), (1, vec!["writer".to_string()]));
     }
@@ -1534,7 +1787,7 @@ mod tests {
                             .await
                             .unwrap();
                         c.execute("INSERT INTO blobs (b) VALUES (zeroblob(16384))", vec![]).await.unwrap();
-                        c.finish(true).unwrap();
+                        c.finish(true).await.unwrap();
                         i += 1;
                     }
                 })
@@ -1564,8 +1817,8 @@ mod tests {
         // …does not hold the write lock: another write goes through at once.
         let mut c = s.begin(Mode::ReadWrite, Instant::now() + Duration::from_millis(200)).unwrap();
         c.execute("INSERT INTO t (x) VALUES (1)", vec![]).await.unwrap();
-        c.finish(true).unwrap();
-        idle.finish(true).unwrap();
+        c.finish(true).await.unwrap();
+        idle.finish(true).await.unwrap();
         // Once used, it does hold it, and the other waits its turn; when its
         // deadline comes first it hears "busy".
         let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
@@ -1574,7 +1827,7 @@ mod tests {
         let e = second.execute("INSERT INTO t (x) VALUES (3)", vec![]).await.unwrap_err();
         assert!(matches!(&e, AppError::Conflict(m) if m == BUSY), "{e:?}");
         assert!(second.waited_out());
-        first.finish(true).unwrap();
+        first.finish(true).await.unwrap();
     }
 
     /// One thread for every call: a writer waiting its turn must not hold it.
@@ -1594,7 +1847,7 @@ mod tests {
                 tokio::spawn(async move {
                     let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
                     c.execute("INSERT INTO t (x) VALUES (2)", vec![]).await?;
-                    c.finish(true).map_err(|e| AppError::Internal(e.to_string()))
+                    c.finish(true).await.map_err(|e| AppError::Internal(e.to_string()))
                 })
             };
             tokio::task::yield_now().await;
@@ -1602,9 +1855,9 @@ mod tests {
             let mut r = s.begin(Mode::ReadOnly, soon()).unwrap();
             let rows = r.query("SELECT count(*) FROM t", vec![]).await.unwrap();
             assert!(matches!(rows.rows[0][0], Value::Integer(0)));
-            r.finish(true).unwrap();
+            r.finish(true).await.unwrap();
             // …and the first writer, still polled, commits; then the second goes.
-            first.finish(true).unwrap();
+            first.finish(true).await.unwrap();
             waiter.await.unwrap().expect("the second writer had its turn");
         });
         let rows = one_thread().block_on(async {
@@ -1628,12 +1881,12 @@ mod tests {
                     let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
                     c.execute("INSERT INTO t (x) VALUES (?1)", vec![Value::Integer(i)]).await.unwrap();
                     order.lock().unwrap().push(i);
-                    c.finish(true).unwrap();
+                    c.finish(true).await.unwrap();
                 }));
                 // Each one is queued before the next is spawned.
                 tokio::task::yield_now().await;
             }
-            first.finish(true).unwrap();
+            first.finish(true).await.unwrap();
             for w in waiters {
                 w.await.unwrap();
             }
@@ -1654,7 +1907,7 @@ mod tests {
                 tokio::spawn(async move {
                     let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
                     c.execute("INSERT INTO t (x) VALUES (11)", vec![]).await.unwrap();
-                    c.finish(true).unwrap();
+                    c.finish(true).await.unwrap();
                 })
             };
             // The writer has tried once and now retries on a timer; this
@@ -1662,7 +1915,7 @@ mod tests {
             tokio::task::yield_now().await;
             let mut r = s.begin(Mode::ReadOnly, soon()).unwrap();
             r.query("SELECT count(*) FROM t", vec![]).await.unwrap();
-            r.finish(true).unwrap();
+            r.finish(true).await.unwrap();
             other.lock().unwrap().execute_batch("COMMIT").unwrap();
             writer.await.unwrap();
         });
@@ -1678,12 +1931,211 @@ mod tests {
         let (_d, s) = store();
         let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
         assert_eq!(c.execute("INSERT INTO t VALUES (?1)", vec![Value::Integer(7)]).await.unwrap(), 1);
-        c.finish(false).unwrap();
+        c.finish(false).await.unwrap();
         let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
         c.execute("INSERT INTO t VALUES (8)", vec![]).await.unwrap();
         drop(c); // a call whose future was dropped
         let mut c = s.begin(Mode::ReadOnly, soon()).unwrap();
         assert!(matches!(c.query("SELECT count(*) FROM t", vec![]).await.unwrap().rows[0][0], Value::Integer(0)));
+    }
+
+    /// Groups that stay open as long as a test needs (not cut by time).
+    fn long_groups(s: &mut Arc<AppStore>) {
+        Arc::get_mut(s).expect("not shared yet").group_window = Duration::from_secs(600);
+    }
+
+    /// Whether another connection sees the row `x` committed.
+    fn committed(s: &AppStore, x: i64) -> bool {
+        let c = Connection::open(&s.path).unwrap();
+        c.query_row("SELECT count(*) FROM t WHERE x = ?1", [x], |r| r.get::<_, i64>(0)).unwrap() == 1
+    }
+
+    fn row_step(x: i64) -> HostStep {
+        Box::new(move |c: &Connection| c.prepare_cached(BESIDE_INSERT)?.execute([x.to_string()]).map(drop))
+    }
+
+    #[test]
+    fn writers_that_wait_their_turn_are_committed_together_and_each_answered_after_the_commit() {
+        let (d, mut s) = store_beside();
+        long_groups(&mut s);
+        let before = s.commits.load(Ordering::Acquire);
+        one_thread().block_on(async {
+            let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
+            first.execute("INSERT INTO t (x) VALUES (0)", vec![]).await.unwrap();
+            let mut waiters = Vec::new();
+            for i in 1..=5i64 {
+                let s = s.clone();
+                waiters.push(tokio::spawn(async move {
+                    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+                    c.execute("INSERT INTO t (x) VALUES (?1)", vec![Value::Integer(i)]).await.unwrap();
+                    let beside = c.finish_with(true, Some(row_step(i))).await.unwrap();
+                    (beside, committed(&s, i))
+                }));
+                tokio::task::yield_now().await;
+            }
+            assert!(first.finish_with(true, Some(row_step(0))).await.unwrap(), "its row went in with it");
+            assert!(committed(&s, 0), "answered before its write was committed");
+            for w in waiters {
+                assert_eq!(w.await.unwrap(), (true, true), "each answered after its commit, its row with it");
+            }
+        });
+        assert_eq!(t_count(&s), 6);
+        assert_eq!(beside_rows(d.path()), ["0", "1", "2", "3", "4", "5"]);
+        // Five writers waited while the first ran: one commit for all six.
+        assert_eq!(s.commits.load(Ordering::Acquire) - before, 1);
+        // A writer alone commits at once.
+        one_thread().block_on(async {
+            let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+            c.execute("INSERT INTO t (x) VALUES (6)", vec![]).await.unwrap();
+            c.finish(true).await.unwrap();
+        });
+        assert_eq!(s.commits.load(Ordering::Acquire) - before, 2);
+    }
+
+    #[test]
+    fn a_call_that_fails_or_is_dropped_in_a_group_undoes_only_its_own_writes() {
+        let (_d, mut s) = store();
+        long_groups(&mut s);
+        one_thread().block_on(async {
+            let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
+            first.execute("INSERT INTO t (x) VALUES (0)", vec![]).await.unwrap();
+            let call = |i: i64, how: &'static str| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+                    c.execute("INSERT INTO t (x) VALUES (?1)", vec![Value::Integer(i)]).await.unwrap();
+                    match how {
+                        "fails" => {
+                            let e = c.execute("INSERT INTO t (x) VALUES (0)", vec![]).await.unwrap_err();
+                            assert!(matches!(e, AppError::Conflict(_)), "{e:?}");
+                            c.finish(false).await.map_err(|e| e.to_string())
+                        }
+                        "dropped" => {
+                            drop(c);
+                            Ok(())
+                        }
+                        _ => c.finish(true).await.map_err(|e| e.to_string()),
+                    }
+                })
+            };
+            let mut waiters = Vec::new();
+            for (i, how) in [(1, "ok"), (2, "fails"), (3, "dropped"), (4, "ok"), (5, "fails")] {
+                waiters.push(call(i, how));
+                tokio::task::yield_now().await;
+            }
+            first.finish(true).await.unwrap();
+            for w in waiters {
+                w.await.unwrap().unwrap();
+            }
+        });
+        let c = Connection::open(&s.path).unwrap();
+        let kept: Vec<i64> = c
+            .prepare("SELECT x FROM t ORDER BY x")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(kept, [0, 1, 4]);
+    }
+
+    #[test]
+    fn a_group_whose_next_writer_gives_up_its_turn_is_committed_by_its_closer() {
+        let (_d, mut s) = store();
+        long_groups(&mut s);
+        one_thread().block_on(async {
+            let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
+            first.execute("INSERT INTO t (x) VALUES (0)", vec![]).await.unwrap();
+            let next = {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+                    c.execute("INSERT INTO t (x) VALUES (1)", vec![]).await.map(drop)
+                })
+            };
+            tokio::task::yield_now().await;
+            // The first parks its group for `next` and waits for the commit…
+            let mut finishing = Box::pin(first.finish(true));
+            assert!(futures::poll!(&mut finishing).is_pending());
+            // …but `next` gives its turn up before it takes the group.
+            next.abort();
+            tokio::time::timeout(Duration::from_secs(10), finishing)
+                .await
+                .expect("the group's closer committed it")
+                .unwrap();
+        });
+        assert!(committed(&s, 0));
+        assert!(!committed(&s, 1));
+    }
+
+    #[test]
+    fn a_statement_that_ends_a_groups_transaction_is_heard_by_every_call_in_it() {
+        let (_d, mut s) = store();
+        long_groups(&mut s);
+        one_thread().block_on(async {
+            let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
+            first.execute("INSERT INTO t (x) VALUES (0)", vec![]).await.unwrap();
+            let breaker = {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+                    c.execute("INSERT INTO t (x) VALUES (1)", vec![]).await.unwrap();
+                    // Conflicts with the first call's row: SQLite undoes the whole transaction.
+                    c.execute("INSERT OR ROLLBACK INTO t (x) VALUES (0)", vec![]).await.unwrap_err();
+                    let after = c.execute("INSERT INTO t (x) VALUES (2)", vec![]).await;
+                    assert!(matches!(&after, Err(AppError::Conflict(m)) if m == LOST), "{after:?}");
+                    c.finish(true).await.unwrap_err().to_string()
+                })
+            };
+            let later = {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+                    c.execute("INSERT INTO t (x) VALUES (3)", vec![]).await.unwrap();
+                    c.finish(true).await.unwrap();
+                })
+            };
+            tokio::task::yield_now().await;
+            let e = first.finish(true).await.unwrap_err().to_string();
+            assert_eq!(e, GROUP_LOST);
+            assert_eq!(breaker.await.unwrap(), LOST);
+            later.await.unwrap();
+        });
+        let c = Connection::open(&s.path).unwrap();
+        let kept: Vec<i64> = c
+            .prepare("SELECT x FROM t ORDER BY x")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(kept, [3], "only the call after the lost group");
+    }
+
+    /// SQLite ends a whole transaction by itself on some failures (a
+    /// conflict under `OR ROLLBACK`, an interrupted write, a full disk).
+    /// What the call sends after that must not run outside any transaction,
+    /// committed at once whatever the call's outcome.
+    #[tokio::test]
+    async fn a_statement_that_ends_the_transaction_ends_what_the_call_may_write() {
+        let (_d, s) = store();
+        for commit in [false, true] {
+            let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+            c.execute("INSERT INTO t VALUES (1)", vec![]).await.unwrap();
+            let e = c.execute("INSERT OR ROLLBACK INTO t VALUES (1)", vec![]).await.unwrap_err();
+            assert!(matches!(e, AppError::Conflict(_)), "{e:?}");
+            let later = c.execute("INSERT INTO t VALUES (2)", vec![]).await;
+            assert!(later.is_err(), "a statement after the transaction ended ran: {later:?}");
+            let read = c.query("SELECT count(*) FROM t", vec![]).await;
+            assert!(read.is_err(), "{read:?}");
+            assert!(c.finish(commit).await.is_err() == commit, "a commit of nothing is not reported as done");
+            assert_eq!(t_count(&s), 0, "commit: {commit}");
+        }
+        // The pool's connection is still good for the next call.
+        let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+        c.execute("INSERT INTO t VALUES (3)", vec![]).await.unwrap();
+        c.finish(true).await.unwrap();
+        assert_eq!(t_count(&s), 1);
     }
 
     #[tokio::test]

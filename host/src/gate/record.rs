@@ -628,8 +628,8 @@ pub const INSERT_BESIDE: &str = insert_into!("record.runs");
 /// Inserts `row` into the record attached to `conn` as [`BESIDE`], inside
 /// the transaction of the write it records: the two are committed in one
 /// step. [`Recorder::synced`] then makes them as durable as the level says.
-pub fn insert_beside(row: &Row) -> impl Fn(&Connection) -> rusqlite::Result<()> + '_ {
-    move |conn| insert_row_beside(conn, row)
+pub fn insert_beside(row: std::sync::Arc<Row>) -> impl FnOnce(&Connection) -> rusqlite::Result<()> + Send + 'static {
+    move |conn| insert_row_beside(conn, &row)
 }
 
 fn insert_row_beside(conn: &Connection, row: &Row) -> rusqlite::Result<()> {
