@@ -93,6 +93,10 @@ const GROUP_WINDOW: Duration = Duration::from_millis(2);
 /// The most calls one group commit ends.
 const GROUP_MOST: usize = 64;
 
+/// How often a call waiting for its group's commit looks whether the group
+/// was left with nobody to commit it.
+const ORPHAN_CHECK: Duration = Duration::from_millis(100);
+
 /// The longest a read may wait in SQLite's busy handler. In WAL mode a reader
 /// is only ever kept waiting by another process's recovery or exclusive lock,
 /// for a moment; this bounds how long such a moment can hold a thread.
@@ -506,9 +510,18 @@ impl AppStore {
     /// until `deadline`; `None` when the deadline came first.
     async fn write_permit(&self, deadline: Instant) -> Option<tokio::sync::OwnedSemaphorePermit> {
         let wait = self.writer.clone().acquire_owned();
+        // Counted while it waits, however the wait ends (a call dropped
+        // while it waits, its client gone, is no longer waiting).
+        struct Queued<'a>(&'a std::sync::atomic::AtomicUsize);
+        impl Drop for Queued<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
         self.queued.fetch_add(1, Ordering::AcqRel);
+        let queued = Queued(&self.queued);
         let waited = tokio::time::timeout_at(deadline.into(), wait).await;
-        self.queued.fetch_sub(1, Ordering::AcqRel);
+        drop(queued);
         match waited {
             Ok(Ok(permit)) => Some(permit),
             // The semaphore is never closed; a timeout is the only other way out.
@@ -572,16 +585,41 @@ impl AppStore {
         }
     }
 
-    /// Queues for the write permit behind the writers waiting now, and then
-    /// commits whatever group is parked: a group whose next writer gave up
-    /// its turn (its deadline, its connection closed) is never left open.
+    /// Queues for the write permit behind the writers waiting now; at its
+    /// turn, leaves a parked group to the writers still waiting (and queues
+    /// again) while the group may grow, and commits it otherwise: a group
+    /// whose next writer gave up its turn (its deadline, its connection
+    /// closed) is never left open, and a closer does not cut a group short.
     fn close_later(self: &Arc<Self>, rt: &tokio::runtime::Handle) {
         let store = self.clone();
         rt.spawn(async move {
-            if let Ok(_permit) = store.writer.clone().acquire_owned().await {
-                store.commit_parked();
+            while let Ok(permit) = store.writer.clone().acquire_owned().await {
+                let parked = store.parked.lock().expect("group").take();
+                match parked {
+                    Some(g) if store.may_grow(&g.members, g.opened) => {
+                        *store.parked.lock().expect("group") = Some(g);
+                    }
+                    Some(g) => {
+                        if let Err(e) = store.commit_group(g.conn, g.members, None) {
+                            tracing::warn!("cannot commit a group of writes: {e:#}");
+                        }
+                        return;
+                    }
+                    None => return,
+                }
+                drop(permit);
+                // The waiters go first (one counted may not be queued yet).
+                tokio::task::yield_now().await;
             }
         });
+    }
+
+    /// Whether a group of `members` opened at `opened` may be handed on to
+    /// a writer waiting now.
+    fn may_grow(&self, members: &[Member], opened: Instant) -> bool {
+        self.queued.load(Ordering::Acquire) > 0
+            && members.len() + 1 < GROUP_MOST
+            && opened.elapsed() < self.group_window
     }
 
     /// Ends a group's transaction: the host's steps of its calls (their
@@ -684,6 +722,27 @@ impl AppStore {
         }
         result
     }
+}
+
+/// Whether the connection's open transaction holds a deferred foreign-key
+/// violation (SQLite checks those only at `COMMIT`). When SQLite cannot
+/// tell, it is taken as violated: the call then commits alone.
+fn deferred_violations(conn: &Connection) -> bool {
+    let (mut now, mut most) = (0, 0);
+    // SAFETY: the handle is `conn`'s own open database, used on this thread
+    // while `conn` is borrowed; `sqlite3_db_status` only reads one of its
+    // counters into the two integers given.
+    #[allow(unsafe_code)]
+    let rc = unsafe {
+        rusqlite::ffi::sqlite3_db_status(
+            conn.handle(),
+            rusqlite::ffi::SQLITE_DBSTATUS_DEFERRED_FKS,
+            &mut now,
+            &mut most,
+            0,
+        )
+    };
+    rc != rusqlite::ffi::SQLITE_OK || now != 0
 }
 
 /// Gives a connection inside a transaction to a call: the deadline's
@@ -1126,9 +1185,13 @@ impl CallStore {
         }
         // This call's part: kept (its savepoint released into the group's
         // transaction) or undone.
+        // A deferred foreign key this call left violated fails its commit
+        // alone, as it would with no group: never one it shares with others,
+        // and never made good by a later call of the group.
+        let violated = commit && deferred_violations(&p.conn);
         let (members, opened) = match joined {
             Some(j) => {
-                let ended = if commit {
+                let ended = if commit && !violated {
                     run_host(&p.conn, RELEASE)
                 } else {
                     run_host(&p.conn, ROLLBACK_TO).and_then(|()| run_host(&p.conn, RELEASE))
@@ -1138,6 +1201,13 @@ impl CallStore {
                     self.permit.take();
                     // The members are told by their dropped `Member`s.
                     return Err(e).context("cannot end the call's part of its group; nothing it wrote was kept");
+                }
+                if violated {
+                    // Its own part undone; the group goes on without it.
+                    let _ = self.hand_on_or_commit(p, j.members, j.opened, false, None, true).await;
+                    return Err(anyhow::anyhow!(
+                        "cannot commit the call's writes; nothing it wrote was kept: FOREIGN KEY constraint failed"
+                    ));
                 }
                 (j.members, j.opened)
             }
@@ -1154,17 +1224,34 @@ impl CallStore {
             }
             None => (Vec::new(), self.began.unwrap_or_else(Instant::now)),
         };
+        // A head with a violation commits at once, alone: SQLite's COMMIT
+        // refuses it.
+        self.hand_on_or_commit(p, members, opened, commit, host, !violated).await
+    }
+
+    /// The end of a write call whose own part is settled in the open
+    /// transaction on `p` (kept when `commit`): while writers wait and the
+    /// group may grow (and `may_park`), parks it for them and waits for its
+    /// commit; commits it otherwise. Lets the permit go either way.
+    async fn hand_on_or_commit(
+        &mut self,
+        p: Pooled,
+        members: Vec<Member>,
+        opened: Instant,
+        commit: bool,
+        host: Option<HostStep>,
+        may_park: bool,
+    ) -> anyhow::Result<bool> {
         let head = self.began.is_some();
         let rt = tokio::runtime::Handle::try_current();
         if let Ok(rt) = &rt
+            && may_park
             && (commit || !members.is_empty())
-            && self.home.queued.load(Ordering::Acquire) > 0
-            && members.len() + 1 < GROUP_MOST
-            && opened.elapsed() < self.home.group_window
+            && self.home.may_grow(&members, opened)
         {
             // Writers wait: hand the transaction on, and wait for its commit.
             let mut members = members;
-            let (told, answer) = tokio::sync::oneshot::channel();
+            let (told, mut answer) = tokio::sync::oneshot::channel();
             if commit {
                 members.push(Member { step: host, told });
             }
@@ -1176,11 +1263,23 @@ impl CallStore {
             if !commit {
                 return Ok(false);
             }
-            return match answer.await {
-                Ok(Ok(beside)) => Ok(beside),
-                Ok(Err(why)) => Err(anyhow::anyhow!(why)),
-                Err(_) => Err(anyhow::anyhow!(GROUP_LOST)),
-            };
+            loop {
+                tokio::select! {
+                    told = &mut answer => return match told {
+                        Ok(Ok(beside)) => Ok(beside),
+                        Ok(Err(why)) => Err(anyhow::anyhow!(why)),
+                        Err(_) => Err(anyhow::anyhow!(GROUP_LOST)),
+                    },
+                    () = tokio::time::sleep(ORPHAN_CHECK) => {
+                        // Nobody holds or waits for the permit, yet a group
+                        // is parked: its closer is gone with its runtime (a
+                        // server stopped). Commit it here.
+                        if let Ok(_permit) = self.home.writer.clone().try_acquire_owned() {
+                            self.home.commit_parked();
+                        }
+                    }
+                }
+            }
         }
         let own = if commit { host } else { None };
         let done = self.home.commit_group(p, members, own);
@@ -2110,6 +2209,147 @@ mod tests {
             .map(Result::unwrap)
             .collect();
         assert_eq!(kept, [3], "only the call after the lost group");
+    }
+
+    #[test]
+    fn a_deferred_foreign_key_a_call_leaves_violated_fails_that_call_alone_in_its_group() {
+        let (_d, mut s) = store();
+        s.migrate(&[
+            Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x INTEGER UNIQUE)".into() },
+            Migration {
+                name: "0002.sql".into(),
+                sql: "CREATE TABLE parent (id INTEGER PRIMARY KEY); \
+                      CREATE TABLE child (p INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED);"
+                    .into(),
+            },
+        ])
+        .unwrap();
+        long_groups(&mut s);
+        let results = one_thread().block_on(async {
+            let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
+            first.execute("INSERT INTO t (x) VALUES (0)", vec![]).await.unwrap();
+            let mut calls = Vec::new();
+            for sql in [
+                // Violates the deferred key, alone…
+                "INSERT INTO child (p) VALUES (7)",
+                // …and this would make it good before the group's one COMMIT.
+                "INSERT INTO parent (id) VALUES (7)",
+            ] {
+                let s = s.clone();
+                calls.push(tokio::spawn(async move {
+                    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+                    c.execute(sql, vec![]).await.unwrap();
+                    c.finish(true).await.map_err(|e| e.to_string())
+                }));
+                tokio::task::yield_now().await;
+            }
+            first.finish(true).await.unwrap();
+            let mut results = Vec::new();
+            for c in calls {
+                results.push(c.await.unwrap());
+            }
+            // A head that violates one commits alone, and fails alone.
+            let mut head = s.begin(Mode::ReadWrite, soon()).unwrap();
+            head.execute("INSERT INTO child (p) VALUES (9)", vec![]).await.unwrap();
+            let after = {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+                    c.execute("INSERT INTO t (x) VALUES (1)", vec![]).await.unwrap();
+                    c.finish(true).await.map_err(|e| e.to_string())
+                })
+            };
+            tokio::task::yield_now().await;
+            results.push(head.finish(true).await.map_err(|e| format!("{e:#}")));
+            results.push(after.await.unwrap());
+            results
+        });
+        assert!(matches!(&results[0], Err(e) if e.contains("FOREIGN KEY")), "{results:?}");
+        assert!(results[1].is_ok(), "{results:?}");
+        assert!(matches!(&results[2], Err(e) if e.contains("FOREIGN KEY")), "{results:?}");
+        assert!(results[3].is_ok(), "{results:?}");
+        let c = Connection::open(&s.path).unwrap();
+        let count = |sql: &str| c.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+        assert_eq!(count("SELECT count(*) FROM child"), 0);
+        assert_eq!(count("SELECT count(*) FROM parent"), 1);
+        assert_eq!(count("SELECT count(*) FROM t"), 2);
+    }
+
+    #[test]
+    fn a_writer_dropped_while_it_waits_is_no_longer_counted_as_waiting() {
+        let (_d, s) = store();
+        one_thread().block_on(async {
+            let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
+            first.execute("INSERT INTO t (x) VALUES (0)", vec![]).await.unwrap();
+            let waiter = {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+                    c.execute("INSERT INTO t (x) VALUES (1)", vec![]).await.map(drop)
+                })
+            };
+            tokio::task::yield_now().await;
+            assert_eq!(s.queued.load(Ordering::Acquire), 1);
+            // Its client went away: the call's future is dropped while it waits.
+            waiter.abort();
+            let _ = waiter.await;
+            assert_eq!(s.queued.load(Ordering::Acquire), 0);
+            // So the first, alone, commits at once instead of waiting for a group.
+            let before = s.commits.load(Ordering::Acquire);
+            let mut finishing = Box::pin(first.finish(true));
+            assert!(futures::poll!(&mut finishing).is_ready());
+            assert_eq!(s.commits.load(Ordering::Acquire), before + 1);
+        });
+    }
+
+    #[test]
+    fn a_group_whose_closer_went_with_its_runtime_is_committed_by_a_call_waiting_in_it() {
+        let (_d, mut s) = store();
+        long_groups(&mut s);
+        let elsewhere = one_thread();
+        let here = one_thread();
+        let (go, ready) = tokio::sync::oneshot::channel::<()>();
+        let (mut first, member) = here.block_on(async {
+            let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
+            first.execute("INSERT INTO t (x) VALUES (0)", vec![]).await.unwrap();
+            let member = {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+                    c.execute("INSERT INTO t (x) VALUES (1)", vec![]).await.unwrap();
+                    ready.await.unwrap();
+                    c.finish(true).await.map_err(|e| e.to_string())
+                })
+            };
+            tokio::task::yield_now().await;
+            (Some(first), member)
+        });
+        // The first parks its group on another runtime (its closer spawned
+        // there), its own call is dropped, and that runtime stops.
+        elsewhere.block_on(async {
+            let mut finishing = Box::pin(first.take().unwrap().finish(true));
+            assert!(futures::poll!(&mut finishing).is_pending());
+        });
+        drop(elsewhere);
+        let done = here.block_on(async {
+            // The member joins the group; another writer queues behind it…
+            tokio::task::yield_now().await;
+            let other = {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+                    c.execute("INSERT INTO t (x) VALUES (2)", vec![]).await.map(drop)
+                })
+            };
+            tokio::task::yield_now().await;
+            // …so the member parks the group for it and waits; that writer gives up.
+            go.send(()).unwrap();
+            tokio::task::yield_now().await;
+            other.abort();
+            tokio::time::timeout(Duration::from_secs(10), member).await
+        });
+        done.expect("the member committed the group nobody else would").unwrap().unwrap();
+        assert!(committed(&s, 0) && committed(&s, 1) && !committed(&s, 2));
     }
 
     /// SQLite ends a whole transaction by itself on some failures (a
