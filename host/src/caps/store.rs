@@ -406,8 +406,27 @@ impl AppStore {
     /// Copies what calls committed since the last checkpoint from the write-
     /// ahead log into the database (PASSIVE: it never waits for, nor blocks,
     /// a call). The host runs it on its own thread once a second.
+    ///
+    /// First it commits a group left parked with nobody to commit it (its
+    /// calls and its closer gone with a server that stopped): otherwise its
+    /// transaction would hold the database's write lock, and keep every
+    /// other process's write waiting, until the app's next write.
     pub fn checkpoint(&self) -> anyhow::Result<()> {
+        self.commit_orphaned();
         self.checkpoint_passive().map(drop)
+    }
+
+    /// Commits the parked group when nobody holds or waits for the write
+    /// permit: then no call of the group is running and no writer is about
+    /// to take it (one that comes just after begins a transaction of its
+    /// own).
+    fn commit_orphaned(&self) {
+        if self.parked.lock().expect("group").is_none() {
+            return;
+        }
+        if let Ok(_permit) = self.writer.clone().try_acquire_owned() {
+            self.commit_parked();
+        }
     }
 
     /// [`checkpoint`](Self::checkpoint); answers whether all of the log is
@@ -1274,9 +1293,7 @@ impl CallStore {
                         // Nobody holds or waits for the permit, yet a group
                         // is parked: its closer is gone with its runtime (a
                         // server stopped). Commit it here.
-                        if let Ok(_permit) = self.home.writer.clone().try_acquire_owned() {
-                            self.home.commit_parked();
-                        }
+                        self.home.commit_orphaned();
                     }
                 }
             }
@@ -2273,6 +2290,39 @@ mod tests {
         assert_eq!(count("SELECT count(*) FROM child"), 0);
         assert_eq!(count("SELECT count(*) FROM parent"), 1);
         assert_eq!(count("SELECT count(*) FROM t"), 2);
+    }
+
+    #[test]
+    fn a_group_left_with_no_call_and_no_closer_is_committed_at_the_next_checkpoint() {
+        let (_d, mut s) = store();
+        long_groups(&mut s);
+        let here = one_thread();
+        here.block_on(async {
+            let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
+            first.execute("INSERT INTO t (x) VALUES (0)", vec![]).await.unwrap();
+            let next = {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+                    c.execute("INSERT INTO t (x) VALUES (1)", vec![]).await.map(drop)
+                })
+            };
+            tokio::task::yield_now().await;
+            // The first parks its group for `next`; then the server stops:
+            // every call and the closer are dropped before they run again.
+            let mut finishing = Box::pin(first.finish(true));
+            assert!(futures::poll!(&mut finishing).is_pending());
+            next.abort();
+        });
+        drop(here);
+        // The parked transaction holds the write lock against other processes…
+        let other = Connection::open(&s.path).unwrap();
+        other.busy_timeout(Duration::ZERO).unwrap();
+        assert!(other.execute_batch("BEGIN IMMEDIATE").is_err());
+        // …until the store's next checkpoint (once a second) commits it.
+        s.checkpoint().unwrap();
+        other.execute_batch("BEGIN IMMEDIATE; ROLLBACK").unwrap();
+        assert!(committed(&s, 0) && !committed(&s, 1));
     }
 
     #[test]
