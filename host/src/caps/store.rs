@@ -34,6 +34,9 @@
 //! the permit when the group was first parked) has its turn: then one
 //! `COMMIT` ends them all, each call's record row inserted just before it,
 //! and each call is answered. One writer alone commits at once, as before.
+//! A group left with nobody to commit it (its closer gone with a stopped
+//! server's runtime) is committed by a call still waiting in it, or else by
+//! the store's once-a-second checkpoint.
 //! A write is acknowledged only after the commit that holds it; a call
 //! whose statement made SQLite end the transaction itself (`OR ROLLBACK`,
 //! an interrupted write, a full disk) takes the calls before it in its group
