@@ -798,12 +798,16 @@ async fn settled(
             format!("{app} was stopped in {kind} `{what}`: it {stopped}; nothing it wrote was kept"),
         )),
     };
-    let row = row_of.map(|f| Arc::new(f(&result)));
-    let insert = row.clone().map(|r| Box::new(crate::gate::record::insert_beside(r)) as caps::store::HostStep);
+    // Only a write's row can go in with its transaction: a read's is not
+    // wrapped for it (no allocation on the read path).
+    let mut row = row_of.map(|f| f(&result));
+    let writes = settle.store.mode() == caps::store::Mode::ReadWrite;
+    let shared = row.take_if(|_| writes).map(Arc::new);
+    let insert = shared.clone().map(|r| Box::new(crate::gate::record::insert_beside(r)) as caps::store::HostStep);
     let finished = settle.store.finish_with(result.is_ok(), insert).await;
     match finished {
         Ok(true) => (result, None),
-        Ok(false) => (result, row.map(Arc::unwrap_or_clone)),
+        Ok(false) => (result, row.or(shared.map(Arc::unwrap_or_clone))),
         Err(e) => {
             // Nothing was kept: the row says so.
             let failed = Err(CallError::new(ErrorKind::Internal, format!("{e:#}")));

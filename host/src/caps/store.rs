@@ -616,17 +616,10 @@ impl AppStore {
         let store = self.clone();
         rt.spawn(async move {
             while let Ok(permit) = store.writer.clone().acquire_owned().await {
-                let parked = store.parked.lock().expect("group").take();
-                match parked {
-                    Some(g) if store.may_grow(&g.members, g.opened) => {
-                        *store.parked.lock().expect("group") = Some(g);
-                    }
-                    Some(g) => {
-                        if let Err(e) = store.commit_group(g.conn, g.members, None) {
-                            tracing::warn!("cannot commit a group of writes: {e:#}");
-                        }
-                        return;
-                    }
+                let grows = store.parked.lock().expect("group").as_ref().map(|g| store.may_grow(&g.members, g.opened));
+                match grows {
+                    Some(true) => {}
+                    Some(false) => return store.commit_parked(),
                     None => return,
                 }
                 drop(permit);
@@ -1264,12 +1257,10 @@ impl CallStore {
         host: Option<HostStep>,
         may_park: bool,
     ) -> anyhow::Result<bool> {
-        let head = self.began.is_some();
-        let rt = tokio::runtime::Handle::try_current();
-        if let Ok(rt) = &rt
-            && may_park
+        if may_park
             && (commit || !members.is_empty())
             && self.home.may_grow(&members, opened)
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
         {
             // Writers wait: hand the transaction on, and wait for its commit.
             let mut members = members;
@@ -1278,8 +1269,9 @@ impl CallStore {
                 members.push(Member { step: host, told });
             }
             *self.home.parked.lock().expect("group") = Some(Group { conn: p, members, opened });
-            if head {
-                self.home.close_later(rt);
+            // The call that began the transaction parks it first.
+            if self.began.is_some() {
+                self.home.close_later(&rt);
             }
             self.permit.take();
             if !commit {
@@ -2058,6 +2050,30 @@ mod tests {
         assert!(matches!(c.query("SELECT count(*) FROM t", vec![]).await.unwrap().rows[0][0], Value::Integer(0)));
     }
 
+    /// A write call that holds the permit, its row `x` written.
+    async fn writing(s: &Arc<AppStore>, x: i64) -> CallStore {
+        let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+        c.execute("INSERT INTO t (x) VALUES (?1)", vec![Value::Integer(x)]).await.unwrap();
+        c
+    }
+
+    /// A write call of row `x` that queues for the permit; the task ends
+    /// (dropping the call) once its row is written.
+    fn queued_writer(s: &Arc<AppStore>, x: i64) -> tokio::task::JoinHandle<Result<(), AppError>> {
+        let s = s.clone();
+        tokio::spawn(async move {
+            let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+            c.execute("INSERT INTO t (x) VALUES (?1)", vec![Value::Integer(x)]).await.map(drop)
+        })
+    }
+
+    /// The rows of `t` another connection sees, in order.
+    fn kept(s: &AppStore) -> Vec<i64> {
+        let c = Connection::open(&s.path).unwrap();
+        let mut st = c.prepare("SELECT x FROM t ORDER BY x").unwrap();
+        st.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+    }
+
     /// Groups that stay open as long as a test needs (not cut by time).
     fn long_groups(s: &mut Arc<AppStore>) {
         Arc::get_mut(s).expect("not shared yet").group_window = Duration::from_secs(600);
@@ -2079,8 +2095,7 @@ mod tests {
         long_groups(&mut s);
         let before = s.commits.load(Ordering::Acquire);
         one_thread().block_on(async {
-            let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
-            first.execute("INSERT INTO t (x) VALUES (0)", vec![]).await.unwrap();
+            let first = writing(&s, 0).await;
             let mut waiters = Vec::new();
             for i in 1..=5i64 {
                 let s = s.clone();
@@ -2116,8 +2131,7 @@ mod tests {
         let (_d, mut s) = store();
         long_groups(&mut s);
         one_thread().block_on(async {
-            let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
-            first.execute("INSERT INTO t (x) VALUES (0)", vec![]).await.unwrap();
+            let first = writing(&s, 0).await;
             let call = |i: i64, how: &'static str| {
                 let s = s.clone();
                 tokio::spawn(async move {
@@ -2147,15 +2161,7 @@ mod tests {
                 w.await.unwrap().unwrap();
             }
         });
-        let c = Connection::open(&s.path).unwrap();
-        let kept: Vec<i64> = c
-            .prepare("SELECT x FROM t ORDER BY x")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        assert_eq!(kept, [0, 1, 4]);
+        assert_eq!(kept(&s), [0, 1, 4]);
     }
 
     #[test]
@@ -2163,15 +2169,8 @@ mod tests {
         let (_d, mut s) = store();
         long_groups(&mut s);
         one_thread().block_on(async {
-            let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
-            first.execute("INSERT INTO t (x) VALUES (0)", vec![]).await.unwrap();
-            let next = {
-                let s = s.clone();
-                tokio::spawn(async move {
-                    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
-                    c.execute("INSERT INTO t (x) VALUES (1)", vec![]).await.map(drop)
-                })
-            };
+            let first = writing(&s, 0).await;
+            let next = queued_writer(&s, 1);
             tokio::task::yield_now().await;
             // The first parks its group for `next` and waits for the commit…
             let mut finishing = Box::pin(first.finish(true));
@@ -2192,8 +2191,7 @@ mod tests {
         let (_d, mut s) = store();
         long_groups(&mut s);
         one_thread().block_on(async {
-            let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
-            first.execute("INSERT INTO t (x) VALUES (0)", vec![]).await.unwrap();
+            let first = writing(&s, 0).await;
             let breaker = {
                 let s = s.clone();
                 tokio::spawn(async move {
@@ -2220,15 +2218,7 @@ mod tests {
             assert_eq!(breaker.await.unwrap(), LOST);
             later.await.unwrap();
         });
-        let c = Connection::open(&s.path).unwrap();
-        let kept: Vec<i64> = c
-            .prepare("SELECT x FROM t ORDER BY x")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        assert_eq!(kept, [3], "only the call after the lost group");
+        assert_eq!(kept(&s), [3], "only the call after the lost group");
     }
 
     #[test]
@@ -2246,8 +2236,7 @@ mod tests {
         .unwrap();
         long_groups(&mut s);
         let results = one_thread().block_on(async {
-            let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
-            first.execute("INSERT INTO t (x) VALUES (0)", vec![]).await.unwrap();
+            let first = writing(&s, 0).await;
             let mut calls = Vec::new();
             for sql in [
                 // Violates the deferred key, alone…
@@ -2301,15 +2290,8 @@ mod tests {
         long_groups(&mut s);
         let here = one_thread();
         here.block_on(async {
-            let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
-            first.execute("INSERT INTO t (x) VALUES (0)", vec![]).await.unwrap();
-            let next = {
-                let s = s.clone();
-                tokio::spawn(async move {
-                    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
-                    c.execute("INSERT INTO t (x) VALUES (1)", vec![]).await.map(drop)
-                })
-            };
+            let first = writing(&s, 0).await;
+            let next = queued_writer(&s, 1);
             tokio::task::yield_now().await;
             // The first parks its group for `next`; then the server stops:
             // every call and the closer are dropped before they run again.
@@ -2332,15 +2314,8 @@ mod tests {
     fn a_writer_dropped_while_it_waits_is_no_longer_counted_as_waiting() {
         let (_d, s) = store();
         one_thread().block_on(async {
-            let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
-            first.execute("INSERT INTO t (x) VALUES (0)", vec![]).await.unwrap();
-            let waiter = {
-                let s = s.clone();
-                tokio::spawn(async move {
-                    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
-                    c.execute("INSERT INTO t (x) VALUES (1)", vec![]).await.map(drop)
-                })
-            };
+            let first = writing(&s, 0).await;
+            let waiter = queued_writer(&s, 1);
             tokio::task::yield_now().await;
             assert_eq!(s.queued.load(Ordering::Acquire), 1);
             // Its client went away: the call's future is dropped while it waits.
@@ -2363,8 +2338,7 @@ mod tests {
         let here = one_thread();
         let (go, ready) = tokio::sync::oneshot::channel::<()>();
         let (mut first, member) = here.block_on(async {
-            let mut first = s.begin(Mode::ReadWrite, soon()).unwrap();
-            first.execute("INSERT INTO t (x) VALUES (0)", vec![]).await.unwrap();
+            let first = writing(&s, 0).await;
             let member = {
                 let s = s.clone();
                 tokio::spawn(async move {
@@ -2387,13 +2361,7 @@ mod tests {
         let done = here.block_on(async {
             // The member joins the group; another writer queues behind it…
             tokio::task::yield_now().await;
-            let other = {
-                let s = s.clone();
-                tokio::spawn(async move {
-                    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
-                    c.execute("INSERT INTO t (x) VALUES (2)", vec![]).await.map(drop)
-                })
-            };
+            let other = queued_writer(&s, 2);
             tokio::task::yield_now().await;
             // …so the member parks the group for it and waits; that writer gives up.
             go.send(()).unwrap();
