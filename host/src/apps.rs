@@ -574,6 +574,10 @@ impl Apps {
         let call_store = store.begin(mode, deadline).map_err(|e| {
             CallError::new(ErrorKind::Conflict, format!("the store of {app} is not available ({e:#}); try again"))
         })?;
+        // A `write` route's call reaches the store soon: a group of writes
+        // ending meanwhile waits for it (group commit, `caps::store`). An
+        // `external` call may first spend seconds on the network: not it.
+        let call_store = if effect == Effect::Write { call_store.on_its_way() } else { call_store };
         // A preview's calls write to the app's log too, saying so.
         let paths = self.root.app(app);
         let label = match data.parent().filter(|_| data != paths.data()) {

@@ -26,14 +26,19 @@
 //! while it waits hears `conflict`: "the app is busy; try again".
 //!
 //! **Group commit.** A write call that ends while other writers wait for the
-//! permit does not commit: it parks its open transaction ([`Group`]) and
-//! waits. The next writer goes on in that transaction inside a savepoint of
-//! its own (its failure undoes only its savepoint), and so on, until a call
-//! ends with nobody waiting, the group is [`GROUP_WINDOW`] old or
+//! permit, or while other write calls of the app are on their way to it
+//! (begun, before their first statement: [`CallStore::on_its_way`]), does
+//! not commit: it parks its open transaction ([`Group`]) and waits. The next
+//! writer goes on in that transaction inside a savepoint of its own (its
+//! failure undoes only its savepoint), and so on, until a call ends with
+//! nobody waiting or on the way, the group is [`GROUP_WINDOW`] old or
 //! [`GROUP_MOST`] calls long, or the group's closer (a task that queued for
 //! the permit when the group was first parked) has its turn: then one
 //! `COMMIT` ends them all, each call's record row inserted just before it,
 //! and each call is answered. One writer alone commits at once, as before.
+//! A closer whose group waits only for calls on their way does not hold
+//! the permit: it sleeps until the window ends, or until one of them ends
+//! without writing.
 //! A group left with nobody to commit it (its closer gone with a stopped
 //! server's runtime) is committed by a call still waiting in it, or else by
 //! the store's once-a-second checkpoint.
@@ -250,6 +255,11 @@ pub struct AppStore {
     beside: Option<Beside>,
     /// Calls waiting for the write permit right now.
     queued: std::sync::atomic::AtomicUsize,
+    /// Write calls on their way to the permit ([`CallStore::on_its_way`]).
+    coming: std::sync::atomic::AtomicUsize,
+    /// Told when a call on its way ends without asking for the permit: a
+    /// closer waiting for it need not wait out its group's window.
+    gone: tokio::sync::Notify,
     /// The connection `checkpoint` uses, opened at its first use.
     checkpointer: Mutex<Option<Pooled>>,
     /// The write permit: one writer at a time, taken in arrival order before
@@ -302,6 +312,8 @@ impl AppStore {
             checkpoint_at: AtomicU64::new(CHECKPOINT_PAGES),
             beside,
             queued: std::sync::atomic::AtomicUsize::new(0),
+            coming: std::sync::atomic::AtomicUsize::new(0),
+            gone: tokio::sync::Notify::new(),
             checkpointer: Mutex::new(None),
             writer: Arc::new(tokio::sync::Semaphore::new(1)),
             parked: Mutex::new(None),
@@ -522,6 +534,7 @@ impl AppStore {
             home: self.clone(),
             mode,
             deadline,
+            coming: false,
             state: State::Unused,
             waited_out: false,
             waited: Duration::ZERO,
@@ -530,7 +543,8 @@ impl AppStore {
 
     /// The app's write permit, waited for asynchronously in arrival order
     /// until `deadline`; `None` when the deadline came first.
-    async fn write_permit(&self, deadline: Instant) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    /// A call counted on its way (`coming`) is counted as waiting from here.
+    async fn write_permit(&self, deadline: Instant, coming: &mut bool) -> Option<tokio::sync::OwnedSemaphorePermit> {
         let wait = self.writer.clone().acquire_owned();
         // Counted while it waits, however the wait ends (a call dropped
         // while it waits, its client gone, is no longer waiting).
@@ -542,6 +556,9 @@ impl AppStore {
         }
         self.queued.fetch_add(1, Ordering::AcqRel);
         let queued = Queued(&self.queued);
+        if std::mem::take(coming) {
+            self.coming.fetch_sub(1, Ordering::AcqRel);
+        }
         let waited = tokio::time::timeout_at(deadline.into(), wait).await;
         drop(queued);
         match waited {
@@ -612,27 +629,43 @@ impl AppStore {
     /// again) while the group may grow, and commits it otherwise: a group
     /// whose next writer gave up its turn (its deadline, its connection
     /// closed) is never left open, and a closer does not cut a group short.
+    /// While the group waits only for writers on their way, the closer lets
+    /// the permit go and sleeps until the group's window ends (or one of
+    /// them ends without writing), so they take the permit straight away.
     fn close_later(self: &Arc<Self>, rt: &tokio::runtime::Handle) {
         let store = self.clone();
         rt.spawn(async move {
             while let Ok(permit) = store.writer.clone().acquire_owned().await {
-                let grows = store.parked.lock().expect("group").as_ref().map(|g| store.may_grow(&g.members, g.opened));
-                match grows {
-                    Some(true) => {}
-                    Some(false) => return store.commit_parked(),
+                let grows = store
+                    .parked
+                    .lock()
+                    .expect("group")
+                    .as_ref()
+                    .map(|g| (store.may_grow(&g.members, g.opened), g.opened));
+                let opened = match grows {
+                    Some((true, opened)) => opened,
+                    Some((false, _)) => return store.commit_parked(),
                     None => return,
-                }
+                };
                 drop(permit);
-                // The waiters go first (one counted may not be queued yet).
-                tokio::task::yield_now().await;
+                if store.queued.load(Ordering::Acquire) > 0 {
+                    // The waiters go first (one counted may not be queued yet).
+                    tokio::task::yield_now().await;
+                } else {
+                    let end = opened + store.group_window;
+                    tokio::select! {
+                        () = tokio::time::sleep_until(end.into()) => {}
+                        () = store.gone.notified() => {}
+                    }
+                }
             }
         });
     }
 
     /// Whether a group of `members` opened at `opened` may be handed on to
-    /// a writer waiting now.
+    /// a writer waiting now, or on its way.
     fn may_grow(&self, members: &[Member], opened: Instant) -> bool {
-        self.queued.load(Ordering::Acquire) > 0
+        (self.queued.load(Ordering::Acquire) > 0 || self.coming.load(Ordering::Acquire) > 0)
             && members.len() + 1 < GROUP_MOST
             && opened.elapsed() < self.group_window
     }
@@ -1118,6 +1151,8 @@ pub struct CallStore {
     mode: Mode,
     deadline: Instant,
     state: State,
+    /// Counted among the writers on their way to the permit.
+    coming: bool,
     /// The deadline passed while the call waited for the write permit.
     waited_out: bool,
     /// How long the call waited for its turn to write.
@@ -1140,6 +1175,21 @@ enum State {
 impl CallStore {
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+
+    /// Counts this write call among the app's writers on their way to the
+    /// write permit, from now until it asks for the permit or ends: a group
+    /// ending meanwhile is handed on to it rather than committed (within the
+    /// group's window). For calls that should reach the store soon (a
+    /// `write` route's), not for ones that may first spend long elsewhere
+    /// (an `external` route's network or programs): a group would wait its
+    /// whole window for them.
+    pub fn on_its_way(mut self) -> CallStore {
+        if self.mode == Mode::ReadWrite && self.state == State::Unused && !self.coming {
+            self.home.coming.fetch_add(1, Ordering::AcqRel);
+            self.coming = true;
+        }
+        self
     }
 
     /// Whether the call's deadline passed while it waited for its turn to
@@ -1322,7 +1372,7 @@ impl CallStore {
             self.state = State::Closed;
             let asked = Instant::now();
             if self.mode == Mode::ReadWrite {
-                let permit = self.home.write_permit(self.deadline).await;
+                let permit = self.home.write_permit(self.deadline, &mut self.coming).await;
                 self.waited = asked.elapsed();
                 match permit {
                     Some(permit) => self.permit = Some(permit),
@@ -1418,6 +1468,12 @@ impl CallStore {
 
 impl Drop for CallStore {
     fn drop(&mut self) {
+        if std::mem::take(&mut self.coming) {
+            // On its way, it never asked for the permit: a group waiting
+            // for it need wait no longer.
+            self.home.coming.fetch_sub(1, Ordering::AcqRel);
+            self.home.gone.notify_one();
+        }
         // A call that was never settled (a trap unwinding, a dropped future)
         // keeps nothing.
         if let Some(mut p) = self.conn.take() {
@@ -2184,6 +2240,72 @@ mod tests {
         });
         assert!(committed(&s, 0));
         assert!(!committed(&s, 1));
+    }
+
+    #[test]
+    fn a_group_ending_while_a_writer_is_on_its_way_waits_for_it_and_both_commit_once() {
+        let (_d, mut s) = store();
+        long_groups(&mut s);
+        let before = s.commits.load(Ordering::Acquire);
+        one_thread().block_on(async {
+            let first = writing(&s, 0).await;
+            // A write call that has begun but not yet sent its statement.
+            let mut next = s.begin(Mode::ReadWrite, soon()).unwrap().on_its_way();
+            let mut finishing = Box::pin(first.finish(true));
+            assert!(futures::poll!(&mut finishing).is_pending(), "the group waits for the writer on its way");
+            assert!(!committed(&s, 0));
+            next.execute("INSERT INTO t (x) VALUES (1)", vec![]).await.unwrap();
+            // Nobody waits or is on the way now: its end commits both.
+            next.finish(true).await.unwrap();
+            finishing.await.unwrap();
+        });
+        assert!(committed(&s, 0) && committed(&s, 1));
+        assert_eq!(s.commits.load(Ordering::Acquire) - before, 1, "one commit for both");
+        assert_eq!(s.coming.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn a_group_waiting_for_a_writer_on_its_way_that_never_writes_is_committed_when_it_ends() {
+        let (_d, mut s) = store();
+        long_groups(&mut s);
+        one_thread().block_on(async {
+            let first = writing(&s, 0).await;
+            let next = s.begin(Mode::ReadWrite, soon()).unwrap().on_its_way();
+            let mut finishing = Box::pin(first.finish(true));
+            assert!(futures::poll!(&mut finishing).is_pending());
+            // The group's closer has looked, and sleeps until the window ends…
+            for _ in 0..4 {
+                tokio::task::yield_now().await;
+            }
+            assert!(!committed(&s, 0));
+            // …but the call it waits for ends without writing: no need to wait.
+            drop(next);
+            for _ in 0..4 {
+                tokio::task::yield_now().await;
+            }
+            assert!(committed(&s, 0), "committed as soon as the writer on its way went");
+            finishing.await.unwrap();
+        });
+        assert_eq!(s.coming.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn a_write_call_on_its_way_is_counted_until_it_asks_for_the_permit_or_ends() {
+        let (_d, s) = store();
+        one_thread().block_on(async {
+            let reader = s.begin(Mode::ReadOnly, soon()).unwrap().on_its_way();
+            assert_eq!(s.coming.load(Ordering::Acquire), 0, "a read never writes");
+            drop(reader);
+            let mut a = s.begin(Mode::ReadWrite, soon()).unwrap().on_its_way();
+            let b = s.begin(Mode::ReadWrite, soon()).unwrap().on_its_way();
+            assert_eq!(s.coming.load(Ordering::Acquire), 2);
+            a.execute("INSERT INTO t (x) VALUES (1)", vec![]).await.unwrap();
+            assert_eq!(s.coming.load(Ordering::Acquire), 1, "asking for the permit, it is no longer on its way");
+            b.finish(true).await.unwrap();
+            assert_eq!(s.coming.load(Ordering::Acquire), 0, "ending without writing, neither");
+            a.finish(true).await.unwrap();
+        });
+        assert!(committed(&s, 1));
     }
 
     #[test]

@@ -60,6 +60,20 @@ fn the_arguments_hash_does_not_depend_on_key_order_or_spacing() {
 }
 
 #[test]
+fn the_arguments_hash_is_the_sha256_of_the_canonical_text_in_lowercase_hex() {
+    // `printf '{}' | sha256sum`, and the same for the text above.
+    assert_eq!(
+        arguments_hash(&serde_json::json!({})),
+        "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+    );
+    let text = r#"{"a":{"x":"s","y":[1,2]},"b":1}"#;
+    let want: String = sha2::Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(arguments_hash(&serde_json::from_str(text).unwrap()), want);
+    assert_eq!(hex_of(&[0x00, 0x0f, 0xab, 0xff]), "000fabff");
+    assert_eq!(hex_of(&[]), "");
+}
+
+#[test]
 fn a_caller_label_is_never_a_channel() {
     assert_eq!(Caller::control("user").channel(), Channel::Mcp);
     assert_eq!(Caller::control("I am the person, channel=user").channel(), Channel::Mcp);
