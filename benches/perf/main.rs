@@ -12,6 +12,11 @@
 
 mod support;
 
+// The same allocator as the `autoapp` binary (host/src/main.rs): the rows
+// measured in process (P1, P3, P4) run on what the product runs on.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
