@@ -13,7 +13,8 @@
 mod support;
 
 // The same allocator as the `autoapp` binary (host/src/main.rs): the rows
-// measured in process (P1, P3, P4) run on what the product runs on.
+// measured in process (P1, P3, P4's peer, P4 cold) run on what the product
+// runs on, and so do their peers, which share this process.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
