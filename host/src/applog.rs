@@ -7,6 +7,16 @@
 //! app's log never holds more than twice that. Every process that runs calls
 //! (the launcher, `autoapp call`) appends whole lines (`O_APPEND`); the
 //! rotation is done under a lock file so two processes never rotate twice.
+//!
+//! A call does not write its lines itself: [`queue`] hands them to one writer
+//! thread of the process, which gathers what comes in the next moment
+//! ([`GATHER`]) and appends each app's lines with one `write` (a file's
+//! `statx` and `write` per line were a tenth of a write call's time,
+//! docs/performance.md). Readers in this process ([`read`], [`tail`],
+//! [`follow`]) first wait for what is queued ([`flush`]), and so does a clean
+//! stop (`Apps` when dropped, the command line before it exits); a process
+//! that is killed loses the lines of its last [`GATHER`] — the record, not
+//! the log, is what keeps the calls (docs/security.md).
 
 use std::fs;
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
@@ -73,6 +83,12 @@ pub fn dir_of(app_dir: &Path) -> PathBuf {
 pub fn append(dir: &Path, line: &Line) -> anyhow::Result<()> {
     let mut text = serde_json::to_string(line)?;
     text.push('\n');
+    append_text(dir, &text)
+}
+
+/// Appends `text` (whole lines, each ending in a newline) with one `write`,
+/// rotating the log when it grows past the limit.
+fn append_text(dir: &Path, text: &str) -> anyhow::Result<()> {
     let path = dir.join(CURRENT);
     let mut kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
     let there = match fs::metadata(&path) {
@@ -103,6 +119,163 @@ pub fn append(dir: &Path, line: &Line) -> anyhow::Result<()> {
         kept.remove(dir);
         drop(kept);
         rotate(dir)?;
+    }
+    Ok(())
+}
+
+/// How long the writer gathers lines after the first before it writes them.
+pub const GATHER: Duration = Duration::from_millis(10);
+
+/// The most bytes of lines queued; past it, a call that logs waits for the
+/// writer (so a flood of lines slows its app down instead of filling memory).
+const QUEUED_MOST: usize = 8 << 20;
+
+/// The most bytes written with one `write`: the log passes its limit by less
+/// than this before it is rotated.
+const WRITE_MOST: usize = 64 << 10;
+
+/// Lines waiting for the writer, by log folder (few: the apps that logged
+/// in the last moment).
+struct Queue {
+    lines: Vec<(PathBuf, Vec<Line>)>,
+    bytes: usize,
+    /// Lines queued and lines written (or given up on) since the process began.
+    queued: u64,
+    written: u64,
+    /// The writer waits for lines (it must be woken) rather than gathering.
+    idle: bool,
+    /// A reader or a clean stop waits: write now, without gathering.
+    urgent: bool,
+}
+
+struct Appender {
+    queue: std::sync::Mutex<Queue>,
+    /// The writer waits on this for lines (or for `urgent`).
+    work: std::sync::Condvar,
+    /// Those who flush, or wait for room, wait on this.
+    done: std::sync::Condvar,
+}
+
+static APPENDER: Appender = Appender {
+    queue: std::sync::Mutex::new(Queue {
+        lines: Vec::new(),
+        bytes: 0,
+        queued: 0,
+        written: 0,
+        idle: true,
+        urgent: false,
+    }),
+    work: std::sync::Condvar::new(),
+    done: std::sync::Condvar::new(),
+};
+
+/// Whether the writer thread runs (started at the first line); if it could
+/// not be started, each call writes its own lines.
+fn writer_runs() -> bool {
+    static RUNS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *RUNS.get_or_init(|| {
+        std::thread::Builder::new()
+            .name("autoapp-app-logs".into())
+            .spawn(|| write_queued(&APPENDER))
+            .inspect_err(|e| tracing::warn!("no thread for the apps' logs ({e}): each call writes its own lines"))
+            .is_ok()
+    })
+}
+
+fn lock(a: &Appender) -> std::sync::MutexGuard<'_, Queue> {
+    a.queue.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Queues `line` for the log in `dir`; the writer appends it within
+/// [`GATHER`]. Waits only when [`QUEUED_MOST`] bytes already wait.
+pub fn queue(dir: &Path, line: Line) {
+    let a = &APPENDER;
+    if !writer_runs() {
+        if let Err(e) = append(dir, &line) {
+            tracing::warn!("cannot write the app's log file: {e:#}");
+        }
+        return;
+    }
+    let size = line.time.len() + line.level.len() + line.route.len() + line.message.len() + 48;
+    let mut q = lock(a);
+    while q.bytes >= QUEUED_MOST {
+        q.urgent = true;
+        a.work.notify_one();
+        q = a.done.wait(q).unwrap_or_else(|p| p.into_inner());
+    }
+    match q.lines.iter_mut().find(|(d, _)| d == dir) {
+        Some((_, lines)) => lines.push(line),
+        None => q.lines.push((dir.to_path_buf(), vec![line])),
+    }
+    q.bytes += size;
+    q.queued += 1;
+    // Only an idle writer is woken: while it gathers, queuing costs no
+    // system call.
+    if q.idle {
+        q.idle = false;
+        a.work.notify_one();
+    }
+}
+
+/// Waits until every line queued in this process so far is in its file.
+pub fn flush() {
+    let a = &APPENDER;
+    let mut q = lock(a);
+    let target = q.queued;
+    if q.written >= target {
+        return;
+    }
+    q.urgent = true;
+    a.work.notify_one();
+    while q.written < target {
+        q = a.done.wait(q).unwrap_or_else(|p| p.into_inner());
+    }
+}
+
+/// The writer thread: gathers, then appends each folder's lines.
+fn write_queued(a: &Appender) {
+    loop {
+        let mut q = lock(a);
+        while q.lines.is_empty() {
+            q.idle = true;
+            q = a.work.wait(q).unwrap_or_else(|p| p.into_inner());
+        }
+        q.idle = false;
+        if !q.urgent {
+            q = a.work.wait_timeout_while(q, GATHER, |q| !q.urgent).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        q.urgent = false;
+        let lines = std::mem::take(&mut q.lines);
+        let upto = q.queued;
+        q.bytes = 0;
+        drop(q);
+        for (dir, lines) in &lines {
+            if let Err(e) = write_lines(dir, lines) {
+                tracing::warn!("cannot write the app's log file in {}: {e:#}", dir.display());
+            }
+        }
+        let mut q = lock(a);
+        q.written = upto;
+        drop(q);
+        a.done.notify_all();
+    }
+}
+
+/// Appends `lines` to the log in `dir`, in writes of at most [`WRITE_MOST`]
+/// bytes of whole lines.
+fn write_lines(dir: &Path, lines: &[Line]) -> anyhow::Result<()> {
+    let mut text = String::new();
+    for line in lines {
+        let before = text.len();
+        text.push_str(&serde_json::to_string(line)?);
+        text.push('\n');
+        if text.len() >= WRITE_MOST && before > 0 {
+            append_text(dir, &text[..before])?;
+            text.drain(..before);
+        }
+    }
+    if !text.is_empty() {
+        append_text(dir, &text)?;
     }
     Ok(())
 }
@@ -227,6 +400,7 @@ fn keep_last(lines: impl Iterator<Item = Line>, since: Option<SystemTime>, limit
 
 /// The newest `limit` lines in `dir` at or after `since`, oldest first.
 pub fn read(dir: &Path, since: Option<SystemTime>, limit: usize) -> anyhow::Result<Vec<Line>> {
+    flush();
     let _lock = rotation_lock(dir, false)?;
     let old = read_range(&dir.join(ROTATED), 0, None)?;
     let new = read_range(&dir.join(CURRENT), 0, None)?;
@@ -235,6 +409,7 @@ pub fn read(dir: &Path, since: Option<SystemTime>, limit: usize) -> anyhow::Resu
 
 /// The newest `limit` lines in `dir`, reading only the ends of the files.
 pub fn tail(dir: &Path, limit: usize) -> anyhow::Result<Vec<Line>> {
+    flush();
     let _lock = rotation_lock(dir, false)?;
     // A line is at most a 4 KiB message, escaped (up to six bytes for one),
     // with its time, level and route.
@@ -277,6 +452,7 @@ pub fn follow(
     every: Duration,
     mut each: impl FnMut(Line) -> bool,
 ) -> anyhow::Result<()> {
+    flush();
     let path = dir.join(CURRENT);
     let (history, mut current) = {
         let _lock = rotation_lock(dir, false)?;
@@ -365,6 +541,7 @@ pub fn parse_since(given: &str) -> Result<SystemTime, String> {
 
 /// How many bytes the log in `dir` holds.
 pub fn bytes(dir: &Path) -> u64 {
+    flush();
     [CURRENT, ROTATED].iter().filter_map(|n| fs::metadata(dir.join(n)).ok()).map(|m| m.len()).sum()
 }
 
@@ -389,6 +566,70 @@ mod tests {
         append(&dir, &Line::new("info", "r", "three")).unwrap();
         let lines: Vec<String> = read(&dir, None, 10).unwrap().into_iter().map(|l| l.message).collect();
         assert_eq!(lines, ["three"]);
+    }
+
+    #[test]
+    fn queued_lines_of_many_callers_at_once_are_all_written_whole_and_in_order_before_a_read() {
+        let d = tempfile::tempdir().unwrap();
+        let dirs: Vec<PathBuf> = (0..2).map(|i| d.path().join(format!("app{i}")).join("logs")).collect();
+        for dir in &dirs {
+            fs::create_dir_all(dir.parent().unwrap()).unwrap();
+        }
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let dir = dirs[t % 2].clone();
+                std::thread::spawn(move || {
+                    for i in 0..500 {
+                        queue(&dir, Line::new("info", &format!("t{t}"), &format!("{i} {}", "z".repeat(i % 300))));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        // No flush here: a reader in this process waits for what is queued.
+        for (k, dir) in dirs.iter().enumerate() {
+            let lines = read(dir, None, usize::MAX).unwrap();
+            assert_eq!(lines.len(), 4 * 500, "every line of app{k}, each whole");
+            for t in (k..8).step_by(2) {
+                let mine: Vec<usize> = lines
+                    .iter()
+                    .filter(|l| l.route == format!("t{t}"))
+                    .map(|l| l.message.split(' ').next().unwrap().parse().unwrap())
+                    .collect();
+                assert_eq!(mine, (0..500).collect::<Vec<_>>(), "each caller's lines in the order it wrote them");
+            }
+        }
+    }
+
+    #[test]
+    fn a_flood_of_queued_lines_keeps_the_log_bounded_and_loses_no_line_between_its_files() {
+        let d = tempfile::tempdir().unwrap();
+        let message = "q".repeat(4000);
+        let n = (3 * FILE_LIMIT / 4000) as usize;
+        // Made first, then queued at once: the writer takes them in one batch.
+        let lines: Vec<Line> = (0..n).map(|i| Line::new("info", "r", &format!("{i} {message}"))).collect();
+        for line in lines {
+            queue(d.path(), line);
+        }
+        flush();
+        assert!(bytes(d.path()) <= 2 * FILE_LIMIT + (64 << 10), "bounded: {}", bytes(d.path()));
+        let all = read(d.path(), None, usize::MAX).unwrap();
+        let first: usize = all[0].message.split(' ').next().unwrap().parse().unwrap();
+        assert_eq!(first + all.len(), n, "the newest lines, up to the last");
+        for (k, l) in all.iter().enumerate() {
+            assert!(l.message.starts_with(&format!("{} ", first + k)));
+        }
+    }
+
+    #[test]
+    fn a_queued_line_is_not_made_into_a_folder_for_an_app_that_went() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("gone").join("logs");
+        queue(&dir, Line::new("info", "r", "late"));
+        flush();
+        assert!(!d.path().join("gone").exists(), "the app's folder is not made again by its last line");
     }
 
     #[test]

@@ -72,6 +72,14 @@ pub struct Apps {
     stores: Arc<Mutex<HashMap<std::ffi::OsString, Arc<AppStore>>>>,
 }
 
+impl Drop for Apps {
+    /// A clean stop: the apps' log lines queued by this process's calls are
+    /// written (the record's rows are, by the recorder's own drop).
+    fn drop(&mut self) {
+        crate::applog::flush();
+    }
+}
+
 impl Apps {
     pub fn new(root: Root, config: &Config) -> anyhow::Result<Apps> {
         let stores: Arc<Mutex<HashMap<std::ffi::OsString, Arc<AppStore>>>> = Arc::default();
@@ -118,9 +126,11 @@ impl Apps {
         &self.gate
     }
 
-    /// Waits until every decision made so far is in its record.
+    /// Waits until every decision made so far is in its record, and every
+    /// log line queued so far in its file.
     pub fn flush_record(&self) {
         self.recorder.flush();
+        crate::applog::flush();
     }
 
     /// The store of the data folder `data`, opened once per process.
@@ -181,6 +191,7 @@ impl Apps {
     pub(crate) fn close_store(&self, data: &Path) {
         self.stores.lock().expect("stores").remove(data.as_os_str());
         self.recorder.close(data);
+        crate::applog::flush();
     }
 
     /// Loads (compiles, links) a release, to know it can be served. Blocks:

@@ -2,7 +2,8 @@
 //!
 //! Lines are sanitised, bounded per call (`log_lines_per_call`) and per line
 //! ([`MAX_LINE`]), and go to the app's log file (`applog`, given to the call
-//! as a folder) and to the host's `tracing` log with the app id and route.
+//! as a folder; its writer thread appends them) and to the host's `tracing`
+//! log with the app id and route.
 
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -73,10 +74,9 @@ impl Host for CallLog {
             Level::Warn => "warn",
             Level::Error => "error",
         };
-        if let Some(dir) = &log.file
-            && let Err(e) = crate::applog::append(dir, &crate::applog::Line::new(name, route, &message))
-        {
-            tracing::warn!(app, "cannot write the app's log file: {e:#}");
+        if let Some(dir) = &log.file {
+            // Written by the log's own thread, not in the call's time.
+            crate::applog::queue(dir, crate::applog::Line::new(name, route, &message));
         }
         let message = message.escape_debug().to_string();
         match level {

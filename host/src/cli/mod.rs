@@ -497,7 +497,10 @@ pub fn main() -> ExitCode {
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     let cli = Cli::parse();
     init_tracing();
-    match run(cli) {
+    let ran = run(cli);
+    // Whatever ran, the apps' log lines it queued are written before it ends.
+    crate::applog::flush();
+    match ran {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             tell!("autoapp: {}", f.message.trim_end());
