@@ -63,7 +63,8 @@ test("Install in the panel: a chosen package becomes a candidate, its publisher 
 
   // Choose… asks the file window; Install checks and places a candidate.
   await page.locator("button.install-choose").click();
-  await page.waitForFunction(() => document.querySelector("input.install-source").value.endsWith(".wasm"));
+  // (The garbage's path ends in .wasm too: wait for the chosen file itself.)
+  await page.waitForFunction((chosen) => document.querySelector("input.install-source").value === chosen, file);
   assert.equal(await page.locator("input.install-source").inputValue(), file);
   const args = window.args().split("\n");
   assert.ok(args.includes("--file-selection") && !args.includes("--directory"), args.join(" "));
