@@ -57,9 +57,10 @@ struct Args {
     /// Run one series alone for a profiler: p1-ours, p1-peer, p2-ours, p2r-ours, p3-ours, p3-peer, p3c-ours, p4-ours.
     #[arg(long)]
     profile: Option<String>,
-    /// How many calls `--profile` makes.
-    #[arg(long, default_value_t = 2000)]
-    calls: usize,
+    /// How many calls `--profile` makes (2,000); for the profiles of a real
+    /// server (p2-ours, p2r-ours, p3c-ours), how many seconds wrk runs (15).
+    #[arg(long)]
+    calls: Option<usize>,
     /// Keep the work folder (its path is printed).
     #[arg(long)]
     keep: bool,
@@ -930,7 +931,8 @@ fn p6(ctx: &Ctx) -> anyhow::Result<Row> {
 
 /// One series alone, for `valgrind --tool=callgrind` or `perf record`.
 fn profile(ctx: &Ctx, which: &str) -> anyhow::Result<()> {
-    let n = ctx.args.calls;
+    let server = matches!(which, "p2-ours" | "p2r-ours" | "p3c-ours");
+    let n = ctx.args.calls.unwrap_or(if server { 15 } else { 2000 });
     // A small pool, so the engine's address-space reservation fits under valgrind.
     const QUIET: &str = "opener = \"none\"\nmax_instances = 2\n";
     match which {
