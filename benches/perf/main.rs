@@ -931,8 +931,8 @@ fn p6(ctx: &Ctx) -> anyhow::Result<Row> {
 
 /// One series alone, for `valgrind --tool=callgrind` or `perf record`.
 fn profile(ctx: &Ctx, which: &str) -> anyhow::Result<()> {
-    let server = matches!(which, "p2-ours" | "p2r-ours" | "p3c-ours");
-    let n = ctx.args.calls.unwrap_or(if server { 15 } else { 2000 });
+    let serves = matches!(which, "p2-ours" | "p2r-ours" | "p3c-ours");
+    let n = ctx.args.calls.unwrap_or(if serves { 15 } else { 2000 });
     // A small pool, so the engine's address-space reservation fits under valgrind.
     const QUIET: &str = "opener = \"none\"\nmax_instances = 2\n";
     match which {

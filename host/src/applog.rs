@@ -81,14 +81,14 @@ pub fn dir_of(app_dir: &Path) -> PathBuf {
 /// by another process, the app's folder restored or removed), the path is
 /// opened anew, so every line goes where a reader looks for it.
 pub fn append(dir: &Path, line: &Line) -> anyhow::Result<()> {
-    let mut text = serde_json::to_string(line)?;
-    text.push('\n');
+    let mut text = serde_json::to_vec(line)?;
+    text.push(b'\n');
     append_text(dir, &text)
 }
 
 /// Appends `text` (whole lines, each ending in a newline) with one `write`,
 /// rotating the log when it grows past the limit.
-fn append_text(dir: &Path, text: &str) -> anyhow::Result<()> {
+fn append_text(dir: &Path, text: &[u8]) -> anyhow::Result<()> {
     let path = dir.join(CURRENT);
     let mut kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
     let there = match fs::metadata(&path) {
@@ -111,7 +111,7 @@ fn append_text(dir: &Path, text: &str) -> anyhow::Result<()> {
     };
     let f = &mut kept.get_mut(dir).expect("kept just now").file;
     // One write of the whole line: appends of other processes never cut into it.
-    if let Err(e) = f.write_all(text.as_bytes()) {
+    if let Err(e) = f.write_all(text) {
         kept.remove(dir);
         return Err(e).with_context(|| format!("cannot write {}", path.display()));
     }
@@ -264,11 +264,11 @@ fn write_queued(a: &Appender) {
 /// Appends `lines` to the log in `dir`, in writes of at most [`WRITE_MOST`]
 /// bytes of whole lines.
 fn write_lines(dir: &Path, lines: &[Line]) -> anyhow::Result<()> {
-    let mut text = String::new();
+    let mut text = Vec::new();
     for line in lines {
         let before = text.len();
-        text.push_str(&serde_json::to_string(line)?);
-        text.push('\n');
+        serde_json::to_writer(&mut text, line)?;
+        text.push(b'\n');
         if text.len() >= WRITE_MOST && before > 0 {
             append_text(dir, &text[..before])?;
             text.drain(..before);
