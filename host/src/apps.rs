@@ -216,7 +216,10 @@ impl Apps {
         if id != release {
             return Err(CallError::new(ErrorKind::InvalidInput, "name the release by its whole id"));
         }
-        self.load(app, &id).await.map(|_| ())
+        let loaded = self.load(app, &id).await?;
+        // Its first call then finds an instance made.
+        self.runtime.make_ahead(&loaded.prepared);
+        Ok(())
     }
 
     /// The releases loaded in this process (ready for a call), by id, sorted.

@@ -6,17 +6,28 @@
 //! [`wasmtime::Store`] per call, dropped after it: nothing a call leaves in
 //! memory reaches the next.
 //!
+//! An instance is made with nothing given: code a component runs while it is
+//! instantiated (a start function) finds no store, no log, no network, no
+//! programs, no folders. The call's [`CallPlan`] is given to the instance
+//! after, just before the route is entered. So an instance can be made ahead
+//! of the call that will use it: after each call, one thread of the process
+//! (`autoapp-instances`) makes the release's next instance (a *spare*, never
+//! used by any call) and frees the used one, off the calls' path. Spares are
+//! few ([`SPARES_MOST`]), freed when unused for [`SPARE_KEEP`], and given up
+//! at once when a call finds no free instance slot.
+//!
 //! This module decides nothing about whether a call may run: the gate did that
 //! before. It gives a call exactly the [`CallPlan`] it was handed.
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use tokio::sync::OwnedSemaphorePermit;
 pub use wasmtime::Engine;
-use wasmtime::component::{Component, HasSelf, InstancePre, Linker, ResourceTable};
+use wasmtime::component::{Component, HasSelf, Instance, InstancePre, Linker, ResourceTable};
 use wasmtime::{
     InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder, Trap, UpdateDeadline,
 };
@@ -41,6 +52,27 @@ const MEMORY_KEEP_RESIDENT: usize = 2 << 20;
 /// The same for its tables.
 const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
+/// The most instances made ahead of calls at once (one per release at most):
+/// each holds an instance slot and a little memory.
+const SPARES_MOST: usize = 8;
+
+/// How long a spare waits for a call before it is freed.
+const SPARE_KEEP: Duration = Duration::from_secs(10);
+
+/// How often the instance thread looks for spares kept too long.
+const SPARE_SWEEP: Duration = Duration::from_secs(1);
+
+/// The longest a spare's instantiation may take. Instantiating runs no guest
+/// code for most components; one whose start function runs longer gets no
+/// spares (its calls instantiate as they come, under their own deadlines).
+const SPARE_MAKING_MOST: Duration = Duration::from_millis(100);
+
+/// How long the instance thread looks for its next job before it sleeps.
+const INSTANCE_THREAD_SPIN: Duration = Duration::from_micros(50);
+
+/// How many times making a release's spare may fail before none is tried.
+const SPARE_FAILURES_MOST: usize = 3;
+
 /// Everything one call is given, decided before it starts.
 pub struct CallPlan {
     /// When the call must have ended: waiting for a slot or for the app's
@@ -60,7 +92,7 @@ pub struct CallState {
     http: WasiHttpCtx,
     table: ResourceTable,
     limits: StoreLimits,
-    pub(crate) store: caps::store::CallStore,
+    pub(crate) store: caps::store::Given,
     pub(crate) log: caps::log::CallLog,
     pub(crate) network: caps::network::CallNetwork,
     pub(crate) spawn: caps::spawn::CallSpawn,
@@ -108,6 +140,223 @@ pub struct Prepared {
     /// calls.
     routes: Arc<bindings::exports::autoapp::app::routes::GuestIndices>,
     views: Arc<bindings::exports::autoapp::app::views::GuestIndices>,
+    /// This release's instance made ahead of its next call, if any.
+    spare: Arc<SpareCell>,
+}
+
+/// Where a release's spare waits.
+#[derive(Default)]
+struct SpareCell {
+    spare: Mutex<Option<Spare>>,
+    /// Times making a spare failed (a start function that traps or runs
+    /// long); from [`SPARE_FAILURES_MOST`] on, none is made for this release.
+    failures: AtomicUsize,
+}
+
+/// An instance made ahead of a call, given nothing yet.
+struct Spare {
+    store: Store<CallState>,
+    instance: Instance,
+    stderr: caps::log::GuestOutput,
+    slot: OwnedSemaphorePermit,
+    made: Instant,
+    _counted: Counted,
+}
+
+/// Counts a spare among [`Spares::live`] while it exists.
+struct Counted(Arc<Spares>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.live.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The spares of the process.
+#[derive(Default)]
+struct Spares {
+    /// Every release's cell (weakly: a release unloaded takes its spare
+    /// with it). Held while a spare is put in a cell and while spares are
+    /// given up, so that neither misses the other.
+    cells: Mutex<Vec<Weak<SpareCell>>>,
+    /// Spares that exist.
+    live: AtomicUsize,
+    /// Calls waiting for an instance slot: no spare is kept meanwhile.
+    waiting: AtomicUsize,
+}
+
+impl Spares {
+    /// Frees every spare (their slots go back to the pool), or only those
+    /// made before `before`.
+    fn give_up(&self, before: Option<Instant>) {
+        let mut freed = Vec::new();
+        let mut cells = self.cells.lock().unwrap_or_else(|p| p.into_inner());
+        cells.retain(|weak| {
+            let Some(cell) = weak.upgrade() else { return false };
+            let mut spare = cell.spare.lock().unwrap_or_else(|p| p.into_inner());
+            if spare.as_ref().is_some_and(|s| before.is_none_or(|b| s.made < b)) {
+                freed.extend(spare.take());
+            }
+            true
+        });
+        drop(cells);
+        drop(freed);
+    }
+}
+
+/// Counts a call among those waiting for a slot while it waits.
+struct Waiting<'a>(&'a Spares);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Work for the instance thread.
+struct Job {
+    pre: InstancePre<CallState>,
+    cell: Arc<SpareCell>,
+    /// A call's instance, to free after the spare is made.
+    used: Option<(Store<CallState>, OwnedSemaphorePermit)>,
+}
+
+/// What the instance thread needs of the runtime.
+struct Maker {
+    engine: Engine,
+    config: Config,
+    slots: Arc<tokio::sync::Semaphore>,
+    spares: Arc<Spares>,
+}
+
+impl Maker {
+    /// Runs until the runtime is dropped.
+    fn serve(self, jobs: std::sync::mpsc::Receiver<Job>) {
+        use std::sync::mpsc::RecvTimeoutError;
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+            // No spares; calls instantiate as they come, and used instances
+            // are freed here as they arrive.
+            while let Ok(job) = jobs.recv() {
+                drop(job);
+            }
+            return;
+        };
+        let mut swept = Instant::now();
+        loop {
+            // Calls that come one after another send a job every few
+            // microseconds: look for the next for a moment before sleeping,
+            // so that neither the sender pays a wake-up nor the spare comes
+            // late by one.
+            let spun = Instant::now();
+            let mut next = jobs.try_recv();
+            while matches!(next, Err(std::sync::mpsc::TryRecvError::Empty)) && spun.elapsed() < INSTANCE_THREAD_SPIN {
+                std::hint::spin_loop();
+                next = jobs.try_recv();
+            }
+            let next = match next {
+                Ok(job) => Ok(job),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => return,
+                Err(std::sync::mpsc::TryRecvError::Empty) => jobs.recv_timeout(SPARE_SWEEP),
+            };
+            match next {
+                Ok(Job { pre, cell, used }) => {
+                    let _in = rt.enter();
+                    self.make(&rt, &pre, &cell);
+                    drop(used);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            if swept.elapsed() >= SPARE_SWEEP {
+                swept = Instant::now();
+                self.spares.give_up(Instant::now().checked_sub(SPARE_KEEP));
+            }
+        }
+    }
+
+    /// Makes a spare for `cell` when there is none, room for one, and no
+    /// call waiting for a slot.
+    fn make(&self, rt: &tokio::runtime::Runtime, pre: &InstancePre<CallState>, cell: &Arc<SpareCell>) {
+        let spares = &self.spares;
+        let empty = cell.spare.lock().map(|s| s.is_none()).unwrap_or(false);
+        if !empty
+            || cell.failures.load(Ordering::Acquire) >= SPARE_FAILURES_MOST
+            || spares.live.load(Ordering::Acquire) >= SPARES_MOST
+            || spares.waiting.load(Ordering::Acquire) > 0
+        {
+            return;
+        }
+        let Ok(slot) = self.slots.clone().try_acquire_owned() else { return };
+        let deadline = Instant::now() + SPARE_MAKING_MOST;
+        let (mut store, stderr) = unarmed(&self.engine, &self.config, deadline);
+        let made =
+            rt.block_on(async { tokio::time::timeout_at(deadline.into(), pre.instantiate_async(&mut store)).await });
+        let Ok(Ok(instance)) = made else {
+            cell.failures.fetch_add(1, Ordering::AcqRel);
+            return;
+        };
+        spares.live.fetch_add(1, Ordering::AcqRel);
+        let spare = Spare { store, instance, stderr, slot, made: Instant::now(), _counted: Counted(spares.clone()) };
+        let cells = spares.cells.lock().unwrap_or_else(|p| p.into_inner());
+        if spares.waiting.load(Ordering::Acquire) == 0 {
+            let mut there = cell.spare.lock().unwrap_or_else(|p| p.into_inner());
+            if there.is_none() {
+                *there = Some(spare);
+                return;
+            }
+        }
+        drop(cells);
+    }
+}
+
+/// A store with nothing given: no store, no log, no network, no programs,
+/// no folders, no sockets; only a stderr kept for the call's report.
+fn unarmed(engine: &Engine, config: &Config, deadline: Instant) -> (Store<CallState>, caps::log::GuestOutput) {
+    let stderr = caps::log::GuestOutput::new(GUEST_OUTPUT_CAP);
+    let state = CallState {
+        wasi: wasi_ctx(&stderr, &caps::files::CallFiles::none()),
+        http: WasiHttpCtx::new(),
+        table: ResourceTable::new(),
+        limits: StoreLimitsBuilder::new().memory_size(config.memory_max_bytes()).trap_on_grow_failure(false).build(),
+        store: caps::store::Given(None),
+        log: caps::log::CallLog::none(),
+        network: caps::network::CallNetwork::none(),
+        spawn: caps::spawn::CallSpawn::none(false),
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limits);
+    until(&mut store, deadline);
+    (store, stderr)
+}
+
+/// WASI as a call sees it: `stderr` kept; no sockets, no name lookups, no
+/// environment, no args; the folders `files` gives and nothing else.
+fn wasi_ctx(stderr: &caps::log::GuestOutput, files: &caps::files::CallFiles) -> WasiCtx {
+    let mut wasi = WasiCtx::builder();
+    wasi.stderr(stderr.clone());
+    wasi.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
+    files.apply(&mut wasi);
+    wasi.build()
+}
+
+/// Guest code in `store` is stopped at `deadline`, and lets other calls on
+/// its thread run once per epoch tick until then.
+fn until(store: &mut Store<CallState>, deadline: Instant) {
+    store.epoch_deadline_callback(move |_| {
+        if Instant::now() >= deadline { Ok(UpdateDeadline::Interrupt) } else { Ok(UpdateDeadline::Yield(1)) }
+    });
+    store.set_epoch_deadline(1);
+}
+
+/// Gives an instance's store what `plan` gives the call.
+fn arm(store: &mut Store<CallState>, stderr: &caps::log::GuestOutput, plan: CallPlan) {
+    let state = store.data_mut();
+    state.wasi = wasi_ctx(stderr, &plan.files);
+    state.store = caps::store::Given(Some(plan.store));
+    state.log = plan.log;
+    state.network = plan.network;
+    state.spawn = plan.spawn;
+    until(store, plan.deadline);
 }
 
 /// How a call ended.
@@ -176,6 +425,9 @@ pub struct Runtime {
     /// instantiates and waits (asynchronously, in arrival order) when all
     /// are taken, instead of failing to instantiate.
     slots: Arc<tokio::sync::Semaphore>,
+    spares: Arc<Spares>,
+    /// The instance thread's work; none when it could not be started.
+    jobs: Option<std::sync::mpsc::Sender<Job>>,
 }
 
 impl Drop for Runtime {
@@ -236,7 +488,17 @@ impl Runtime {
                 .context("cannot start the epoch ticker")?;
         }
         let slots = Arc::new(tokio::sync::Semaphore::new(config.max_instances as usize));
-        Ok(Runtime { engine, linker, config: config.clone(), ticker, slots })
+        let spares = Arc::new(Spares::default());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let maker =
+            Maker { engine: engine.clone(), config: config.clone(), slots: slots.clone(), spares: spares.clone() };
+        let jobs = std::thread::Builder::new()
+            .name("autoapp-instances".into())
+            .spawn(move || maker.serve(rx))
+            .map_err(|e| tracing::warn!("no instances are made ahead of calls: {e}"))
+            .ok()
+            .map(|_| tx);
+        Ok(Runtime { engine, linker, config: config.clone(), ticker, slots, spares, jobs })
     }
 
     pub fn engine(&self) -> &Engine {
@@ -293,7 +555,46 @@ impl Runtime {
         bindings::AppPre::new(pre.clone())?;
         let routes = Arc::new(bindings::exports::autoapp::app::routes::GuestIndices::new(&pre)?);
         let views = Arc::new(bindings::exports::autoapp::app::views::GuestIndices::new(&pre)?);
-        Ok(Prepared { pre, routes, views })
+        let spare = Arc::new(SpareCell::default());
+        let mut cells = self.spares.cells.lock().unwrap_or_else(|p| p.into_inner());
+        cells.retain(|c| c.strong_count() > 0);
+        cells.push(Arc::downgrade(&spare));
+        drop(cells);
+        Ok(Prepared { pre, routes, views, spare })
+    }
+
+    /// Has an instance of `prepared` made ahead of its next call (on the
+    /// instance thread), and frees `used` after.
+    fn ahead(&self, prepared: &Prepared, used: Option<(Store<CallState>, OwnedSemaphorePermit)>) {
+        let job = Job { pre: prepared.pre.clone(), cell: prepared.spare.clone(), used };
+        if let Some(jobs) = &self.jobs {
+            // When the thread is gone, the job (and the instance) is dropped here.
+            let _ = jobs.send(job);
+        }
+    }
+
+    /// Makes an instance of `prepared` ahead of its first call (a release
+    /// being activated).
+    pub fn make_ahead(&self, prepared: &Prepared) {
+        self.ahead(prepared, None);
+    }
+
+    /// An instance slot, waited for until `deadline` (in arrival order, no
+    /// timer at all when one is free). Spares are given up first: a call
+    /// never waits for a slot a spare holds.
+    async fn slot(&self, deadline: Instant) -> Option<OwnedSemaphorePermit> {
+        if let Ok(slot) = self.slots.clone().try_acquire_owned() {
+            return Some(slot);
+        }
+        let waiting = {
+            let _cells = self.spares.cells.lock().unwrap_or_else(|p| p.into_inner());
+            self.spares.waiting.fetch_add(1, Ordering::AcqRel);
+            Waiting(&self.spares)
+        };
+        self.spares.give_up(None);
+        let slot = tokio::time::timeout_at(deadline.into(), self.slots.clone().acquire_owned()).await;
+        drop(waiting);
+        slot.ok().and_then(Result::ok)
     }
 
     /// The import names of `component` (interfaces, with versions).
@@ -311,56 +612,42 @@ impl Runtime {
     pub async fn run(&self, _pass: &Pass, prepared: &Prepared, plan: CallPlan, entry: Entry<'_>) -> (Outcome, Settle) {
         let deadline_len = self.config.call_deadline();
         let deadline = plan.deadline;
-        // A slot of the pool; when all are taken, waited for until the
-        // call's deadline (no timer at all when one is free).
-        let slot = match self.slots.try_acquire() {
-            Ok(slot) => Ok(slot),
-            Err(_) => match tokio::time::timeout_at(deadline.into(), self.slots.acquire()).await {
-                Ok(Ok(slot)) => Ok(slot),
-                _ => Err(()),
+        // The spare made for this call, or an instance made now.
+        let spare = prepared.spare.spare.lock().ok().and_then(|mut s| s.take());
+        let (mut store, stderr, slot, instance) = match spare {
+            Some(s) => (s.store, s.stderr, s.slot, Some(s.instance)),
+            None => {
+                let Some(slot) = self.slot(deadline).await else {
+                    let busy = format!(
+                        "the host is running {} calls at once, its most (max_instances); try again",
+                        self.config.max_instances
+                    );
+                    return (Outcome::Error(AppError::Conflict(busy)), Settle { store: plan.store, log: plan.log });
+                };
+                let (store, stderr) = unarmed(&self.engine, &self.config, deadline);
+                (store, stderr, slot, None)
+            }
+        };
+        // The epoch stops guest code; the timeout also bounds time spent
+        // waiting in the host on the guest's behalf (a slow network peer).
+        let hard = (deadline + Duration::from_millis(250)).into();
+        let instance = match instance {
+            Some(instance) => Ok(instance),
+            None => match tokio::time::timeout_at(hard, prepared.pre.instantiate_async(&mut store)).await {
+                Ok(made) => made,
+                Err(_) => Err(wasmtime::Error::from(Trap::Interrupt)),
             },
         };
-        let Ok(_slot) = slot else {
-            let busy = format!(
-                "the host is running {} calls at once, its most (max_instances); try again",
-                self.config.max_instances
-            );
-            return (Outcome::Error(AppError::Conflict(busy)), Settle { store: plan.store, log: plan.log });
-        };
-        let stderr = caps::log::GuestOutput::new(GUEST_OUTPUT_CAP);
-        let mut wasi = WasiCtx::builder();
-        wasi.stderr(stderr.clone());
-        // No sockets, no name lookups, no preopens, no environment, no args:
-        // everything a call reaches is given explicitly below.
-        wasi.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
-        plan.files.apply(&mut wasi);
-        let state = CallState {
-            wasi: wasi.build(),
-            http: WasiHttpCtx::new(),
-            table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(self.config.memory_max_bytes())
-                .trap_on_grow_failure(false)
-                .build(),
-            store: plan.store,
-            log: plan.log,
-            network: plan.network,
-            spawn: plan.spawn,
-        };
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|s| &mut s.limits);
-        store.epoch_deadline_callback(move |_| {
-            if Instant::now() >= deadline {
-                Ok(UpdateDeadline::Interrupt)
-            } else {
-                // Let other calls on this thread run once per tick.
-                Ok(UpdateDeadline::Yield(1))
+        let instance = match instance {
+            Ok(instance) => instance,
+            Err(e) => {
+                let outcome = Outcome::Trap(classify(&e, deadline_len, &stderr));
+                self.ahead(prepared, Some((store, slot)));
+                return (outcome, Settle { store: plan.store, log: plan.log });
             }
-        });
-        store.set_epoch_deadline(1);
-
+        };
+        arm(&mut store, &stderr, plan);
         let work = async {
-            let instance = prepared.pre.instantiate_async(&mut store).await?;
             match entry {
                 Entry::Route { route, input } => {
                     prepared.routes.load(&mut store, &instance)?.call_handle(&mut store, route, input).await
@@ -370,9 +657,7 @@ impl Runtime {
                 }
             }
         };
-        // The epoch stops guest code; this also bounds time spent waiting in
-        // the host on the guest's behalf (a slow network peer, say).
-        let result = match tokio::time::timeout_at((deadline + Duration::from_millis(250)).into(), work).await {
+        let result = match tokio::time::timeout_at(hard, work).await {
             Ok(r) => r,
             Err(_) => Err(wasmtime::Error::from(Trap::Interrupt)),
         };
@@ -381,8 +666,12 @@ impl Runtime {
             Ok(Err(app_error)) => Outcome::Error(app_error),
             Err(e) => Outcome::Trap(classify(&e, deadline_len, &stderr)),
         };
-        let state = store.into_data();
-        (outcome, Settle { store: state.store, log: state.log })
+        let state = store.data_mut();
+        let (given, log) = (state.store.0.take(), std::mem::replace(&mut state.log, caps::log::CallLog::none()));
+        // The instance is freed, and the next one made, off the call's path.
+        self.ahead(prepared, Some((store, slot)));
+        let store = given.expect("a call's store is given before the guest runs and taken back only here");
+        (outcome, Settle { store, log })
     }
 }
 
@@ -411,5 +700,46 @@ fn classify(e: &wasmtime::Error, deadline: Duration, stderr: &caps::log::GuestOu
             let message = e.to_string().lines().next().unwrap_or("unknown error").to_string();
             Stopped::Trap { message, stderr_tail: stderr.tail() }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A component whose start function writes a log line while it is
+    /// instantiated, before any call.
+    const LOGS_AT_START: &str = r#"
+        (component
+          (import "autoapp:app/log@0.1.0" (instance $log
+            (type $level (enum "debug" "info" "warn" "error"))
+            (export "level" (type $l (eq $level)))
+            (export "write" (func (param "level" $l) (param "message" string)))))
+          (core module $mem (memory (export "memory") 1))
+          (core instance $m (instantiate $mem))
+          (alias core export $m "memory" (core memory $memory))
+          (core func $write (canon lower (func $log "write") (memory $memory)))
+          (core module $main
+            (import "m" "memory" (memory 1))
+            (import "log" "write" (func $write (param i32 i32 i32)))
+            (data (i32.const 8) "from the start function")
+            (func $start (call $write (i32.const 1) (i32.const 8) (i32.const 23)))
+            (start $start))
+          (core instance (instantiate $main
+            (with "m" (instance $m))
+            (with "log" (instance (export "write" (func $write)))))))
+    "#;
+
+    #[tokio::test]
+    async fn code_run_while_an_instance_is_made_is_given_nothing() {
+        let config = Config { max_instances: 4, ..Config::default() };
+        let rt = Runtime::new(&config).unwrap();
+        let component = Component::new(&rt.engine, LOGS_AT_START).unwrap();
+        let pre = rt.linker.instantiate_pre(&component).unwrap();
+        let (mut store, _stderr) = unarmed(&rt.engine, &config, Instant::now() + Duration::from_secs(5));
+        pre.instantiate_async(&mut store).await.expect("the start function ran");
+        let state = store.data();
+        assert_eq!(state.log.dropped(), 1, "the line went to a log that keeps nothing");
+        assert!(state.store.0.is_none(), "no store");
     }
 }

@@ -381,20 +381,70 @@ fn nothing_a_call_leaves_in_memory_reaches_the_next_call() {
     root.install("hostile");
     // One instance slot: every call reuses the memory the previous one wrote
     // (a static, and 6 MiB of heap: past what is reset in place, so both the
-    // in-place reset and the kernel's are crossed).
-    let config = Config { max_instances: 1, ..Config::default() };
+    // in-place reset and the kernel's are crossed). Then the default slots:
+    // each call takes an instance made ahead of it, on the instance thread,
+    // while the one before is freed there.
+    for max_instances in [1, Config::default().max_instances] {
+        let config = Config { max_instances, ..Config::default() };
+        let apps = Apps::new(Root::open(root.path()).unwrap(), &config).unwrap();
+        let (me, hostile) = (Caller::command_line(), AppId::parse("hostile").unwrap());
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            for i in 0..12 {
+                let a = apps.call(&me, &hostile, "memory.leftover", "{}").await.expect("memory.leftover answers");
+                let clean = serde_json::json!({ "static": 0, "heap_dirty_at": null });
+                assert_eq!(a.output, clean, "call {i} with {max_instances} slots");
+                // Other routes of the same slot in between.
+                if i % 3 == 0 {
+                    apps.call(&me, &hostile, "count", "{}").await.expect("count answers");
+                }
+                if i % 4 == 1 {
+                    // Time for the next instance to be made ahead.
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn an_instance_made_ahead_of_a_call_never_keeps_another_call_from_a_slot() {
+    use autoapp::apps::Apps;
+    use autoapp::apps::ErrorKind;
+    use autoapp::config::Config;
+    use autoapp::gate::Caller;
+    use autoapp::manifest::AppId;
+    use autoapp::root::Root;
+
+    let root = TestRoot::new();
+    root.install("hostile");
+    root.install("notes");
+    let config = Config { max_instances: 2, call_deadline_ms: 1500, ..Config::default() };
     let apps = Apps::new(Root::open(root.path()).unwrap(), &config).unwrap();
-    let (me, hostile) = (Caller::command_line(), AppId::parse("hostile").unwrap());
+    let me = Caller::command_line();
+    let (hostile, notes) = (AppId::parse("hostile").unwrap(), AppId::parse("notes").unwrap());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
-        for i in 0..12 {
-            let a = apps.call(&me, &hostile, "memory.leftover", "{}").await.expect("memory.leftover answers");
-            assert_eq!(a.output, serde_json::json!({ "static": 0, "heap_dirty_at": null }), "call {i}");
-            // Other routes of the same slot in between.
-            if i % 3 == 0 {
-                apps.call(&me, &hostile, "count", "{}").await.expect("count answers");
-            }
-        }
+        // A call of notes: the next instance of notes is made ahead and holds
+        // one of the two slots.
+        apps.call(&me, &notes, "notes.list", "{}").await.expect("notes.list answers");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        // A call that holds the other slot until its deadline, and a call
+        // that needs a slot meanwhile: it takes the one the spare gives up,
+        // and answers at once, instead of waiting for the first to end.
+        let spin = apps.call(&me, &hostile, "spin", "{}");
+        let count = async {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let asked = std::time::Instant::now();
+            (apps.call(&me, &hostile, "count", "{}").await, asked.elapsed())
+        };
+        let (spun, (counted, took)) = tokio::join!(spin, count);
+        let e = spun.expect_err("spin runs until its deadline");
+        assert_eq!(e.kind, ErrorKind::Trap, "stopped at its deadline: {}", e.message);
+        let counted = counted.map_err(|e| e.message).expect("count answers while spin holds the other slot");
+        assert!(took < std::time::Duration::from_millis(1000), "count waited {took:?} for a slot: {counted:?}");
+        // And notes still answers (its instance made now).
+        apps.call(&me, &notes, "notes.list", "{}").await.expect("notes.list answers");
     });
 }
 

@@ -1609,25 +1609,38 @@ impl CallStore {
     }
 }
 
-/// Serves `autoapp:app/store` to a call, from the `CallStore` that `get` projects out of
+/// The store as an instance holds it: none while the instance is being made
+/// (code a component runs then, a start function, is refused), the call's
+/// [`CallStore`] once the call is given it (`runtime`).
+#[derive(Default)]
+pub struct Given(pub Option<CallStore>);
+
+/// What code that runs before a call is given the store is told.
+const NOT_GIVEN: &str = "the store is not available while the instance is being made";
+
+/// Serves `autoapp:app/store` to a call, from the store that `get` projects out of
 /// the call's state.
 pub fn add_to_linker<T: Send + 'static>(
     linker: &mut wasmtime::component::Linker<T>,
-    get: fn(&mut T) -> &mut CallStore,
+    get: fn(&mut T) -> &mut Given,
 ) -> anyhow::Result<()> {
-    crate::bindings::app::autoapp::app::store::add_to_linker::<T, wasmtime::component::HasSelf<CallStore>>(
-        linker, get,
-    )?;
+    crate::bindings::app::autoapp::app::store::add_to_linker::<T, wasmtime::component::HasSelf<Given>>(linker, get)?;
     Ok(())
 }
 
-impl Host for CallStore {
+impl Host for Given {
     async fn execute(&mut self, sql: String, params: Vec<Value>) -> Result<u64, AppError> {
-        CallStore::execute(self, &sql, params).await
+        match &mut self.0 {
+            Some(store) => store.execute(&sql, params).await,
+            None => Err(AppError::Denied(NOT_GIVEN.into())),
+        }
     }
 
     async fn query(&mut self, sql: String, params: Vec<Value>) -> Result<Rows, AppError> {
-        CallStore::query(self, &sql, params).await
+        match &mut self.0 {
+            Some(store) => store.query(&sql, params).await,
+            None => Err(AppError::Denied(NOT_GIVEN.into())),
+        }
     }
 }
 
