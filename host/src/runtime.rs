@@ -70,8 +70,12 @@ const SPARE_MAKING_MOST: Duration = Duration::from_millis(100);
 /// How long the instance thread looks for its next job before it sleeps.
 const INSTANCE_THREAD_SPIN: Duration = Duration::from_micros(50);
 
-/// How many times making a release's spare may fail before none is tried.
+/// How many times in a row making a release's spare may fail (or be slow)
+/// before none is tried again for it.
 const SPARE_FAILURES_MOST: usize = 3;
+
+/// A spare's making that takes longer than this counts as a failure.
+const SPARE_SLOW: Duration = Duration::from_millis(20);
 
 /// Everything one call is given, decided before it starts.
 pub struct CallPlan {
@@ -148,8 +152,9 @@ pub struct Prepared {
 #[derive(Default)]
 struct SpareCell {
     spare: Mutex<Option<Spare>>,
-    /// Times making a spare failed (a start function that traps or runs
-    /// long); from [`SPARE_FAILURES_MOST`] on, none is made for this release.
+    /// Times in a row making a spare failed or was slow (a start function
+    /// that traps or runs long); from [`SPARE_FAILURES_MOST`] on, none is
+    /// made for this release.
     failures: AtomicUsize,
 }
 
@@ -233,7 +238,15 @@ impl Maker {
     /// Runs until the runtime is dropped.
     fn serve(self, jobs: std::sync::mpsc::Receiver<Job>) {
         use std::sync::mpsc::RecvTimeoutError;
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+        // Tasks that instantiating starts (a stream's worker, when a start
+        // function takes stderr) must go on running after it, while a call
+        // uses the spare: a runtime with a worker thread of its own.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("autoapp-instances-io")
+            .enable_all()
+            .build();
+        let Ok(rt) = runtime else {
             // No spares; calls instantiate as they come, and used instances
             // are freed here as they arrive.
             while let Ok(job) = jobs.recv() {
@@ -289,12 +302,21 @@ impl Maker {
         let Ok(slot) = self.slots.clone().try_acquire_owned() else { return };
         let deadline = Instant::now() + SPARE_MAKING_MOST;
         let (mut store, stderr) = unarmed(&self.engine, &self.config, deadline);
+        let began = Instant::now();
         let made =
             rt.block_on(async { tokio::time::timeout_at(deadline.into(), pre.instantiate_async(&mut store)).await });
         let Ok(Ok(instance)) = made else {
             cell.failures.fetch_add(1, Ordering::AcqRel);
             return;
         };
+        // A start function that runs long holds up this thread (and the
+        // freeing of every app's used instances): a slow making counts as a
+        // failure, though the spare is kept; a quick one clears the count.
+        if began.elapsed() > SPARE_SLOW {
+            cell.failures.fetch_add(1, Ordering::AcqRel);
+        } else {
+            cell.failures.store(0, Ordering::Release);
+        }
         spares.live.fetch_add(1, Ordering::AcqRel);
         let spare = Spare { store, instance, stderr, slot, made: Instant::now(), _counted: Counted(spares.clone()) };
         let cells = spares.cells.lock().unwrap_or_else(|p| p.into_inner());
@@ -614,8 +636,10 @@ impl Runtime {
         let deadline = plan.deadline;
         // The spare made for this call, or an instance made now.
         let spare = prepared.spare.spare.lock().ok().and_then(|mut s| s.take());
-        let (mut store, stderr, slot, instance) = match spare {
-            Some(s) => (s.store, s.stderr, s.slot, Some(s.instance)),
+        // (`slot` first: bindings drop in reverse, so a call dropped midway
+        // gives its pool slot back before its permit lets another call in.)
+        let (slot, mut store, stderr, instance) = match spare {
+            Some(s) => (s.slot, s.store, s.stderr, Some(s.instance)),
             None => {
                 let Some(slot) = self.slot(deadline).await else {
                     let busy = format!(
@@ -625,7 +649,7 @@ impl Runtime {
                     return (Outcome::Error(AppError::Conflict(busy)), Settle { store: plan.store, log: plan.log });
                 };
                 let (store, stderr) = unarmed(&self.engine, &self.config, deadline);
-                (store, stderr, slot, None)
+                (slot, store, stderr, None)
             }
         };
         // The epoch stops guest code; the timeout also bounds time spent
