@@ -64,6 +64,7 @@ test("a plan is read first; its run approves only its own app's changes until th
   // (The card may first show the draft: the panel redraws as the plan changes.)
   const card = panel.locator(`.plan[data-plan="${plan}"]`).filter({ hasText: /plan \d+: submitted/ });
   await card.waitFor();
+  assert.match(await card.textContent(), /plan \d+: submitted/);
   assert.match(await card.textContent(), /route entries\.nowhere \(the app has no such thing now\)/);
   const edit = { app: "web", path: "src/lib.rs", old: LIST_ARM, new: LIST_ARM.replace("? }),", "?, \"edited\": true }),") };
   const early = await call(agent, "source_edit", edit);
