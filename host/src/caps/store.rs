@@ -124,7 +124,7 @@ const PROGRESS_STEPS: i32 = 10_000;
 /// The length of the write-ahead log, in pages, at which the writer that
 /// reaches it checkpoints the log ([`AppStore::checkpoint_soon`]):
 /// SQLite's own default (about 4 MiB of 4 KiB pages), moved off the calls.
-const CHECKPOINT_PAGES: u64 = 1000;
+const CHECKPOINT_PAGES: u64 = 4000;
 
 /// A migration comes from elsewhere (a backup's release, another person's
 /// package): it runs under the rules a write call runs under ([`authorize`]:
