@@ -860,7 +860,9 @@ mod tests {
         }
         let often = gaps.look();
         assert!(often >= Duration::from_micros(110) && often <= Duration::from_micros(120), "{often:?}");
-        // Jobs far apart: no looking.
+        // One pause alone changes little; jobs far apart twice: no looking.
+        gaps.saw(Duration::from_secs(1));
+        assert!(gaps.look() > Duration::ZERO, "{:?}", gaps.look());
         gaps.saw(Duration::from_secs(1));
         assert_eq!(gaps.look(), Duration::ZERO);
         // Back to often: looking again within a few jobs.
