@@ -902,12 +902,17 @@ mod tests {
         let pre = rt.linker.instantiate_pre(&component).unwrap();
         let cell = Arc::new(SpareCell::default());
         let in_use = || 64 - rt.slots.available_permits();
-        let held = rt.hold.lock().unwrap();
+        let mut used = Vec::new();
         for _ in 0..20 {
             let slot = rt.slot(Instant::now() + Duration::from_secs(5)).await.expect("a free slot");
             let (mut store, _stderr) = unarmed(&rt.engine, &config, Instant::now() + Duration::from_secs(5));
             pre.instantiate_async(&mut store).await.unwrap();
-            rt.ahead_of(&pre, &cell, Some((store, slot)));
+            used.push((store, slot));
+        }
+        // Twenty calls end while the thread is held.
+        let held = rt.hold.lock().unwrap();
+        for u in used {
+            rt.ahead_of(&pre, &cell, Some(u));
         }
         assert_eq!(in_use(), JOBS_MOST, "only the queued jobs' instances are held");
         // The thread catches up: every slot comes back but its spare's.
