@@ -126,8 +126,10 @@ const PROGRESS_STEPS: i32 = 10_000;
 /// times SQLite's own default (about 16 MiB of 4 KiB pages), moved off the
 /// calls. Each checkpoint syncs both logs and both databases (the store and
 /// the record beside it); at SQLite's 1,000 pages that was 0.12 `fsync` a
-/// write of `notes.add`, at 4,000 it is 0.014, about the native peer's
-/// (docs/performance.md). The log stays well under `journal_size_limit`.
+/// write of `notes.add`, at 4,000 (and with the log started again after
+/// each checkpoint, [`AppStore::checkpoint_soon`]) it is 0.008, under the
+/// native peer's 0.016 (docs/performance.md). The log stays well under
+/// `journal_size_limit`.
 const CHECKPOINT_PAGES: u64 = 4000;
 
 /// A migration comes from elsewhere (a backup's release, another person's
@@ -495,25 +497,25 @@ impl AppStore {
 
     /// Checkpoints the logs on a blocking thread, off the calls' path, in
     /// two steps. First beside the writers: most of the log is copied and
-    /// synced while they go on. But a checkpoint that a writer of this
-    /// process runs beside never reaches the log's end, so the log would
-    /// never start again from its beginning and would grow for as long as
-    /// writes keep coming (1 GB in 9 s of writes, measured). So then, when
-    /// the first step did not reach the end, the write permit is taken (in
-    /// turn, after the writers already waiting) and what was logged since is
-    /// copied too: writers wait for that short part only, and the next one
-    /// starts the log again from its beginning. The log stays near
-    /// [`CHECKPOINT_PAGES`]. Without a runtime to run it on, the background
-    /// checkpoint does the first step.
+    /// synced while they go on. But SQLite starts a log again from its
+    /// beginning only for a writer whose transaction began when all of the
+    /// log was already copied, and while writes keep coming, one is always
+    /// in a transaction that began before the copy ended, even when the
+    /// copy reached the log's end: the log would grow for as long as writes
+    /// keep coming (1 GB in 9 s of writes, measured), and every write past
+    /// [`CHECKPOINT_PAGES`] would start another checkpoint (43 in 5,000
+    /// writes one after another, measured). So then the write permit is
+    /// taken (in turn, after the writers already waiting) and what was
+    /// logged since is copied too: writers wait for that short part only,
+    /// and the next one starts the log again from its beginning. The log
+    /// stays near [`CHECKPOINT_PAGES`]. Without a runtime to run it on, the
+    /// background checkpoint does the first step.
     fn checkpoint_soon(self: Arc<Self>) {
         let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
         // Not again by the next writer while this one runs.
         self.checkpoint_at.store(u64::MAX, Ordering::Release);
         rt.spawn_blocking(move || {
-            let done = self.checkpoint_passive().and_then(|all| {
-                if all {
-                    return Ok(());
-                }
+            let done = self.checkpoint_passive().and_then(|_| {
                 let _permit = futures::executor::block_on(self.writer.clone().acquire_owned())
                     .context("the store's write permit is gone")?;
                 self.commit_parked();
@@ -1991,6 +1993,53 @@ mod tests {
             w.await.unwrap();
         }
         assert!(started_again, "the log grew to {longest} pages and never started again");
+    }
+
+    /// SQLite starts a log again only for a writer that begins once all of
+    /// it is copied. A checkpoint that copies all of it while a write is in
+    /// its transaction (writes one after another: there always is one) must
+    /// copy that write's pages too, once it ends: else the next writer goes
+    /// on at the log's end, and so on for as long as writes keep coming.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_checkpoint_that_reached_the_end_beside_a_write_still_lets_the_log_start_again() {
+        let (_d, s) = store();
+        s.migrate(&[
+            Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x INTEGER UNIQUE)".into() },
+            Migration { name: "0002.sql".into(), sql: "CREATE TABLE blobs (b BLOB)".into() },
+        ])
+        .unwrap();
+        let write = |s: Arc<AppStore>| async move {
+            let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+            c.execute("INSERT INTO blobs (b) VALUES (zeroblob(16384))", vec![]).await.unwrap();
+            c
+        };
+        // The log past its length, with no checkpoint started yet.
+        s.checkpoint_at.store(u64::MAX, Ordering::Release);
+        while s.wal_pages.load(Ordering::Acquire) <= CHECKPOINT_PAGES {
+            write(s.clone()).await.finish(true).await.unwrap();
+        }
+        let long = s.wal_pages.load(Ordering::Acquire);
+        // A write in its transaction while the checkpoint copies all that was committed.
+        let during = write(s.clone()).await;
+        let commits = s.commits.load(Ordering::Acquire);
+        s.clone().checkpoint_soon();
+        let since = Instant::now();
+        while s.checkpointed.load(Ordering::Acquire) != commits {
+            assert!(since.elapsed() < Duration::from_secs(10), "the checkpoint copied what was committed");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // (No other checkpoint started by the write's end.)
+        s.checkpoint_at.store(u64::MAX, Ordering::Release);
+        during.finish(true).await.unwrap();
+        // Its second step, under the write permit, copies the write that was in its transaction.
+        let since = Instant::now();
+        while s.checkpointed.load(Ordering::Acquire) != commits + 1 && since.elapsed() < Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // The next writer starts the log again from its beginning.
+        write(s.clone()).await.finish(true).await.unwrap();
+        let now = s.wal_pages.load(Ordering::Acquire);
+        assert!(now < long / 2, "the log is {now} pages after a checkpoint of {long}: it went on at its end");
     }
 
     #[tokio::test]
