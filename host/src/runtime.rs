@@ -1,7 +1,9 @@
 //! The wasmtime engine and how one call runs.
 //!
 //! One [`Engine`] for the process: component model, the pooling allocator with
-//! copy-on-write memory images, epoch interruption driven by a ticker thread.
+//! copy-on-write memory images, epoch interruption driven by a ticker thread
+//! that ticks while any store exists (a call's, a spare's) and sleeps, waking
+//! nobody, while none does.
 //! One [`Prepared`] (an `InstancePre`) per release, built once. One fresh
 //! [`wasmtime::Store`] per call, dropped after it: nothing a call leaves in
 //! memory reaches the next.
@@ -118,6 +120,76 @@ pub struct CallState {
     pub(crate) log: caps::log::CallLog,
     pub(crate) network: caps::network::CallNetwork,
     pub(crate) spawn: caps::spawn::CallSpawn,
+    /// Keeps the epoch ticker ticking while this store lives.
+    _ticking: Ticking,
+}
+
+/// The epoch ticker's state: the thread `autoapp-epoch` advances the
+/// engine's epoch every tick while any store exists, and sleeps while none
+/// does, so an idle host wakes nobody (before: 200 wake-ups a second).
+/// Every store is made by [`unarmed`], which counts it ([`Ticking`]).
+#[derive(Default)]
+struct Ticker {
+    /// Stores alive now.
+    stores: AtomicUsize,
+    /// The thread is asleep, or about to be, with no store to tick for.
+    idle: AtomicBool,
+    stop: AtomicBool,
+    /// The thread, set by itself before it first sleeps.
+    thread: std::sync::OnceLock<std::thread::Thread>,
+    /// Ticks so far (read by tests).
+    ticks: std::sync::atomic::AtomicU64,
+}
+
+impl Ticker {
+    /// Counts one more store for as long as the answer lives, waking the
+    /// thread when it sleeps.
+    fn ticking(self: &Arc<Self>) -> Ticking {
+        // Counted before `idle` is read, and the thread sets `idle` before it
+        // reads the count again: one of the two sees the other (SeqCst).
+        self.stores.fetch_add(1, Ordering::SeqCst);
+        if self.idle.load(Ordering::SeqCst)
+            && let Some(t) = self.thread.get()
+        {
+            t.unpark();
+        }
+        Ticking(self.clone())
+    }
+
+    fn serve(&self, engine: &Engine, tick: Duration) {
+        self.thread.get_or_init(std::thread::current);
+        while !self.stop.load(Ordering::SeqCst) {
+            if self.stores.load(Ordering::SeqCst) == 0 {
+                self.idle.store(true, Ordering::SeqCst);
+                if self.stores.load(Ordering::SeqCst) == 0 && !self.stop.load(Ordering::SeqCst) {
+                    // An unpark that came first makes this return at once.
+                    std::thread::park();
+                }
+                self.idle.store(false, Ordering::SeqCst);
+                continue;
+            }
+            std::thread::sleep(tick);
+            engine.increment_epoch();
+            self.ticks.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Ends the thread.
+    fn end(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+}
+
+/// One store counted by the [`Ticker`].
+struct Ticking(Arc<Ticker>);
+
+impl Drop for Ticking {
+    fn drop(&mut self) {
+        self.0.stores.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl WasiView for CallState {
@@ -248,6 +320,7 @@ struct Job {
 struct Maker {
     engine: Engine,
     config: Config,
+    ticker: Arc<Ticker>,
     slots: Arc<tokio::sync::Semaphore>,
     spares: Arc<Spares>,
     /// Jobs sent and not yet done ([`JOBS_MOST`]).
@@ -358,7 +431,7 @@ impl Maker {
         }
         let Ok(slot) = self.slots.clone().try_acquire_owned() else { return };
         let deadline = Instant::now() + SPARE_MAKING_MOST;
-        let (mut store, stderr) = unarmed(&self.engine, &self.config, deadline);
+        let (mut store, stderr) = unarmed(&self.engine, &self.config, &self.ticker, deadline);
         let began = Instant::now();
         let made =
             rt.block_on(async { tokio::time::timeout_at(deadline.into(), pre.instantiate_async(&mut store)).await });
@@ -390,7 +463,12 @@ impl Maker {
 
 /// A store with nothing given: no store, no log, no network, no programs,
 /// no folders, no sockets; only a stderr kept for the call's report.
-fn unarmed(engine: &Engine, config: &Config, deadline: Instant) -> (Store<CallState>, caps::log::GuestOutput) {
+fn unarmed(
+    engine: &Engine,
+    config: &Config,
+    ticker: &Arc<Ticker>,
+    deadline: Instant,
+) -> (Store<CallState>, caps::log::GuestOutput) {
     let stderr = caps::log::GuestOutput::new(GUEST_OUTPUT_CAP);
     let state = CallState {
         wasi: wasi_ctx(&stderr, &caps::files::CallFiles::none()),
@@ -401,6 +479,7 @@ fn unarmed(engine: &Engine, config: &Config, deadline: Instant) -> (Store<CallSt
         log: caps::log::CallLog::none(),
         network: caps::network::CallNetwork::none(),
         spawn: caps::spawn::CallSpawn::none(false),
+        _ticking: ticker.ticking(),
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limits);
@@ -499,7 +578,7 @@ pub struct Runtime {
     engine: Engine,
     linker: Linker<CallState>,
     config: Config,
-    ticker: Arc<AtomicBool>,
+    ticker: Arc<Ticker>,
     /// The pooling allocator's instance slots: a call takes one before it
     /// instantiates and waits (asynchronously, in arrival order) when all
     /// are taken, instead of failing to instantiate.
@@ -515,7 +594,7 @@ pub struct Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        self.ticker.store(true, Ordering::Relaxed);
+        self.ticker.end();
     }
 }
 
@@ -555,19 +634,14 @@ impl Runtime {
         let mut linker: Linker<CallState> = Linker::new(&engine);
         link(&mut linker).context("cannot link the host's interfaces")?;
 
-        let ticker = Arc::new(AtomicBool::new(false));
+        let ticker = Arc::new(Ticker::default());
         {
             let engine = engine.clone();
-            let stop = ticker.clone();
+            let ticker = ticker.clone();
             let tick = config.epoch_tick();
             std::thread::Builder::new()
                 .name("autoapp-epoch".into())
-                .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(tick);
-                        engine.increment_epoch();
-                    }
-                })
+                .spawn(move || ticker.serve(&engine, tick))
                 .context("cannot start the epoch ticker")?;
         }
         let slots = Arc::new(tokio::sync::Semaphore::new(config.max_instances as usize));
@@ -579,6 +653,7 @@ impl Runtime {
         let maker = Maker {
             engine: engine.clone(),
             config: config.clone(),
+            ticker: ticker.clone(),
             slots: slots.clone(),
             spares: spares.clone(),
             queued: queued.clone(),
@@ -746,7 +821,7 @@ impl Runtime {
                     );
                     return (Outcome::Error(AppError::Conflict(busy)), Settle { store: plan.store, log: plan.log });
                 };
-                let (store, stderr) = unarmed(&self.engine, &self.config, deadline);
+                let (store, stderr) = unarmed(&self.engine, &self.config, &self.ticker, deadline);
                 (slot, store, stderr, None)
             }
         };
@@ -885,11 +960,52 @@ mod tests {
         let rt = Runtime::new(&config).unwrap();
         let component = Component::new(&rt.engine, LOGS_AT_START).unwrap();
         let pre = rt.linker.instantiate_pre(&component).unwrap();
-        let (mut store, _stderr) = unarmed(&rt.engine, &config, Instant::now() + Duration::from_secs(5));
+        let (mut store, _stderr) = unarmed(&rt.engine, &config, &rt.ticker, Instant::now() + Duration::from_secs(5));
         pre.instantiate_async(&mut store).await.expect("the start function ran");
         let state = store.data();
         assert_eq!(state.log.dropped(), 1, "the line went to a log that keeps nothing");
         assert!(state.store.0.is_none(), "no store");
+    }
+
+    /// The epoch ticker sleeps while no store exists (an idle host wakes
+    /// nobody), and ticks again for the next: a guest that loops forever is
+    /// still stopped at its deadline.
+    #[tokio::test]
+    async fn the_epoch_ticker_sleeps_while_no_store_exists_and_a_loop_is_still_stopped() {
+        let config = Config { max_instances: 4, ..Config::default() };
+        let rt = Runtime::new(&config).unwrap();
+        let since = Instant::now();
+        while !rt.ticker.idle.load(Ordering::SeqCst) {
+            assert!(since.elapsed() < Duration::from_secs(5), "the ticker never went to sleep");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let before = rt.ticker.ticks.load(Ordering::Relaxed);
+        tokio::time::sleep(config.epoch_tick() * 10).await;
+        assert_eq!(rt.ticker.ticks.load(Ordering::Relaxed), before, "a tick with no store");
+        let component = Component::new(
+            &rt.engine,
+            r#"(component
+                (core module $m (func (export "spin") (loop $l (br $l))))
+                (core instance $i (instantiate $m))
+                (func (export "spin") (canon lift (core func $i "spin"))))"#,
+        )
+        .unwrap();
+        let pre = rt.linker.instantiate_pre(&component).unwrap();
+        let (mut store, _stderr) =
+            unarmed(&rt.engine, &config, &rt.ticker, Instant::now() + Duration::from_millis(100));
+        let instance = pre.instantiate_async(&mut store).await.unwrap();
+        let spin = instance.get_typed_func::<(), ()>(&mut store, "spin").unwrap();
+        let started = Instant::now();
+        let stopped = spin.call_async(&mut store, ()).await.expect_err("a loop forever is stopped");
+        assert_eq!(stopped.downcast_ref::<wasmtime::Trap>(), Some(&wasmtime::Trap::Interrupt), "{stopped:?}");
+        assert!(started.elapsed() < Duration::from_secs(5), "stopped at its deadline: {:?}", started.elapsed());
+        assert!(rt.ticker.ticks.load(Ordering::Relaxed) > before, "ticks while a store exists");
+        drop(store);
+        let since = Instant::now();
+        while !rt.ticker.idle.load(Ordering::SeqCst) {
+            assert!(since.elapsed() < Duration::from_secs(5), "the ticker sleeps again when the store is gone");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 
     /// Calls that end while the instance thread is behind: their used
@@ -905,7 +1021,8 @@ mod tests {
         let mut used = Vec::new();
         for _ in 0..20 {
             let slot = rt.slot(Instant::now() + Duration::from_secs(5)).await.expect("a free slot");
-            let (mut store, _stderr) = unarmed(&rt.engine, &config, Instant::now() + Duration::from_secs(5));
+            let (mut store, _stderr) =
+                unarmed(&rt.engine, &config, &rt.ticker, Instant::now() + Duration::from_secs(5));
             pre.instantiate_async(&mut store).await.unwrap();
             used.push((store, slot));
         }
