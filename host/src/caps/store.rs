@@ -434,7 +434,7 @@ impl AppStore {
     /// other process's write waiting, until the app's next write.
     pub fn checkpoint(&self) -> anyhow::Result<()> {
         self.commit_orphaned();
-        self.checkpoint_passive().map(drop)
+        self.checkpoint_passive()
     }
 
     /// Commits the parked group when nobody holds or waits for the write
@@ -450,13 +450,12 @@ impl AppStore {
         }
     }
 
-    /// [`checkpoint`](Self::checkpoint); answers whether all of the log is
-    /// in the database now.
-    fn checkpoint_passive(&self) -> anyhow::Result<bool> {
+    /// [`checkpoint`](Self::checkpoint), one PASSIVE step over both logs.
+    fn checkpoint_passive(&self) -> anyhow::Result<()> {
         let commits = self.commits.load(Ordering::Acquire);
         if commits == self.checkpointed.load(Ordering::Acquire) {
             self.checkpoint_at.store(CHECKPOINT_PAGES, Ordering::Release);
-            return Ok(true);
+            return Ok(());
         }
         let mut slot = self.checkpointer.lock().expect("checkpointer");
         if slot.is_none() {
@@ -487,7 +486,7 @@ impl AppStore {
             // as much again, not at every commit.
             self.checkpoint_at.store(u64::try_from(logged).unwrap_or(0) + CHECKPOINT_PAGES, Ordering::Release);
         }
-        Ok(all)
+        Ok(())
     }
 
     /// Whether the log has grown to where its next writer checkpoints it.
@@ -515,11 +514,11 @@ impl AppStore {
         // Not again by the next writer while this one runs.
         self.checkpoint_at.store(u64::MAX, Ordering::Release);
         rt.spawn_blocking(move || {
-            let done = self.checkpoint_passive().and_then(|_| {
+            let done = self.checkpoint_passive().and_then(|()| {
                 let _permit = futures::executor::block_on(self.writer.clone().acquire_owned())
                     .context("the store's write permit is gone")?;
                 self.commit_parked();
-                self.checkpoint_passive().map(drop)
+                self.checkpoint_passive()
             });
             if let Err(e) = done {
                 self.checkpoint_at.store(CHECKPOINT_PAGES, Ordering::Release);
@@ -1662,6 +1661,17 @@ mod tests {
         (dir, s)
     }
 
+    /// [`store`] with a table of blobs too, to make the log long quickly.
+    fn store_with_blobs() -> (tempfile::TempDir, Arc<AppStore>) {
+        let (dir, s) = store();
+        s.migrate(&[
+            Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x INTEGER UNIQUE)".into() },
+            Migration { name: "0002.sql".into(), sql: "CREATE TABLE blobs (b BLOB)".into() },
+        ])
+        .unwrap();
+        (dir, s)
+    }
+
     #[test]
     fn a_migration_at_activation_cannot_attach_pragma_or_touch_the_hosts_table() {
         let (dir, s) = store();
@@ -1955,12 +1965,7 @@ mod tests {
     /// it start again while they go on.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_log_starts_again_while_writers_keep_writing() {
-        let (_d, s) = store();
-        s.migrate(&[
-            Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x INTEGER UNIQUE)".into() },
-            Migration { name: "0002.sql".into(), sql: "CREATE TABLE blobs (b BLOB)".into() },
-        ])
-        .unwrap();
+        let (_d, s) = store_with_blobs();
         let stop = Arc::new(AtomicBool::new(false));
         let writers: Vec<_> = (0..4)
             .map(|w| {
@@ -2002,12 +2007,7 @@ mod tests {
     /// on at the log's end, and so on for as long as writes keep coming.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_checkpoint_that_reached_the_end_beside_a_write_still_lets_the_log_start_again() {
-        let (_d, s) = store();
-        s.migrate(&[
-            Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x INTEGER UNIQUE)".into() },
-            Migration { name: "0002.sql".into(), sql: "CREATE TABLE blobs (b BLOB)".into() },
-        ])
-        .unwrap();
+        let (_d, s) = store_with_blobs();
         let write = |s: Arc<AppStore>| async move {
             let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
             c.execute("INSERT INTO blobs (b) VALUES (zeroblob(16384))", vec![]).await.unwrap();
