@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use anyhow::Context as _;
 use serde::Serialize;
 
 use crate::caps;
@@ -62,8 +63,9 @@ pub struct Apps {
     /// The agents' plans and the runs the person started.
     plans: Arc<crate::plans::Plans>,
     recorder: Recorder,
-    /// `app/release` pairs known to have written since their activation.
-    written: Mutex<std::collections::HashSet<String>>,
+    /// Per app, the text of its activation file once it holds the
+    /// activation's first write (`note_first_write`).
+    written: Mutex<HashMap<AppId, String>>,
     /// How spawned programs are contained, probed once.
     containment: std::sync::OnceLock<caps::spawn::Containment>,
     /// Releases loaded for serving, by id.
@@ -144,39 +146,56 @@ impl Apps {
         Ok(s)
     }
 
-    /// Records, once, that `release` committed its first write since it was
-    /// activated: from then on a rollback must choose what happens to writes.
+    /// Records, once per activation, that `release` committed its first write
+    /// since it was activated: from then on a rollback must choose what
+    /// happens to writes. An activation is known by its file's text, read
+    /// from memory until something changes on its way (`pointer`): the same
+    /// release activated again (here or by another process) is a new
+    /// activation, whose first write is noted again.
     fn note_first_write(&self, app: &AppId, release_id: &str) {
-        let key = format!("{app}/{release_id}");
-        if self.written.lock().expect("written").contains(&key) {
+        let paths = self.root.app(app);
+        let file = crate::release::journal::activation_file(&paths);
+        let Ok(text) = crate::pointer::read_through(&file, || std::fs::read_to_string(&file)) else {
+            // No activation to note it in (or none readable): nothing to do.
+            return;
+        };
+        if self.written.lock().expect("written").get(app) == Some(&text) {
             return;
         }
-        let paths = self.root.app(app);
-        let result = (|| -> anyhow::Result<()> {
-            let Some(mut a) = crate::release::journal::activation(&paths)? else { return Ok(()) };
-            if a.release == release_id && a.first_write_at.is_none() {
-                let now = release::now_rfc3339();
-                a.first_write_at = Some(now.clone());
-                crate::release::journal::set_activation(&paths, &a)?;
-                crate::release::journal::append_history(
-                    &paths,
-                    &crate::release::journal::HistoryLine {
-                        time: now,
-                        op: crate::release::journal::Op::Activate,
-                        outcome: "first write".into(),
-                        release: release_id.to_string(),
-                        previous: a.previous.clone(),
-                        snapshot: a.snapshot.clone(),
-                        aside: None,
-                    },
-                )?;
+        let result = (|| -> anyhow::Result<bool> {
+            let mut a: crate::release::journal::Activation =
+                serde_json::from_str(&text).with_context(|| format!("{} is damaged", file.display()))?;
+            if a.release != release_id {
+                // Another release was activated since this call began.
+                return Ok(false);
             }
-            Ok(())
+            if a.first_write_at.is_some() {
+                return Ok(true);
+            }
+            let now = release::now_rfc3339();
+            a.first_write_at = Some(now.clone());
+            crate::release::journal::set_activation(&paths, &a)?;
+            crate::release::journal::append_history(
+                &paths,
+                &crate::release::journal::HistoryLine {
+                    time: now,
+                    op: crate::release::journal::Op::Activate,
+                    outcome: "first write".into(),
+                    release: release_id.to_string(),
+                    previous: a.previous.clone(),
+                    snapshot: a.snapshot.clone(),
+                    aside: None,
+                },
+            )?;
+            // The next write reads the file as written (the watch saw it
+            // replaced) and remembers that text.
+            Ok(false)
         })();
         match result {
-            Ok(()) => {
-                self.written.lock().expect("written").insert(key);
+            Ok(true) => {
+                self.written.lock().expect("written").insert(app.clone(), text);
             }
+            Ok(false) => {}
             Err(e) => tracing::error!(app = %app, "cannot record the first write: {e:#}"),
         }
     }

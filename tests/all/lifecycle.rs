@@ -189,6 +189,44 @@ fn a_compatible_downgrade_keeps_the_writes() {
     assert_eq!(n.applied(), 2, "and the newer schema");
 }
 
+/// A launcher serves calls for days while the person activates from a
+/// terminal. A release activated again (after another) is a new activation:
+/// its first write must be noted again, or a plain rollback would set that
+/// write aside without asking. (The launcher once remembered "this release
+/// has written" for its whole life, and the second activation's first write
+/// went unnoted.)
+#[test]
+fn a_release_activated_again_under_a_running_launcher_has_its_first_write_noted_again() {
+    use autoapp::{apps::Apps, config::Config, gate::Caller, manifest::AppId, root::Root};
+    let n = Notes::new();
+    let v1 = n.build();
+    n.edit_manifest(|m| m.replace("version = \"0.1.0\"", "version = \"0.1.1\""));
+    let v2 = n.build();
+    assert_ne!(v1, v2);
+    n.root.ok(&["activate", "notes", &v2]);
+    // One process serves every call, as the launcher does.
+    let apps = Apps::new(Root::open(n.root.path()).unwrap(), &Config::default()).unwrap();
+    n.root.ok(&["activate", "notes", &v1]);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (me, app) = (Caller::command_line(), AppId::parse("notes").unwrap());
+    let add = |title: &str| {
+        let input = serde_json::json!({ "title": title }).to_string();
+        rt.block_on(apps.call(&me, &app, "notes.add", &input)).expect("the write is answered");
+    };
+    add("one");
+    let e = n.root.fails_with(1, &["rollback", "notes"]);
+    assert!(e.contains("--restore --yes"), "v1 wrote: a rollback must choose: {e}");
+    n.root.ok(&["activate", "notes", &v2]);
+    n.root.ok(&["activate", "notes", &v1]);
+    add("two");
+    let e = n.root.fails_with(1, &["rollback", "notes"]);
+    assert!(e.contains("--restore --yes"), "v1, activated again, wrote again: a rollback must choose: {e}");
+    apps.flush_record();
+    drop(apps);
+    let history = std::fs::read_to_string(n.app_dir().join("history.jsonl")).unwrap();
+    assert_eq!(history.matches("first write").count(), 2, "{history}");
+}
+
 #[test]
 fn migrations_that_do_not_extend_the_applied_ones_are_refused() {
     let n = Notes::new();

@@ -98,7 +98,12 @@ pub fn journal(app: &AppPaths) -> anyhow::Result<Option<Journal>> {
 
 /// Reads the current activation record.
 pub fn activation(app: &AppPaths) -> anyhow::Result<Option<Activation>> {
-    read_json(&app.dir.join(ACTIVATION))
+    read_json(&activation_file(app))
+}
+
+/// The file of the current activation ([`activation`]).
+pub fn activation_file(app: &AppPaths) -> PathBuf {
+    app.dir.join(ACTIVATION)
 }
 
 pub fn set_activation(app: &AppPaths, a: &Activation) -> anyhow::Result<()> {
