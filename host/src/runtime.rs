@@ -509,7 +509,12 @@ fn until(store: &mut Store<CallState>, deadline: Instant) {
 /// Gives an instance's store what `plan` gives the call.
 fn arm(store: &mut Store<CallState>, stderr: &caps::log::GuestOutput, plan: CallPlan) {
     let state = store.data_mut();
-    state.wasi = wasi_ctx(stderr, &plan.files);
+    // The store was made by `unarmed` with this very context (no folders,
+    // this `stderr`): made again only for a call given folders (a
+    // measurable part of a write's own cost otherwise, docs/performance.md).
+    if !plan.files.is_empty() {
+        state.wasi = wasi_ctx(stderr, &plan.files);
+    }
     state.store = caps::store::Given(Some(plan.store));
     state.log = plan.log;
     state.network = plan.network;

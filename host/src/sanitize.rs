@@ -38,6 +38,30 @@ fn rule(pattern: &str, keep_prefix: bool) -> Rule {
     Rule { re: Regex::new(pattern).expect("a valid pattern"), keep_prefix }
 }
 
+/// Every pattern of [`RULES`] and [`BASE64`] in one set, for one look at a
+/// text that holds none of them (the common case: a guest's ordinary log
+/// line). Sixteen looks took 0.3 µs for a line of ASCII and 5–12 µs for a
+/// line with one letter outside it (a Unicode `\b` makes the regex crate
+/// leave its fast engine), measured; the set takes 0.03–0.2 µs.
+///
+/// The set's `\b` is ASCII's: a superset of what the rules match. Every
+/// `\b` of the rules stands beside an ASCII character of the pattern; beside
+/// a word character, ASCII's boundary holds wherever Unicode's does (a
+/// character that is no word in Unicode is none in ASCII either); beside a
+/// `.` or `-` (the key of an assignment may begin with one), the same match
+/// also begins after the last of them, where ASCII's boundary holds. So when
+/// the set finds nothing, no rule would replace anything, and every rule
+/// would see the text as it came: the set's "none" is the rules' "none"
+/// (`the_one_look_misses_nothing_the_rules_find` tries it).
+static ANY: LazyLock<regex::RegexSet> = LazyLock::new(|| {
+    let patterns = RULES
+        .iter()
+        .map(|r| r.re.as_str())
+        .chain(std::iter::once(BASE64.as_str()))
+        .map(|p| p.replace(r"\b", r"(?-u:\b)"));
+    regex::RegexSet::new(patterns).expect("valid patterns")
+});
+
 static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
     vec![
         // PEM private keys, the whole block (or to the end when it is cut).
@@ -105,6 +129,9 @@ impl Lines {
 /// `text` with everything that looks like a secret replaced by [`REDACTED`].
 pub fn secrets(text: &str) -> Cow<'_, str> {
     let mut out: Cow<'_, str> = Cow::Borrowed(text);
+    if !ANY.is_match(text) {
+        return out;
+    }
     for r in RULES.iter() {
         if r.re.is_match(&out) {
             let replaced = r.re.replace_all(&out, |c: &Captures<'_>| {
@@ -135,6 +162,79 @@ mod tests {
 
     fn clean(s: &str) -> String {
         secrets(s).into_owned()
+    }
+
+    /// Whether any rule (or the base64 look) matches `text` as it came.
+    fn a_rule_matches(text: &str) -> bool {
+        RULES.iter().any(|r| r.re.is_match(text)) || BASE64.is_match(text)
+    }
+
+    /// Pieces of texts near the rules' edges: letters in and outside ASCII
+    /// (Unicode word characters and not), the characters a `\b` stands
+    /// beside, keys, prefixes and values of secrets.
+    const PIECES: &[&str] = &[
+        "é",
+        "ſ",
+        "\u{212a}",
+        "—",
+        "ü",
+        " ",
+        ".",
+        "-",
+        "_",
+        "=",
+        ":",
+        "\"",
+        "@",
+        "/",
+        "://",
+        "token",
+        "password",
+        "api_key",
+        "Bearer ",
+        "authorization",
+        "sk-",
+        "ghp_",
+        "glpat-",
+        "xoxb-",
+        "cio",
+        "AKIA",
+        "eyJ",
+        "aws_secret_access_key",
+        "abcdefgh",
+        "ABCDEFGH",
+        "0123456789",
+        "deadbeef",
+        "+/",
+        "==",
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "x",
+        "Z",
+        "9",
+    ];
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        #[test]
+        fn the_one_look_misses_nothing_the_rules_find(
+            picks in proptest::collection::vec((0..PIECES.len(), 1usize..6), 0..24)
+        ) {
+            let text: String = picks.iter().map(|&(i, n)| PIECES[i].repeat(n)).collect();
+            if a_rule_matches(&text) {
+                proptest::prop_assert!(ANY.is_match(&text), "the set missed {text:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_line_with_letters_outside_ascii_is_sanitised_as_before() {
+        // The set's ASCII `\b` sees a boundary where Unicode's sees none: it
+        // only lets the rules look, and the rules decide.
+        assert_eq!(clean("étoken=abcd1234 ok"), "étoken=abcd1234 ok");
+        assert_eq!(clean("café token=abcd1234 ok"), "café token=[redacted] ok");
+        assert_eq!(clean("é.password=hunter22"), "é.password=[redacted]");
+        assert_eq!(clean("naïve note — nothing secret"), "naïve note — nothing secret");
+        assert!(matches!(secrets("an ordinary line: added note 42"), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -160,6 +160,11 @@ impl CallFiles {
         CallFiles { folders }
     }
 
+    /// Whether the call is given no folder at all.
+    pub fn is_empty(&self) -> bool {
+        self.folders.is_empty()
+    }
+
     /// Preopens every folder in the call's WASI context. A folder that went
     /// missing since it was granted is left out (the guest sees no such path).
     pub fn apply(&self, wasi: &mut WasiCtxBuilder) {

@@ -84,7 +84,8 @@ impl Host for CallLog {
             // Written by the log's own thread, not in the call's time.
             crate::applog::queue(dir, crate::applog::Line::new(name, route, &message));
         }
-        let message = message.escape_debug().to_string();
+        // Escaped only when an event is made of it (the macros format lazily).
+        let message = message.escape_debug();
         match level {
             Level::Debug => tracing::debug!(target: "app", app, route, "{message}"),
             Level::Info => tracing::info!(target: "app", app, route, "{message}"),

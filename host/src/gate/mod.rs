@@ -219,38 +219,40 @@ fn hex_of(bytes: &[u8]) -> String {
 
 /// `input` as canonical JSON text (keys sorted at every depth).
 pub fn canonical_json(v: &serde_json::Value) -> String {
-    fn write(v: &serde_json::Value, out: &mut String) {
+    // Written straight into one buffer: keys and scalars as serde_json
+    // writes them, none of them copied into a value of its own first.
+    fn write(v: &serde_json::Value, out: &mut Vec<u8>) {
         match v {
             serde_json::Value::Object(m) => {
                 let mut keys: Vec<&String> = m.keys().collect();
                 keys.sort();
-                out.push('{');
+                out.push(b'{');
                 for (i, k) in keys.into_iter().enumerate() {
                     if i > 0 {
-                        out.push(',');
+                        out.push(b',');
                     }
-                    out.push_str(&serde_json::Value::String(k.clone()).to_string());
-                    out.push(':');
+                    serde_json::to_writer(&mut *out, k.as_str()).expect("a string is written to memory");
+                    out.push(b':');
                     write(&m[k], out);
                 }
-                out.push('}');
+                out.push(b'}');
             }
             serde_json::Value::Array(a) => {
-                out.push('[');
+                out.push(b'[');
                 for (i, x) in a.iter().enumerate() {
                     if i > 0 {
-                        out.push(',');
+                        out.push(b',');
                     }
                     write(x, out);
                 }
-                out.push(']');
+                out.push(b']');
             }
-            other => out.push_str(&other.to_string()),
+            other => serde_json::to_writer(&mut *out, other).expect("a scalar is written to memory"),
         }
     }
-    let mut s = String::new();
-    write(v, &mut s);
-    s
+    let mut out = Vec::with_capacity(128);
+    write(v, &mut out);
+    String::from_utf8(out).expect("serde_json writes UTF-8")
 }
 
 /// Who answered a call's question, as the record writes it.
