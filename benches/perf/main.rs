@@ -510,6 +510,16 @@ fn note(i: usize) -> (String, String, String) {
     (format!("note {i}"), format!("the body of note {i}, a few words long"), format!("tag{}", i % 10))
 }
 
+/// The inputs of `notes.add` for the notes `range`, as a caller sends them.
+fn note_inputs(range: std::ops::Range<usize>) -> Vec<String> {
+    range
+        .map(|i| {
+            let (title, body, tag) = note(i);
+            serde_json::json!({ "title": title, "body": body, "tags": [tag] }).to_string()
+        })
+        .collect()
+}
+
 /// The record's table, as the host makes it (`gate::record`).
 const RUNS_TABLE: &str = "CREATE TABLE IF NOT EXISTS runs (
     seq INTEGER PRIMARY KEY, time TEXT NOT NULL, request_id TEXT NOT NULL, channel TEXT NOT NULL,
@@ -535,9 +545,11 @@ fn native_writes(db: &Path, runs: &Path, power: bool, from: usize, n: usize) -> 
     c.execute_batch(&format!("{pragmas} PRAGMA foreign_keys = ON;"))?;
     let mut r = rusqlite::Connection::open(runs)?;
     r.execute_batch(&format!("{pragmas} {RUNS_TABLE};"))?;
+    // The values, and the request ids, are made before the clock starts.
+    let values: Vec<((String, String, String), String)> =
+        (from..from + n).map(|i| (note(i), format!("request-{i}"))).collect();
     let t = Instant::now();
-    for i in from..from + n {
-        let (title, body, tag) = note(i);
+    for ((title, body, tag), request_id) in &values {
         let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let id: i64 = tx
             .prepare_cached("INSERT INTO notes (title, body) VALUES (?1, ?2) RETURNING id")?
@@ -553,7 +565,7 @@ fn native_writes(db: &Path, runs: &Path, power: bool, from: usize, n: usize) -> 
         )?
         .execute(rusqlite::params![
             "2026-12-01T00:00:00.000000Z",
-            format!("request-{i}"),
+            request_id,
             "user",
             "command line",
             "notes",
@@ -606,13 +618,14 @@ fn p3_at(ctx: &Ctx, power: bool) -> anyhow::Result<Row> {
     for round in 0..rounds {
         for side in [round % 2, 1 - round % 2] {
             if side == 0 {
+                // The callers' JSON is made before the clock starts, as the
+                // native side's values are: what is timed is the host's work.
+                let inputs = note_inputs(made..made + per);
                 let t = Instant::now();
                 rt.block_on(async {
-                    for i in made..made + per {
-                        let (title, body, tag) = note(i);
-                        let input = serde_json::json!({ "title": title, "body": body, "tags": [tag] }).to_string();
+                    for input in &inputs {
                         let c = Instant::now();
-                        apps.call(&me, &app, "notes.add", &input).await?;
+                        apps.call(&me, &app, "notes.add", input).await?;
                         latencies.push(c.elapsed());
                     }
                     anyhow::Ok(())
@@ -960,12 +973,11 @@ fn profile(ctx: &Ctx, which: &str) -> anyhow::Result<()> {
             let a = ctx.root_with("profile", QUIET, &[("notes", "notes", &notes_wasm)])?;
             let apps = open_apps(&a.root)?;
             let (app, me) = (id("notes"), Caller::command_line());
+            let inputs = note_inputs(0..n);
             let t = Instant::now();
             current_thread()?.block_on(async {
-                for i in 0..n {
-                    let (title, body, tag) = note(i);
-                    let input = serde_json::json!({ "title": title, "body": body, "tags": [tag] }).to_string();
-                    apps.call(&me, &app, "notes.add", &input).await?;
+                for input in &inputs {
+                    apps.call(&me, &app, "notes.add", input).await?;
                 }
                 anyhow::Ok(())
             })?;
