@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use anyhow::Context as _;
 use serde::Serialize;
 
 use crate::caps;
@@ -153,8 +152,9 @@ impl Apps {
     /// release activated again (here or by another process) is a new
     /// activation, whose first write is noted again.
     fn note_first_write(&self, app: &AppId, release_id: &str) {
+        use crate::release::journal;
         let paths = self.root.app(app);
-        let file = crate::release::journal::activation_file(&paths);
+        let file = journal::activation_file(&paths);
         let Ok(text) = crate::pointer::read_through(&file, || std::fs::read_to_string(&file)) else {
             // No activation to note it in (or none readable): nothing to do.
             return;
@@ -162,40 +162,51 @@ impl Apps {
         if self.written.lock().expect("written").get(app) == Some(&text) {
             return;
         }
-        let result = (|| -> anyhow::Result<bool> {
-            let mut a: crate::release::journal::Activation =
-                serde_json::from_str(&text).with_context(|| format!("{} is damaged", file.display()))?;
-            if a.release != release_id {
-                // Another release was activated since this call began.
-                return Ok(false);
+        let seen: journal::Activation = match serde_json::from_str(&text) {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::error!(app = %app, "cannot record the first write: {} is damaged: {e}", file.display());
+                return;
             }
-            if a.first_write_at.is_some() {
-                return Ok(true);
+        };
+        if seen.release != release_id {
+            // Another release was activated since this call began.
+            return;
+        }
+        if seen.first_write_at.is_some() {
+            self.written.lock().expect("written").insert(app.clone(), text);
+            return;
+        }
+        match note_in_journal(&paths, &seen) {
+            Ok(Noted::Busy) => {
+                // Another change of the app holds its lock (an activation,
+                // a rollback, a prune; a backup): noted once it lets go, off
+                // the call's path, unless the activation is gone by then. (A
+                // process that ends first, a one-shot `autoapp call`, leaves
+                // it to the app's next write.)
+                let app = app.clone();
+                let spawned = std::thread::Builder::new().name("autoapp-first-write".into()).spawn(move || {
+                    let deadline = Instant::now() + FIRST_WRITE_PATIENCE;
+                    while Instant::now() < deadline {
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                        match note_in_journal(&paths, &seen) {
+                            Ok(Noted::Busy) => continue,
+                            Ok(Noted::Done) => return,
+                            Err(e) => {
+                                tracing::error!(app = %app, "cannot record the first write: {e:#}");
+                                return;
+                            }
+                        }
+                    }
+                    tracing::error!(app = %app, "cannot record the first write: the app stayed locked");
+                });
+                if let Err(e) = spawned {
+                    tracing::error!("cannot record the first write: {e}");
+                }
             }
-            let now = release::now_rfc3339();
-            a.first_write_at = Some(now.clone());
-            crate::release::journal::set_activation(&paths, &a)?;
-            crate::release::journal::append_history(
-                &paths,
-                &crate::release::journal::HistoryLine {
-                    time: now,
-                    op: crate::release::journal::Op::Activate,
-                    outcome: "first write".into(),
-                    release: release_id.to_string(),
-                    previous: a.previous.clone(),
-                    snapshot: a.snapshot.clone(),
-                    aside: None,
-                },
-            )?;
             // The next write reads the file as written (the watch saw it
             // replaced) and remembers that text.
-            Ok(false)
-        })();
-        match result {
-            Ok(true) => {
-                self.written.lock().expect("written").insert(app.clone(), text);
-            }
-            Ok(false) => {}
+            Ok(Noted::Done) => {}
             Err(e) => tracing::error!(app = %app, "cannot record the first write: {e:#}"),
         }
     }
@@ -661,6 +672,54 @@ impl Apps {
         let spawn = caps::spawn::configure(&declared.spawn, &grants.spawn, &folders, &network, config, scratch);
         Ok(Given { network, folders, spawn })
     }
+}
+
+/// How long a first write waits, off the call's path, for another change
+/// of its app to let go of the app's lock before it is noted.
+const FIRST_WRITE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// What became of a first write to be noted.
+enum Noted {
+    /// Noted, or nothing to note any more (the activation `seen` is gone, or
+    /// it holds a first write already).
+    Done,
+    /// Another change of the app holds its lock.
+    Busy,
+}
+
+/// Notes the first write of the activation `seen` in the app's journal,
+/// under the app's lock and from the file as it is then: an activation or
+/// rollback under way (in this process or another) is never overwritten with
+/// the activation it replaces, and a first write is only ever noted in the
+/// very activation it was made under (the same release activated again
+/// since is another activation: another `activated_at`).
+fn note_in_journal(paths: &crate::root::AppPaths, seen: &crate::release::journal::Activation) -> anyhow::Result<Noted> {
+    use crate::release::journal;
+    let Ok(_lock) = journal::lock(paths, true) else { return Ok(Noted::Busy) };
+    if journal::journal(paths)?.is_some() {
+        // Half done: its recovery decides the activation.
+        return Ok(Noted::Done);
+    }
+    let Some(mut a) = journal::activation(paths)? else { return Ok(Noted::Done) };
+    if a.release != seen.release || a.activated_at != seen.activated_at || a.first_write_at.is_some() {
+        return Ok(Noted::Done);
+    }
+    let now = release::now_rfc3339();
+    a.first_write_at = Some(now.clone());
+    journal::set_activation(paths, &a)?;
+    journal::append_history(
+        paths,
+        &journal::HistoryLine {
+            time: now,
+            op: journal::Op::Activate,
+            outcome: "first write".into(),
+            release: a.release.clone(),
+            previous: a.previous.clone(),
+            snapshot: a.snapshot.clone(),
+            aside: None,
+        },
+    )?;
+    Ok(Noted::Done)
 }
 
 /// How often the open stores' write-ahead logs are checkpointed. Each

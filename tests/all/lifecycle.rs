@@ -214,11 +214,27 @@ fn a_release_activated_again_under_a_running_launcher_has_its_first_write_noted_
         rt.block_on(apps.call(&me, &app, "notes.add", &input)).expect("the write is answered");
     };
     add("one");
+    add("one more");
     let e = n.root.fails_with(1, &["rollback", "notes"]);
     assert!(e.contains("--restore --yes"), "v1 wrote: a rollback must choose: {e}");
     n.root.ok(&["activate", "notes", &v2]);
     n.root.ok(&["activate", "notes", &v1]);
+    // While another change of the app holds its lock, the first write is
+    // not written down (it could overwrite what that change writes)...
+    let paths = Root::open(n.root.path()).unwrap().app(&app);
+    let held = autoapp::release::journal::lock(&paths, true).unwrap();
     add("two");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let a = autoapp::release::journal::activation(&paths).unwrap().unwrap();
+    assert!(a.first_write_at.is_none(), "nothing is written under another change's lock: {a:?}");
+    // ... and once it lets go, it is, with no other write needed.
+    drop(held);
+    let noted = std::time::Instant::now();
+    while autoapp::release::journal::activation(&paths).unwrap().unwrap().first_write_at.is_none() {
+        assert!(noted.elapsed() < std::time::Duration::from_secs(10), "the first write is noted once the lock is free");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    add("three");
     let e = n.root.fails_with(1, &["rollback", "notes"]);
     assert!(e.contains("--restore --yes"), "v1, activated again, wrote again: a rollback must choose: {e}");
     apps.flush_record();
