@@ -65,6 +65,10 @@ pub struct Apps {
     /// Per app, the text of its activation file once it holds the
     /// activation's first write (`note_first_write`).
     written: Mutex<HashMap<AppId, String>>,
+    /// The activations (app, `activated_at`) whose first write a thread
+    /// waits to note while another change holds the app's lock: one thread
+    /// each, whatever the number of writes meanwhile.
+    first_write_waits: Arc<Mutex<std::collections::HashSet<(AppId, String)>>>,
     /// How spawned programs are contained, probed once.
     containment: std::sync::OnceLock<caps::spawn::Containment>,
     /// Releases loaded for serving, by id.
@@ -97,6 +101,7 @@ impl Apps {
             plans,
             recorder: Recorder::new(config.durability),
             written: Mutex::default(),
+            first_write_waits: Arc::default(),
             containment: std::sync::OnceLock::new(),
             loaded: Mutex::default(),
             stores,
@@ -177,6 +182,11 @@ impl Apps {
             self.written.lock().expect("written").insert(app.clone(), text);
             return;
         }
+        let wait = (app.clone(), seen.activated_at.clone());
+        if self.first_write_waits.lock().expect("waits").contains(&wait) {
+            // A thread already waits to note this activation's first write.
+            return;
+        }
         match note_in_journal(&paths, &seen) {
             Ok(Noted::Busy) => {
                 // Another change of the app holds its lock (an activation,
@@ -184,23 +194,33 @@ impl Apps {
                 // the call's path, unless the activation is gone by then. (A
                 // process that ends first, a one-shot `autoapp call`, leaves
                 // it to the app's next write.)
-                let app = app.clone();
-                let spawned = std::thread::Builder::new().name("autoapp-first-write".into()).spawn(move || {
-                    let deadline = Instant::now() + FIRST_WRITE_PATIENCE;
-                    while Instant::now() < deadline {
-                        std::thread::sleep(std::time::Duration::from_millis(100));
-                        match note_in_journal(&paths, &seen) {
-                            Ok(Noted::Busy) => continue,
-                            Ok(Noted::Done) => return,
-                            Err(e) => {
-                                tracing::error!(app = %app, "cannot record the first write: {e:#}");
-                                return;
+                if !self.first_write_waits.lock().expect("waits").insert(wait.clone()) {
+                    return;
+                }
+                let waits = self.first_write_waits.clone();
+                let spawned = std::thread::Builder::new().name("autoapp-first-write".into()).spawn({
+                    let wait = wait.clone();
+                    move || {
+                        let deadline = Instant::now() + FIRST_WRITE_PATIENCE;
+                        let done = loop {
+                            if Instant::now() >= deadline {
+                                break Err(anyhow::anyhow!("the app stayed locked"));
                             }
+                            std::thread::sleep(std::time::Duration::from_millis(100));
+                            match note_in_journal(&paths, &seen) {
+                                Ok(Noted::Busy) => continue,
+                                Ok(Noted::Done) => break Ok(()),
+                                Err(e) => break Err(e),
+                            }
+                        };
+                        waits.lock().expect("waits").remove(&wait);
+                        if let Err(e) = done {
+                            tracing::error!(app = %wait.0, "cannot record the first write: {e:#}");
                         }
                     }
-                    tracing::error!(app = %app, "cannot record the first write: the app stayed locked");
                 });
                 if let Err(e) = spawned {
+                    self.first_write_waits.lock().expect("waits").remove(&wait);
                     tracing::error!("cannot record the first write: {e}");
                 }
             }

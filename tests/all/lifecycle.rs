@@ -223,7 +223,18 @@ fn a_release_activated_again_under_a_running_launcher_has_its_first_write_noted_
     // not written down (it could overwrite what that change writes)...
     let paths = Root::open(n.root.path()).unwrap().app(&app);
     let held = autoapp::release::journal::lock(&paths, true).unwrap();
-    add("two");
+    for i in 0..20 {
+        add(&format!("two, {i}"));
+    }
+    // One thread waits to note it, however many writes come meanwhile.
+    let waiting = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter(|t| {
+            let comm = std::fs::read_to_string(t.as_ref().unwrap().path().join("comm")).unwrap_or_default();
+            comm.trim_end() == "autoapp-first-w"
+        })
+        .count();
+    assert_eq!(waiting, 1, "threads waiting to note the first write");
     std::thread::sleep(std::time::Duration::from_millis(300));
     let a = autoapp::release::journal::activation(&paths).unwrap().unwrap();
     assert!(a.first_write_at.is_none(), "nothing is written under another change's lock: {a:?}");
