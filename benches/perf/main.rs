@@ -357,7 +357,23 @@ fn rps(v: &[support::Load]) -> f64 {
 fn fmt_load(v: &[support::Load]) -> String {
     let p99 = median_of(&v.iter().map(|l| l.p99.as_secs_f64()).collect::<Vec<_>>());
     let p50 = median_of(&v.iter().map(|l| l.p50.as_secs_f64()).collect::<Vec<_>>());
-    format!("{:.0} req/s · p50 {} · p99 {}", rps(v), us(Duration::from_secs_f64(p50)), us(Duration::from_secs_f64(p99)))
+    format!(
+        "{:.0} req/s · p50 {} · p99 {}{}",
+        rps(v),
+        us(Duration::from_secs_f64(p50)),
+        us(Duration::from_secs_f64(p99)),
+        fmt_cpu(v)
+    )
+}
+
+/// The processor time a request of the server and of wrk, which share the
+/// machine's cores: on a machine the two keep busy, requests/s is about
+/// cores / (server + wrk), so the same server's ratio moves with wrk's cost.
+fn fmt_cpu(v: &[support::Load]) -> String {
+    match support::cpu_a_request(v) {
+        Some((server, wrk)) => format!(" · processor {} a request (wrk {})", us(server), us(wrk)),
+        None => String::new(),
+    }
 }
 
 /// Loads `route` of our server (which must answer `answer`) and the hello of
@@ -426,9 +442,9 @@ fn against_wasmtime_serve(
         for round in 0..rounds {
             for side in [round % 2, 1 - round % 2] {
                 if side == 0 {
-                    o.push(support::wrk(&ctx.args.wrk, &ours_url, &post, secs, conns)?.ok()?);
+                    o.push(support::wrk_at(server.pid(), &ctx.args.wrk, &ours_url, &post, secs, conns)?.ok()?);
                 } else {
-                    p.push(support::wrk(&ctx.args.wrk, &peer_url, &peer_post, secs, conns)?.ok()?);
+                    p.push(support::wrk_at(peer.id(), &ctx.args.wrk, &peer_url, &peer_post, secs, conns)?.ok()?);
                 }
             }
         }
@@ -466,7 +482,8 @@ fn p3c(ctx: &Ctx) -> anyhow::Result<Row> {
     for round in 0..rounds + 1 {
         // Round 0 warms up; every round's keys are its own.
         let script = support::unique_keys_script(&format!("r{round}"), &page_headers(&tab));
-        let load = support::wrk(&ctx.args.wrk, &url, &script, if round == 0 { 2 } else { secs }, conns)?;
+        let load =
+            support::wrk_at(server.pid(), &ctx.args.wrk, &url, &script, if round == 0 { 2 } else { secs }, conns)?;
         if round > 0 {
             loads.push(load);
         }
@@ -492,9 +509,10 @@ fn p3c(ctx: &Ctx) -> anyhow::Result<Row> {
             "64 writers at once on one app over HTTP (wrk, `put` of a unique row, keep-alive); clean stop, then counted ({answered} answered after warm-up)"
         ),
         ours: format!(
-            "{rate:.0} writes/s · p50 {} · p99 {} · {errors} errors · {stored} rows in the store, {recorded} in the record",
+            "{rate:.0} writes/s · p50 {} · p99 {} · {errors} errors · {stored} rows in the store, {recorded} in the record{}",
             us(p50),
-            us(p99)
+            us(p99),
+            fmt_cpu(&loads)
         ),
         peer_name: "—".into(),
         peer: "—".into(),
@@ -946,11 +964,13 @@ fn p6(ctx: &Ctx) -> anyhow::Result<Row> {
 fn profile(ctx: &Ctx, which: &str) -> anyhow::Result<()> {
     let serves = matches!(which, "p2-ours" | "p2r-ours" | "p3c-ours");
     let n = ctx.args.calls.unwrap_or(if serves { 15 } else { 2000 });
-    // A small pool, so the engine's address-space reservation fits under valgrind.
-    const QUIET: &str = "opener = \"none\"\nmax_instances = 2\n";
+    // A small pool, so the engine's address-space reservation fits under
+    // valgrind (in process); a served profile runs on the row's own
+    // configuration (64 writers on 2 slots would profile waiting for slots).
+    const SMALL: &str = "opener = \"none\"\nmax_instances = 2\n";
     match which {
         "p1-ours" | "p1-peer" => {
-            let a = ctx.root_with("profile", QUIET, &[("bench", "bench", &ctx.bench_wasm)])?;
+            let a = ctx.root_with("profile", SMALL, &[("bench", "bench", &ctx.bench_wasm)])?;
             let apps = open_apps(&a.root)?;
             let peer = Bare::new(apps.engine(), &ctx.bench_wasm)?;
             let (app, me) = (id("bench"), Caller::command_line());
@@ -970,7 +990,7 @@ fn profile(ctx: &Ctx, which: &str) -> anyhow::Result<()> {
         }
         "p3-ours" => {
             let notes_wasm = support::guest("notes")?;
-            let a = ctx.root_with("profile", QUIET, &[("notes", "notes", &notes_wasm)])?;
+            let a = ctx.root_with("profile", SMALL, &[("notes", "notes", &notes_wasm)])?;
             let apps = open_apps(&a.root)?;
             let (app, me) = (id("notes"), Caller::command_line());
             let inputs = note_inputs(0..n);
@@ -996,7 +1016,7 @@ fn profile(ctx: &Ctx, which: &str) -> anyhow::Result<()> {
             eprintln!("{which}: {n} writes in {took:?}");
         }
         "p4-ours" => {
-            let a = ctx.root_with("profile", QUIET, &[("bench", "bench", &ctx.bench_wasm)])?;
+            let a = ctx.root_with("profile", SMALL, &[("bench", "bench", &ctx.bench_wasm)])?;
             let (app, me) = (id("bench"), Caller::command_line());
             let rt = current_thread()?;
             let mut first = Samples::default();

@@ -317,6 +317,11 @@ pub struct Load {
     pub socket_errors: u64,
     /// What wrk printed.
     pub output: String,
+    /// The processor time wrk itself used (user and system, all threads).
+    pub wrk_cpu: Duration,
+    /// The processor time the server used meanwhile, when it was measured
+    /// ([`wrk_at`]).
+    pub server_cpu: Option<Duration>,
 }
 
 impl Load {
@@ -363,10 +368,14 @@ end
 pub fn wrk(wrk: &Path, url: &str, script: &str, secs: u64, connections: u32) -> anyhow::Result<Load> {
     let path = std::env::temp_dir().join(format!("autoapp-bench-{}.lua", std::process::id()));
     std::fs::write(&path, script)?;
+    // wrk is the only child waited for meanwhile (the servers are waited for
+    // at their stop), so the children's usage grows by wrk's alone.
+    let children = children_cpu();
     let out = run(Command::new(wrk)
         .args(["-t2", &format!("-c{connections}"), &format!("-d{secs}s"), "--latency", "-s"])
         .arg(&path)
         .arg(url))?;
+    let wrk_cpu = children_cpu().saturating_sub(children);
     let _ = std::fs::remove_file(&path);
     let field = |prefix: &str| -> anyhow::Result<&str> {
         out.lines()
@@ -396,7 +405,61 @@ pub fn wrk(wrk: &Path, url: &str, script: &str, secs: u64, connections: u32) -> 
         non_2xx,
         socket_errors,
         output: out.clone(),
+        wrk_cpu,
+        server_cpu: None,
     })
+}
+
+/// [`wrk`] against the server process `server`, counting the processor time
+/// it used while wrk ran.
+pub fn wrk_at(
+    server: u32,
+    wrk_bin: &Path,
+    url: &str,
+    script: &str,
+    secs: u64,
+    connections: u32,
+) -> anyhow::Result<Load> {
+    let before = cpu_of(server)?;
+    let mut load = wrk(wrk_bin, url, script, secs, connections)?;
+    load.server_cpu = Some(cpu_of(server)?.saturating_sub(before));
+    Ok(load)
+}
+
+/// Processor time a request, over `loads`: the server's and wrk's (the two
+/// share the machine's cores, so requests/s is bounded by their sum).
+pub fn cpu_a_request(loads: &[Load]) -> Option<(Duration, Duration)> {
+    let requests: u64 = loads.iter().map(|l| l.requests).sum();
+    let server: Duration = loads.iter().map(|l| l.server_cpu).sum::<Option<Duration>>()?;
+    let wrk: Duration = loads.iter().map(|l| l.wrk_cpu).sum();
+    let n = u32::try_from(requests).ok().filter(|n| *n > 0)?;
+    Some((server / n, wrk / n))
+}
+
+/// The processor time (user and system, all threads) process `pid` has
+/// used: `/proc/<pid>/stat`.
+pub fn cpu_of(pid: u32) -> anyhow::Result<Duration> {
+    proc_stat_ticks(&pid.to_string(), 11)
+}
+
+/// The processor time of this process's children that were waited for:
+/// `/proc/self/stat`'s `cutime` and `cstime`.
+fn children_cpu() -> Duration {
+    proc_stat_ticks("self", 13).unwrap_or_default()
+}
+
+/// Two clock-tick fields of `/proc/<which>/stat`, from the `at`-th after the
+/// name (utime and stime at 11, cutime and cstime at 13), added up.
+fn proc_stat_ticks(which: &str, at: usize) -> anyhow::Result<Duration> {
+    // The kernel gives these in USER_HZ, which is 100 on Linux's every
+    // architecture this runs on.
+    const USER_HZ: f64 = 100.0;
+    let stat = std::fs::read_to_string(format!("/proc/{which}/stat"))?;
+    // The name may hold spaces and parentheses: the fields follow the last ')'.
+    let rest = stat.rsplit_once(')').context("a /proc stat line")?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| -> anyhow::Result<u64> { Ok(fields.get(i).context("a short /proc stat line")?.parse()?) };
+    Ok(Duration::from_secs_f64((field(at)? + field(at + 1)?) as f64 / USER_HZ))
 }
 
 /// A wrk duration: `812.00us`, `1.23ms`, `2.00s`.
