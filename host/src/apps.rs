@@ -63,11 +63,13 @@ pub struct Apps {
     plans: Arc<crate::plans::Plans>,
     recorder: Recorder,
     /// Per app, the text of its activation file once it holds the
-    /// activation's first write (`note_first_write`).
-    written: Mutex<HashMap<AppId, String>>,
-    /// The activations (app, `activated_at`) whose first write a thread
-    /// waits to note while another change holds the app's lock: one thread
-    /// each, whatever the number of writes meanwhile.
+    /// activation's first write, and the release it names
+    /// (`note_first_write`).
+    written: Mutex<HashMap<AppId, (String, String)>>,
+    /// The activations (app, `activated_at`, or `release:<id>` for one whose
+    /// file was not written yet) whose first write a thread waits to note
+    /// while another change holds the app's lock: one thread each, whatever
+    /// the number of writes meanwhile.
     first_write_waits: Arc<Mutex<std::collections::HashSet<(AppId, String)>>>,
     /// How spawned programs are contained, probed once.
     containment: std::sync::OnceLock<caps::spawn::Containment>,
@@ -164,7 +166,13 @@ impl Apps {
             // No activation to note it in (or none readable): nothing to do.
             return;
         };
-        if self.written.lock().expect("written").get(app) == Some(&text) {
+        if self
+            .written
+            .lock()
+            .expect("written")
+            .get(app)
+            .is_some_and(|(noted, release)| *noted == text && release == release_id)
+        {
             return;
         }
         let seen: journal::Activation = match serde_json::from_str(&text) {
@@ -174,20 +182,25 @@ impl Apps {
                 return;
             }
         };
-        if seen.release != release_id {
-            // Another release was activated since this call began.
-            return;
-        }
-        if seen.first_write_at.is_some() {
-            self.written.lock().expect("written").insert(app.clone(), text);
-            return;
-        }
-        let wait = (app.clone(), seen.activated_at.clone());
+        let made_under = if seen.release == release_id {
+            if seen.first_write_at.is_some() {
+                self.written.lock().expect("written").insert(app.clone(), (text, seen.release));
+                return;
+            }
+            MadeUnder::Seen(seen)
+        } else {
+            // The file names another release: either this call began before
+            // another release was activated, or an activation of this one
+            // has switched the pointer and not yet written its file (it
+            // holds the app's lock meanwhile). Judged once the lock is free.
+            MadeUnder::Release(release_id.to_string())
+        };
+        let wait = (app.clone(), made_under.key());
         if self.first_write_waits.lock().expect("waits").contains(&wait) {
             // A thread already waits to note this activation's first write.
             return;
         }
-        match note_in_journal(&paths, &seen) {
+        match note_in_journal(&paths, &made_under) {
             Ok(Noted::Busy) => {
                 // Another change of the app holds its lock (an activation,
                 // a rollback, a prune; a backup): noted once it lets go, off
@@ -207,7 +220,7 @@ impl Apps {
                                 break Err(anyhow::anyhow!("the app stayed locked"));
                             }
                             std::thread::sleep(std::time::Duration::from_millis(100));
-                            match note_in_journal(&paths, &seen) {
+                            match note_in_journal(&paths, &made_under) {
                                 Ok(Noted::Busy) => continue,
                                 Ok(Noted::Done) => break Ok(()),
                                 Err(e) => break Err(e),
@@ -224,9 +237,15 @@ impl Apps {
                     tracing::error!("cannot record the first write: {e}");
                 }
             }
-            // The next write reads the file as written (the watch saw it
-            // replaced) and remembers that text.
-            Ok(Noted::Done) => {}
+            // Settled with the lock free: while the file holds this text,
+            // a write of this release has nothing more to note (not even
+            // the lock to take). Where it was noted, the next write reads
+            // the file as written (the watch saw it replaced).
+            Ok(Noted::Done) => {
+                if let MadeUnder::Release(release) = made_under {
+                    self.written.lock().expect("written").insert(app.clone(), (text, release));
+                }
+            }
             Err(e) => tracing::error!(app = %app, "cannot record the first write: {e:#}"),
         }
     }
@@ -707,13 +726,36 @@ enum Noted {
     Busy,
 }
 
-/// Notes the first write of the activation `seen` in the app's journal,
-/// under the app's lock and from the file as it is then: an activation or
-/// rollback under way (in this process or another) is never overwritten with
-/// the activation it replaces, and a first write is only ever noted in the
-/// very activation it was made under (the same release activated again
-/// since is another activation: another `activated_at`).
-fn note_in_journal(paths: &crate::root::AppPaths, seen: &crate::release::journal::Activation) -> anyhow::Result<Noted> {
+/// The activation a write was made under, as far as its call could tell.
+enum MadeUnder {
+    /// The one the activation file named (its release and time).
+    Seen(crate::release::journal::Activation),
+    /// One of this release, when the file named another: an activation of
+    /// it switches the pointer before it writes its file, so a write can run
+    /// on it in between. Noted in the activation of this release the file
+    /// names once the app's lock is free, if any (noting an activation that
+    /// did not write only makes a rollback ask; not noting one that did
+    /// would let a rollback set its writes aside without asking).
+    Release(String),
+}
+
+impl MadeUnder {
+    fn key(&self) -> String {
+        match self {
+            MadeUnder::Seen(a) => a.activated_at.clone(),
+            MadeUnder::Release(r) => format!("release:{r}"),
+        }
+    }
+}
+
+/// Notes the first write of the activation `made_under` in the app's
+/// journal, under the app's lock and from the file as it is then: an
+/// activation or rollback under way (in this process or another) is never
+/// overwritten with the activation it replaces, and a first write is only
+/// noted in an activation it was made under (the same release activated
+/// again since is another activation: another `activated_at`), or, for
+/// [`MadeUnder::Release`], in the activation of its release the file names.
+fn note_in_journal(paths: &crate::root::AppPaths, made_under: &MadeUnder) -> anyhow::Result<Noted> {
     use crate::release::journal;
     let Ok(_lock) = journal::lock(paths, true) else { return Ok(Noted::Busy) };
     if journal::journal(paths)?.is_some() {
@@ -721,9 +763,14 @@ fn note_in_journal(paths: &crate::root::AppPaths, seen: &crate::release::journal
         return Ok(Noted::Done);
     }
     let Some(mut a) = journal::activation(paths)? else { return Ok(Noted::Done) };
-    if a.release != seen.release || a.activated_at != seen.activated_at || a.first_write_at.is_some() {
+    let same = match made_under {
+        MadeUnder::Seen(seen) => a.release == seen.release && a.activated_at == seen.activated_at,
+        MadeUnder::Release(release) => a.release == *release,
+    };
+    if !same || a.first_write_at.is_some() {
         return Ok(Noted::Done);
     }
+
     let now = release::now_rfc3339();
     a.first_write_at = Some(now.clone());
     journal::set_activation(paths, &a)?;

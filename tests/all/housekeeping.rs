@@ -677,22 +677,6 @@ fn prunes_dry_run_lists_exactly_what_prune_removes_and_a_rollback_after_it_still
     assert_eq!(std::fs::read_dir(&trash).unwrap().count(), 0);
 }
 
-/// `autoapp args…` on `root`, paused at `point` (debug builds: AUTOAPP_PAUSE)
-/// until the file `hold` is gone.
-fn paused(root: &TestRoot, args: &[&str], point: &str, hold: &Path) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_autoapp"))
-        .arg("--root")
-        .arg(root.path())
-        .args(args)
-        .env("AUTOAPP_PAUSE", point)
-        .env("AUTOAPP_PAUSE_FILE", hold)
-        .env("AUTOAPP_LOG", "off")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
 #[test]
 fn a_prune_during_an_activation_is_refused_and_removes_nothing() {
     let n = notes_with(&["one"]);
@@ -704,7 +688,7 @@ fn a_prune_during_an_activation_is_refused_and_removes_nothing() {
     let before = n.folders_starting("data-prev-");
     // An activation paused half way (debug builds: AUTOAPP_PAUSE), until the test lets it go.
     let hold = tempfile::NamedTempFile::new().unwrap();
-    let mut activation = paused(&n.root, &["activate", "notes", &v2], "activate:snapshotted", hold.path());
+    let mut activation = n.root.paused(&["activate", "notes", &v2], "activate:snapshotted", hold.path());
     let journal = n.app_dir().join("journal.json");
     let deadline = Instant::now() + Duration::from_secs(20);
     while !std::fs::read_to_string(&journal).is_ok_and(|j| j.contains("snapshotted")) {
@@ -739,7 +723,7 @@ fn a_prune_during_an_activation_is_refused_and_removes_nothing() {
     let hold = tempfile::NamedTempFile::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let to = dir.path().to_str().unwrap();
-    let mut backing_up = paused(&n.root, &["backup", "notes", "--to", to], "backup:copied", hold.path());
+    let mut backing_up = n.root.paused(&["backup", "notes", "--to", to], "backup:copied", hold.path());
     let cache = n.root.path().join("cache");
     let deadline = Instant::now() + Duration::from_secs(20);
     while !std::fs::read_dir(&cache)

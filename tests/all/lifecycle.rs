@@ -198,6 +198,7 @@ fn a_compatible_downgrade_keeps_the_writes() {
 #[test]
 fn a_release_activated_again_under_a_running_launcher_has_its_first_write_noted_again() {
     use autoapp::{apps::Apps, config::Config, gate::Caller, manifest::AppId, root::Root};
+    let _alone = FIRST_WRITE_THREADS.lock().unwrap_or_else(|p| p.into_inner());
     let n = Notes::new();
     let v1 = n.build();
     n.edit_manifest(|m| m.replace("version = \"0.1.0\"", "version = \"0.1.1\""));
@@ -252,6 +253,65 @@ fn a_release_activated_again_under_a_running_launcher_has_its_first_write_noted_
     drop(apps);
     let history = std::fs::read_to_string(n.app_dir().join("history.jsonl")).unwrap();
     assert_eq!(history.matches("first write").count(), 2, "{history}");
+}
+
+/// The tests that make `autoapp-first-write` threads, one at a time: one of
+/// them counts those threads in this process.
+static FIRST_WRITE_THREADS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// An activation switches the pointer before it writes its activation file:
+/// a launcher's write that runs on the new release in between is that
+/// activation's first write, and is noted once the activation lets go of the
+/// app (else a plain rollback would set it aside without asking).
+#[test]
+fn a_write_between_an_activations_switch_and_its_record_is_noted_as_its_first() {
+    use autoapp::{apps::Apps, config::Config, gate::Caller, manifest::AppId, root::Root};
+    let _alone = FIRST_WRITE_THREADS.lock().unwrap_or_else(|p| p.into_inner());
+    let n = Notes::new();
+    let v1 = n.build();
+    n.edit_manifest(|m| m.replace("version = \"0.1.0\"", "version = \"0.1.1\""));
+    let v2 = n.build();
+    n.root.ok(&["activate", "notes", &v1]);
+    let apps = Apps::new(Root::open(n.root.path()).unwrap(), &Config::default()).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (me, app) = (Caller::command_line(), AppId::parse("notes").unwrap());
+    let add = |title: &str| {
+        let input = serde_json::json!({ "title": title }).to_string();
+        rt.block_on(apps.call(&me, &app, "notes.add", &input)).expect("the write is answered")
+    };
+    // v1 writes: its activation is noted, and (at its next write) the
+    // launcher remembers that.
+    add("one");
+    let paths = Root::open(n.root.path()).unwrap().app(&app);
+    assert!(autoapp::release::journal::activation(&paths).unwrap().unwrap().first_write_at.is_some());
+    add("one more");
+    // v2's activation, paused after its switch, before its activation file.
+    let hold = tempfile::NamedTempFile::new().unwrap();
+    let mut activation = n.root.paused(&["activate", "notes", &v2], "activate:switched", hold.path());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while n.active() != v2 {
+        assert!(std::time::Instant::now() < deadline, "the activation switched");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let answer = add("two");
+    assert_eq!(answer.release, v2, "the write ran on the release switched to");
+    assert_eq!(autoapp::release::journal::activation(&paths).unwrap().unwrap().release, v1, "not written yet");
+    drop(hold);
+    assert!(activation.wait().unwrap().success());
+    // Noted once the activation lets go, with no other write (the history's
+    // line is the last thing written under the lock).
+    let history = n.app_dir().join("history.jsonl");
+    let noted = std::time::Instant::now();
+    while std::fs::read_to_string(&history).unwrap().matches("first write").count() < 2 {
+        assert!(noted.elapsed() < std::time::Duration::from_secs(10), "v2's first write is noted");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let a = autoapp::release::journal::activation(&paths).unwrap().unwrap();
+    assert_eq!(a.release, v2);
+    assert!(a.first_write_at.is_some(), "{a:?}");
+    let e = n.root.fails_with(1, &["rollback", "notes"]);
+    assert!(e.contains("--restore --yes"), "v2 wrote: a rollback must choose: {e}");
+    apps.flush_record();
 }
 
 #[test]

@@ -67,6 +67,20 @@ impl TestRoot {
         c
     }
 
+    /// `autoapp --root <root> args…`, started and paused at `point` (debug
+    /// builds: `AUTOAPP_PAUSE`) until the file `hold` is gone.
+    pub fn paused(&self, args: &[&str], point: &str, hold: &Path) -> Child {
+        self.command()
+            .args(args)
+            .env("AUTOAPP_PAUSE", point)
+            .env("AUTOAPP_PAUSE_FILE", hold)
+            .env("AUTOAPP_LOG", "off")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the autoapp binary starts")
+    }
+
     /// Runs `autoapp --root <root> args...`.
     pub fn run(&self, args: &[&str]) -> Output {
         self.command().args(args).output().expect("the autoapp binary runs")
