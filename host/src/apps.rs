@@ -719,8 +719,8 @@ const FIRST_WRITE_PATIENCE: std::time::Duration = std::time::Duration::from_secs
 
 /// What became of a first write to be noted.
 enum Noted {
-    /// Noted, or nothing to note any more (the activation `seen` is gone, or
-    /// it holds a first write already).
+    /// Noted, or nothing to note any more (the activation the write was made
+    /// under is gone, or it holds a first write already).
     Done,
     /// Another change of the app holds its lock.
     Busy,

@@ -230,8 +230,9 @@ mod tests {
 
     #[test]
     fn a_line_with_letters_outside_ascii_is_sanitised_as_before() {
-        // The set's ASCII `\b` sees a boundary where Unicode's sees none: it
-        // only lets the rules look, and the rules decide.
+        // The set's patterns have no `\b`: where a word boundary decides (a
+        // letter outside ASCII before `token`), the set only lets the rules
+        // look, and the rules, with Unicode's `\b`, decide.
         assert_eq!(clean("étoken=abcd1234 ok"), "étoken=abcd1234 ok");
         assert_eq!(clean("café token=abcd1234 ok"), "café token=[redacted] ok");
         assert_eq!(clean("é.password=hunter22"), "é.password=[redacted]");

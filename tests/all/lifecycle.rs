@@ -197,22 +197,13 @@ fn a_compatible_downgrade_keeps_the_writes() {
 /// went unnoted.)
 #[test]
 fn a_release_activated_again_under_a_running_launcher_has_its_first_write_noted_again() {
-    use autoapp::{apps::Apps, config::Config, gate::Caller, manifest::AppId, root::Root};
     let _alone = FIRST_WRITE_THREADS.lock().unwrap_or_else(|p| p.into_inner());
-    let n = Notes::new();
-    let v1 = n.build();
-    n.edit_manifest(|m| m.replace("version = \"0.1.0\"", "version = \"0.1.1\""));
-    let v2 = n.build();
-    assert_ne!(v1, v2);
+    let (n, v1, v2) = notes_built_twice();
     n.root.ok(&["activate", "notes", &v2]);
-    // One process serves every call, as the launcher does.
-    let apps = Apps::new(Root::open(n.root.path()).unwrap(), &Config::default()).unwrap();
+    let serving = Serving::new(&n);
     n.root.ok(&["activate", "notes", &v1]);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let (me, app) = (Caller::command_line(), AppId::parse("notes").unwrap());
     let add = |title: &str| {
-        let input = serde_json::json!({ "title": title }).to_string();
-        rt.block_on(apps.call(&me, &app, "notes.add", &input)).expect("the write is answered");
+        serving.add(title);
     };
     add("one");
     add("one more");
@@ -222,7 +213,7 @@ fn a_release_activated_again_under_a_running_launcher_has_its_first_write_noted_
     n.root.ok(&["activate", "notes", &v1]);
     // While another change of the app holds its lock, the first write is
     // not written down (it could overwrite what that change writes)...
-    let paths = Root::open(n.root.path()).unwrap().app(&app);
+    let paths = serving.paths();
     let held = autoapp::release::journal::lock(&paths, true).unwrap();
     for i in 0..20 {
         add(&format!("two, {i}"));
@@ -249,8 +240,8 @@ fn a_release_activated_again_under_a_running_launcher_has_its_first_write_noted_
     add("three");
     let e = n.root.fails_with(1, &["rollback", "notes"]);
     assert!(e.contains("--restore --yes"), "v1, activated again, wrote again: a rollback must choose: {e}");
-    apps.flush_record();
-    drop(apps);
+    serving.apps.flush_record();
+    drop(serving);
     let history = std::fs::read_to_string(n.app_dir().join("history.jsonl")).unwrap();
     assert_eq!(history.matches("first write").count(), 2, "{history}");
 }
@@ -259,30 +250,61 @@ fn a_release_activated_again_under_a_running_launcher_has_its_first_write_noted_
 /// them counts those threads in this process.
 static FIRST_WRITE_THREADS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// The notes app built twice (versions 0.1.0 and 0.1.1, the same
+/// migrations): the app and its two releases, none active.
+fn notes_built_twice() -> (Notes, String, String) {
+    let n = Notes::new();
+    let v1 = n.build();
+    n.edit_manifest(|m| m.replace("version = \"0.1.0\"", "version = \"0.1.1\""));
+    let v2 = n.build();
+    assert_ne!(v1, v2);
+    (n, v1, v2)
+}
+
+/// One process serving the notes app's calls for as long as it lives, as a
+/// launcher does.
+struct Serving {
+    apps: autoapp::apps::Apps,
+    rt: tokio::runtime::Runtime,
+    root: std::path::PathBuf,
+}
+
+impl Serving {
+    fn new(n: &Notes) -> Serving {
+        use autoapp::{apps::Apps, config::Config, root::Root};
+        let apps = Apps::new(Root::open(n.root.path()).unwrap(), &Config::default()).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        Serving { apps, rt, root: n.root.path().to_path_buf() }
+    }
+
+    /// Adds a note titled `title`, from the command line.
+    fn add(&self, title: &str) -> autoapp::apps::Answer {
+        let (me, app) = (autoapp::gate::Caller::command_line(), autoapp::manifest::AppId::parse("notes").unwrap());
+        let input = serde_json::json!({ "title": title }).to_string();
+        self.rt.block_on(self.apps.call(&me, &app, "notes.add", &input)).expect("the write is answered")
+    }
+
+    /// The app's folders.
+    fn paths(&self) -> autoapp::root::AppPaths {
+        autoapp::root::Root::open(&self.root).unwrap().app(&autoapp::manifest::AppId::parse("notes").unwrap())
+    }
+}
+
 /// An activation switches the pointer before it writes its activation file:
 /// a launcher's write that runs on the new release in between is that
 /// activation's first write, and is noted once the activation lets go of the
 /// app (else a plain rollback would set it aside without asking).
 #[test]
 fn a_write_between_an_activations_switch_and_its_record_is_noted_as_its_first() {
-    use autoapp::{apps::Apps, config::Config, gate::Caller, manifest::AppId, root::Root};
     let _alone = FIRST_WRITE_THREADS.lock().unwrap_or_else(|p| p.into_inner());
-    let n = Notes::new();
-    let v1 = n.build();
-    n.edit_manifest(|m| m.replace("version = \"0.1.0\"", "version = \"0.1.1\""));
-    let v2 = n.build();
+    let (n, v1, v2) = notes_built_twice();
     n.root.ok(&["activate", "notes", &v1]);
-    let apps = Apps::new(Root::open(n.root.path()).unwrap(), &Config::default()).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let (me, app) = (Caller::command_line(), AppId::parse("notes").unwrap());
-    let add = |title: &str| {
-        let input = serde_json::json!({ "title": title }).to_string();
-        rt.block_on(apps.call(&me, &app, "notes.add", &input)).expect("the write is answered")
-    };
+    let serving = Serving::new(&n);
+    let add = |title: &str| serving.add(title);
     // v1 writes: its activation is noted, and (at its next write) the
     // launcher remembers that.
     add("one");
-    let paths = Root::open(n.root.path()).unwrap().app(&app);
+    let paths = serving.paths();
     assert!(autoapp::release::journal::activation(&paths).unwrap().unwrap().first_write_at.is_some());
     add("one more");
     // v2's activation, paused after its switch, before its activation file.
@@ -311,7 +333,7 @@ fn a_write_between_an_activations_switch_and_its_record_is_noted_as_its_first() 
     assert!(a.first_write_at.is_some(), "{a:?}");
     let e = n.root.fails_with(1, &["rollback", "notes"]);
     assert!(e.contains("--restore --yes"), "v2 wrote: a rollback must choose: {e}");
-    apps.flush_record();
+    serving.apps.flush_record();
 }
 
 #[test]
