@@ -52,7 +52,7 @@ fn at(list: &[(&str, usize)]) -> Vec<(String, usize)> {
 fn guest_code_is_entered_only_in_runtime_run() {
     // Instantiating may run a component's start function: in `run` (the
     // call's instance when no spare is there), in the instance thread's
-    // `Maker::make` (a spare) and in three of `runtime`'s own tests (what a
+    // `Maker::make_one` (a spare) and in three of `runtime`'s own tests (what a
     // start function is given; used instances freed while the thread is
     // behind; a loop stopped after the epoch ticker slept), each on a store
     // made by `unarmed`, the one `Store::new`: nothing given until `arm`
