@@ -965,10 +965,10 @@ fn profile(ctx: &Ctx, which: &str) -> anyhow::Result<()> {
     let serves = matches!(which, "p2-ours" | "p2r-ours" | "p3c-ours");
     let n = ctx.args.calls.unwrap_or(if serves { 15 } else { 2000 });
     // A small pool, so the engine's address-space reservation fits under
-    // valgrind (in process), yet room for the call's instance, the two
-    // spares made ahead, the one being made and the used one being freed:
-    // with 2, a call waited for a slot and the spare was given up (and made
-    // again) at every call. A served profile runs on the row's own
+    // valgrind (in process), yet room for the call's instance, its
+    // release's two spares (the second perhaps still being made) and the
+    // used one being freed, with a slot to spare: with 2, a call waited for
+    // a slot and the spare was given up (and made again) at every call. A served profile runs on the row's own
     // configuration (64 writers on a few slots would profile waiting for
     // slots).
     const SMALL: &str = "opener = \"none\"\nmax_instances = 6\n";
