@@ -61,7 +61,8 @@ pub struct Apps {
     gate: Arc<Gate>,
     /// The agents' plans and the runs the person started.
     plans: Arc<crate::plans::Plans>,
-    recorder: Recorder,
+    /// Shared with the steps that put a write's row beside it (`RowBeside`).
+    recorder: Arc<Recorder>,
     /// Per app, the text of its activation file once it holds the
     /// activation's first write, and the release it names
     /// (`note_first_write`).
@@ -81,8 +82,10 @@ pub struct Apps {
 
 impl Drop for Apps {
     /// A clean stop: the apps' log lines queued by this process's calls are
-    /// written (the record's rows are, by the recorder's own drop).
+    /// written, and the record's rows (the recorder's own drop commits them
+    /// too, but a step still parked in a group may hold it a moment longer).
     fn drop(&mut self) {
+        self.recorder.flush();
         crate::applog::flush();
     }
 }
@@ -101,7 +104,7 @@ impl Apps {
             runtime: Arc::new(Runtime::new(config)?),
             gate: Gate::with_stand_ins(std::time::Duration::from_secs(config.approval_window_secs), stand_ins),
             plans,
-            recorder: Recorder::new(config.durability),
+            recorder: Arc::new(Recorder::new(config.durability)),
             written: Mutex::default(),
             first_write_waits: Arc::default(),
             containment: std::sync::OnceLock::new(),
@@ -636,7 +639,8 @@ impl Apps {
             Entry::View { .. } => "page",
         };
         let (outcome, settle) = self.runtime.run(pass, &loaded.prepared, plan, entry).await;
-        settled(app, kind, what, outcome, settle, row_of).await
+        let owed_to = Owed { recorder: &self.recorder, data };
+        settled(app, kind, what, outcome, settle, row_of, owed_to).await
     }
 
     /// Everything one call is given, decided before it starts: the store in
@@ -923,6 +927,7 @@ async fn settled(
     outcome: Outcome,
     settle: crate::runtime::Settle,
     row_of: Option<&RowOf<'_>>,
+    owed_to: Owed<'_>,
 ) -> (Result<serde_json::Value, CallError>, Option<Row>) {
     if settle.log.dropped() > 0 {
         tracing::warn!(
@@ -970,7 +975,9 @@ async fn settled(
     let mut row = row_of.map(|f| f(&result));
     let writes = settle.store.mode() == caps::store::Mode::ReadWrite;
     let shared = row.take_if(|_| writes).map(Arc::new);
-    let insert = shared.clone().map(|r| Box::new(crate::gate::record::insert_beside(r)) as caps::store::HostStep);
+    let insert = shared.clone().map(|row| {
+        Box::new(crate::gate::record::insert_beside(row, owed_to.recorder, owed_to.data)) as caps::store::HostStep
+    });
     let finished = settle.store.finish_with(result.is_ok(), insert).await;
     match finished {
         Ok(true) => (result, None),
@@ -982,6 +989,15 @@ async fn settled(
             (failed, row)
         }
     }
+}
+
+/// Where the row of a write goes when the write was kept without it and its
+/// call is no longer there to record it: the record's writer of `data`
+/// (`gate::record::RowBeside`).
+#[derive(Clone, Copy)]
+struct Owed<'a> {
+    recorder: &'a Arc<Recorder>,
+    data: &'a Path,
 }
 
 /// The record of the data folder `data`, attached beside its store: a write
@@ -1001,6 +1017,7 @@ type RowOf<'a> = dyn Fn(&Result<serde_json::Value, CallError>) -> Row + Send + S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bindings::app::autoapp::app::store::Value;
     use crate::gate::record::{self, Durability};
 
     /// At each level, a write and its decision row are committed by one
@@ -1029,7 +1046,7 @@ mod tests {
                         .await
                         .unwrap();
                         let r = Arc::new(record::test_row(i as usize));
-                        let insert = Box::new(record::insert_beside(r.clone()));
+                        let insert = Box::new(record::insert_beside(r.clone(), &recorder, &dir));
                         match c.finish_with(true, Some(insert)).await.unwrap() {
                             true => recorder.synced(&dir).await.unwrap(),
                             false => recorder.write_durable(&dir, Arc::unwrap_or_clone(r)).await.unwrap(),
@@ -1051,6 +1068,195 @@ mod tests {
                 Durability::Process => assert_eq!(groups, 0, "process: nothing synced"),
                 Durability::Power => assert!((1..=16).contains(&groups), "power: {groups} syncs for 16 writes"),
             }
+        }
+    }
+
+    /// One write call as `Apps::call` makes it (`settled`, then `record`):
+    /// its row goes in beside its write, or, when the record was busy, the
+    /// call records it itself.
+    async fn write_call(store: Arc<AppStore>, recorder: Arc<Recorder>, dir: PathBuf, x: i64) -> anyhow::Result<()> {
+        let deadline = Instant::now() + std::time::Duration::from_secs(30);
+        let mut c = store.begin(Mode::ReadWrite, deadline)?;
+        c.execute("INSERT INTO t (x) VALUES (?1)", vec![Value::Integer(x)]).await?;
+        let row = Arc::new(record::test_row(x as usize));
+        let step = Box::new(record::insert_beside(row.clone(), &recorder, &dir));
+        if !c.finish_with(true, Some(step)).await? {
+            recorder.write_durable(&dir, Arc::unwrap_or_clone(row)).await?;
+        }
+        Ok(())
+    }
+
+    /// The writes `t` holds, and the request ids of the record's rows, sorted.
+    fn writes_and_rows(dir: &Path) -> (Vec<i64>, Vec<String>) {
+        let c = crate::sqlite::open(&dir.join(caps::store::STORE_FILE), crate::sqlite::read_only()).unwrap();
+        let mut st = c.prepare("SELECT x FROM t ORDER BY x").unwrap();
+        let kept = st.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+        let mut rows: Vec<String> = record::read(dir, 100_000).unwrap().into_iter().map(|r| r.request_id).collect();
+        rows.sort();
+        (kept, rows)
+    }
+
+    /// A store of `t (x)` with the record beside it.
+    fn store_and_record(dir: &Path) -> Arc<AppStore> {
+        let store = AppStore::open_with(dir, Some(record_beside(dir))).unwrap();
+        store.migrate(&[caps::store::Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x)".into() }]).unwrap();
+        store
+    }
+
+    /// Issue 55: a write call waits in a group for its commit and its
+    /// caller goes away (its future dropped: a client that disconnected);
+    /// at the group's commit another connection holds the record's write
+    /// lock, so no row of the group goes in beside the writes. The writes
+    /// are kept; the calls still there record their rows themselves, and
+    /// the gone one's row is handed to the record's writer by its step.
+    /// Before: its write was in the store with no row in the record.
+    #[test]
+    fn a_write_kept_after_its_caller_went_away_while_the_record_was_busy_has_its_row() {
+        for durability in [Durability::Process, Durability::Power] {
+            let d = tempfile::tempdir().unwrap();
+            let dir = d.path().to_path_buf();
+            let mut store = store_and_record(&dir);
+            store.keep_groups_open();
+            let recorder = Arc::new(Recorder::new(durability));
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                let deadline = Instant::now() + std::time::Duration::from_secs(30);
+                // The head holds the write permit…
+                let mut head = store.begin(Mode::ReadWrite, deadline).unwrap();
+                head.execute("INSERT INTO t (x) VALUES (?1)", vec![Value::Integer(0)]).await.unwrap();
+                // …while the member queues behind it, and the last behind both.
+                let member = tokio::spawn(write_call(store.clone(), recorder.clone(), dir.clone(), 1));
+                tokio::task::yield_now().await;
+                let mut last = store.begin(Mode::ReadWrite, deadline).unwrap();
+                let mut last_writes = Box::pin(last.execute("INSERT INTO t (x) VALUES (2)", vec![]));
+                assert!(futures::poll!(&mut last_writes).is_pending(), "the last waits its turn");
+                // The head parks its group for them and waits for the commit.
+                let mut head_done = Box::pin(write_call_end(head, recorder.clone(), dir.clone(), 0));
+                assert!(futures::poll!(&mut head_done).is_pending(), "the head waits for its group's commit");
+                // The member joins, writes and waits too (the last still queued).
+                for _ in 0..20 {
+                    tokio::task::yield_now().await;
+                }
+                assert!(!member.is_finished(), "the member waits for its group's commit");
+                // Its caller goes away.
+                member.abort();
+                assert!(member.await.unwrap_err().is_cancelled());
+                // Another connection holds the record's write lock…
+                let blocker = crate::sqlite::open(&dir.join(record::RUNS_FILE), crate::sqlite::read_write()).unwrap();
+                blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+                // …when the last call ends the group: one COMMIT, no row beside.
+                last_writes.await.unwrap();
+                let step = Box::new(record::insert_beside(Arc::new(record::test_row(2)), &recorder, &dir));
+                assert!(!last.finish_with(true, Some(step)).await.unwrap(), "the record was busy");
+                blocker.execute_batch("COMMIT").unwrap();
+                recorder.write_durable(&dir, record::test_row(2)).await.unwrap();
+                head_done.await.unwrap();
+            });
+            recorder.flush();
+            let (kept, rows) = writes_and_rows(&dir);
+            assert_eq!(kept, [0, 1, 2], "{durability:?}: every write was kept");
+            for x in kept {
+                assert!(rows.contains(&format!("r{x}")), "{durability:?}: the kept write {x} has no row: {rows:?}");
+            }
+        }
+    }
+
+    /// The end of [`write_call`] for a call that has written.
+    async fn write_call_end(
+        c: caps::store::CallStore,
+        recorder: Arc<Recorder>,
+        dir: PathBuf,
+        x: i64,
+    ) -> anyhow::Result<()> {
+        let row = Arc::new(record::test_row(x as usize));
+        let step = Box::new(record::insert_beside(row.clone(), &recorder, &dir));
+        if !c.finish_with(true, Some(step)).await? {
+            recorder.write_durable(&dir, Arc::unwrap_or_clone(row)).await?;
+        }
+        Ok(())
+    }
+
+    /// Issue 55, under load: 32 writers at a time, a third of them dropped
+    /// by their caller at a moment of its choosing, while another connection
+    /// takes the record's write lock again and again. Counted, not timed:
+    /// every write in the store has its row, and every write a caller heard
+    /// was done is in the store.
+    #[test]
+    fn under_load_with_callers_going_away_every_kept_write_has_its_row_at_each_level() {
+        for durability in [Durability::Process, Durability::Power] {
+            let d = tempfile::tempdir().unwrap();
+            let dir = d.path().to_path_buf();
+            let store = store_and_record(&dir);
+            let recorder = Arc::new(Recorder::new(durability));
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let blocker = {
+                let (dir, stop) = (dir.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let c = crate::sqlite::open(&dir.join(record::RUNS_FILE), crate::sqlite::read_write()).unwrap();
+                    c.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+                    for _ in 0..2_000 {
+                        if stop.load(std::sync::atomic::Ordering::Acquire) {
+                            break;
+                        }
+                        c.execute_batch("BEGIN IMMEDIATE").unwrap();
+                        std::thread::sleep(std::time::Duration::from_millis(3));
+                        c.execute_batch("COMMIT").unwrap();
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                })
+            };
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            // A small deterministic sequence of choices (which calls go, and when).
+            let mut seed = 0x9e37_79b9_u64 ^ durability as u64;
+            let mut next = move || {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed
+            };
+            let mut done = Vec::new();
+            rt.block_on(async {
+                for round in 0..6i64 {
+                    let mut calls = Vec::new();
+                    for i in 0..32i64 {
+                        let x = round * 100 + i;
+                        let call = tokio::spawn(write_call(store.clone(), recorder.clone(), dir.clone(), x));
+                        let gone = (next() % 3 == 0).then(|| std::time::Duration::from_micros(next() % 3_000));
+                        calls.push((x, call, gone));
+                    }
+                    // Each caller that goes away does so at its own moment,
+                    // while the others run.
+                    for (_, call, gone) in &calls {
+                        if let Some(after) = *gone {
+                            let call = call.abort_handle();
+                            tokio::spawn(async move {
+                                tokio::time::sleep(after).await;
+                                call.abort();
+                            });
+                        }
+                    }
+                    for (x, call, _) in calls {
+                        if let Ok(Ok(())) = call.await {
+                            done.push(x);
+                        }
+                    }
+                }
+            });
+            stop.store(true, std::sync::atomic::Ordering::Release);
+            blocker.join().unwrap();
+            recorder.flush();
+            let (kept, rows) = writes_and_rows(&dir);
+            let gone = kept.iter().filter(|x| !done.contains(x)).count();
+            for x in &done {
+                assert!(kept.contains(x), "{durability:?}: the acknowledged write {x} is not in the store");
+            }
+            for x in &kept {
+                assert!(rows.contains(&format!("r{x}")), "{durability:?}: the kept write {x} has no row");
+            }
+            let mut once = rows.clone();
+            once.dedup();
+            assert_eq!((rows.len(), once.len()), (kept.len(), kept.len()), "{durability:?}: one row a kept write");
+            eprintln!("{durability:?}: {} writes kept, {gone} of them of calls whose caller went away", kept.len());
         }
     }
 }

@@ -42,6 +42,10 @@
 //! A group left with nobody to commit it (its closer gone with a stopped
 //! server's runtime) is committed by a call still waiting in it, or else by
 //! the store's once-a-second checkpoint.
+//! A call that goes away while it waits for its group's commit (its
+//! future dropped) still has its row when its write is kept: the commit
+//! hands each member whose row could not go in its [`Step`] back, owed,
+//! and a step nobody takes back hands its row on by itself.
 //! A write is acknowledged only after the commit that holds it; a call
 //! whose statement made SQLite end the transaction itself (`OR ROLLBACK`,
 //! an interrupted write, a full disk) takes the calls before it in its group
@@ -209,14 +213,53 @@ pub struct Beside {
 /// A statement of the host's, run in a call's transaction just before the
 /// commit that ends it ([`CallStore::finish_with`]); it owns what it writes,
 /// because the call that commits a group runs the steps of every call in it.
-pub type HostStep = Box<dyn FnOnce(&Connection) -> rusqlite::Result<()> + Send>;
+///
+/// A step whose statement could not run (the database beside was busy)
+/// while the write it belongs to was committed is **owed**: what it would
+/// have written must reach its database another way. The call that waits
+/// for the commit takes it back and does that itself
+/// ([`taken_back`](Step::taken_back)); a call that went away while it waited
+/// in a group (its client disconnected, its future dropped) is not there to,
+/// so an owed step that is dropped without being taken back hands what it
+/// holds on by itself ([`owed`](Step::owed); `gate::record`'s step gives its
+/// row to the record's writer). This is how every kept write has its row.
+pub trait Step: Send {
+    /// Runs the statement on `conn`, inside the transaction about to commit.
+    fn run(&mut self, conn: &Connection) -> rusqlite::Result<()>;
+    /// The write was committed without this step's statement: from now on,
+    /// dropping the step without [`taken_back`](Step::taken_back) hands what
+    /// it holds on its own way.
+    fn owed(&mut self) {}
+    /// The call heard that its step did not go in, and writes what it holds
+    /// itself: dropping the step does nothing more.
+    fn taken_back(&mut self) {}
+}
+
+/// A statement with nothing to hand on (tests, and any step whose loss is
+/// the caller's to notice).
+impl<F: FnMut(&Connection) -> rusqlite::Result<()> + Send> Step for F {
+    fn run(&mut self, conn: &Connection) -> rusqlite::Result<()> {
+        self(conn)
+    }
+}
+
+/// A [`Step`], owned.
+pub type HostStep = Box<dyn Step>;
 
 /// A call whose writes are in a group's open transaction, waiting for the
 /// commit: its row's step, and where it hears whether the commit held (and
 /// whether its row went in with it).
 struct Member {
     step: Option<HostStep>,
-    told: tokio::sync::oneshot::Sender<Result<bool, String>>,
+    told: tokio::sync::oneshot::Sender<Result<Heard, String>>,
+}
+
+/// What a member hears when its group committed: whether its step went in
+/// with the commit, and if not, the step itself, owed ([`Step::owed`]): the
+/// member takes it back, or, gone, drops it and the step hands its row on.
+struct Heard {
+    beside: bool,
+    owed: Option<HostStep>,
 }
 
 /// The open transaction of a group of write calls, parked between two of
@@ -527,6 +570,13 @@ impl AppStore {
         });
     }
 
+    /// Groups that stay open as long as a test needs (not cut by time): for
+    /// tests that set up a group step by step. Before the store is shared.
+    #[cfg(test)]
+    pub(crate) fn keep_groups_open(self: &mut Arc<Self>) {
+        Arc::get_mut(self).expect("not shared yet").group_window = Duration::from_secs(600);
+    }
+
     /// The store of one call in `mode`. Nothing is opened yet: the call's
     /// connection and transaction begin when the guest first uses the store,
     /// so a call that never touches it costs no SQLite work at all.
@@ -682,9 +732,9 @@ impl AppStore {
     fn commit_group(&self, p: Pooled, mut members: Vec<Member>, own: Option<HostStep>) -> anyhow::Result<bool> {
         // Busy: the record's own writer is committing; the rows go its way then.
         let mut beside = self.beside.is_some();
-        let mut step = |s: Option<HostStep>| -> bool {
-            let Some(s) = s.filter(|_| beside) else { return false };
-            match s(&p.conn) {
+        let mut step = |s: &mut Option<HostStep>| -> bool {
+            let Some(s) = s.as_mut().filter(|_| beside) else { return false };
+            match s.run(&p.conn) {
                 Ok(()) => true,
                 Err(e) => {
                     if !is_busy(&e) {
@@ -695,14 +745,23 @@ impl AppStore {
                 }
             }
         };
-        let went: Vec<bool> = members.iter_mut().map(|m| step(m.step.take())).collect();
-        let own = step(own);
+        let went: Vec<bool> = members.iter_mut().map(|m| step(&mut m.step)).collect();
+        let mut own = own;
+        let own = step(&mut own);
         match run_host(&p.conn, COMMIT) {
             Ok(()) => {
                 self.commits.fetch_add(1, Ordering::AcqRel);
                 self.put_back(Mode::ReadWrite, p);
                 for (m, went) in members.into_iter().zip(went) {
-                    let _ = m.told.send(Ok(went));
+                    // A step left out of the commit is owed. Its member may be
+                    // gone (its future dropped while it waited): then the send
+                    // fails, or the answer is dropped unread, and either way
+                    // the owed step, dropped, hands its row on.
+                    let owed = m.step.filter(|_| !went).map(|mut s| {
+                        s.owed();
+                        s
+                    });
+                    let _ = m.told.send(Ok(Heard { beside: went, owed }));
                 }
                 Ok(own)
             }
@@ -1335,7 +1394,14 @@ impl CallStore {
             loop {
                 tokio::select! {
                     told = &mut answer => return match told {
-                        Ok(Ok(beside)) => Ok(beside),
+                        Ok(Ok(Heard { beside, owed })) => {
+                            // This call records its row itself (its caller
+                            // goes on from here without another await).
+                            if let Some(mut step) = owed {
+                                step.taken_back();
+                            }
+                            Ok(beside)
+                        }
                         Ok(Err(why)) => Err(anyhow::anyhow!(why)),
                         Err(_) => Err(anyhow::anyhow!(GROUP_LOST)),
                     },
@@ -2196,9 +2262,8 @@ mod tests {
         st.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
     }
 
-    /// Groups that stay open as long as a test needs (not cut by time).
     fn long_groups(s: &mut Arc<AppStore>) {
-        Arc::get_mut(s).expect("not shared yet").group_window = Duration::from_secs(600);
+        s.keep_groups_open();
     }
 
     /// Whether another connection sees the row `x` committed.

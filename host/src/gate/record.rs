@@ -5,8 +5,9 @@
 //! Rows go to the record's writer, one thread per data folder, so that
 //! recording never puts a disk sync inside a call's own work and one app's
 //! load never holds up another app's record (at `process`, a write's row is
-//! committed on its caller's thread when nobody else is committing: a
-//! commit without a sync costs less than the two wake-ups of a hand-over):
+//! committed on its caller's thread when nobody else is committing and the
+//! record's write lock is free at once: a commit without a sync costs less
+//! than the two wake-ups of a hand-over):
 //!
 //! - the row of a write that commits while no other write of its app waits
 //!   is inserted in the write's own transaction, the record attached beside
@@ -25,7 +26,22 @@
 //!   [`sync_logs`]);
 //! - the rows of reads ([`Recorder::write`]) are gathered for a moment and
 //!   committed in batches; a crash of the host can lose the read rows of the
-//!   last [`GATHER`], never an acknowledged write's.
+//!   last [`GATHER`], never an acknowledged write's;
+//! - the row of a write that was kept while its call was gone (dropped while
+//!   it waited for its group's commit, whose row could not go in beside it)
+//!   is handed to the writer by the write's own step ([`RowBeside`],
+//!   [`Recorder::hand_on`]): every kept write has its row, whether or not
+//!   anyone still waits for its answer.
+//!
+//! **Where a row waits for a lock.** Only the writer's thread (and a
+//! lifecycle action's connection, on the thread of the person's action)
+//! waits in SQLite's busy handler, for at most [`BUSY_WAIT`], when another
+//! connection holds the record's write lock. A call's row is never waited
+//! for on a runtime's worker: [`Recorder::write_durable`] commits it there
+//! only when the lock is free at once, and otherwise the writer's thread
+//! does, while the call awaits it; the store's own insert beside a write
+//! never waits either (the store's write connections have no busy handler;
+//! a busy record sends the row the writer's way).
 //!
 //! [`Recorder::flush`] (called on every clean stop, and by `Drop`) waits until
 //! every row sent is committed. No input value, secret, token or address is
@@ -48,6 +64,19 @@ pub const RUNS_FILE: &str = "runs.sqlite";
 
 /// Rows committed together at most.
 const BATCH: usize = 4096;
+
+/// The longest the record's connections wait in SQLite's busy handler for
+/// another connection's commit (the writer's thread, a lifecycle action's
+/// row, another process). Never on a runtime's worker
+/// ([`Recorder::commit_here`] does not wait at all).
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Whether `e` is SQLite's "the database is locked by another connection".
+fn is_busy(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<rusqlite::Error>()
+        .and_then(rusqlite::Error::sqlite_error_code)
+        .is_some_and(|c| matches!(c, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
+}
 
 /// How long the writer gathers the rows of reads after the first before it
 /// commits them, unless a row that must be durable arrives first. Fewer,
@@ -244,6 +273,15 @@ impl Recorder {
         let _ = self.send(data, Msg::Row(Box::new(row), None), false);
     }
 
+    /// Gives `row` to the writer of `data` at once, for nobody to wait on: the
+    /// row of a write that was kept while its caller was gone (a call dropped
+    /// while it waited for its group's commit, `apps`' step beside the
+    /// write). Committed with the writer's next transaction, and on a clean
+    /// stop.
+    pub fn hand_on(&self, data: &Path, row: Row) {
+        let _ = self.send(data, Msg::Row(Box::new(row), None), true);
+    }
+
     /// Writes `row` to the record of `data` and returns once it is as
     /// durable as the level says: committed (`process`), or committed and
     /// synced with the store's log, with every other row waiting at that
@@ -277,7 +315,7 @@ impl Recorder {
                 tokio::task::yield_now().await;
                 let row = kept.row.take().expect("taken only here");
                 if waiting.load(std::sync::atomic::Ordering::Acquire) == 1 {
-                    match self.commit_here(&conn, data, row) {
+                    match self.commit_here(&conn, row) {
                         Ok(done) => return done,
                         Err(row) => row,
                     }
@@ -326,18 +364,33 @@ impl Recorder {
     }
 
     /// Commits `row` on this thread when the record's connection `conn` is
-    /// free; hands the row back otherwise. Never waits.
-    fn commit_here(&self, conn: &Mutex<Shared>, data: &Path, row: Box<Row>) -> Result<anyhow::Result<()>, Box<Row>> {
+    /// free, open, and the record's write lock can be had at once; hands the
+    /// row back otherwise (to go to the writer's thread). Never waits: this
+    /// runs on a runtime's worker, so it never sleeps in SQLite's busy
+    /// handler — a record locked by another connection (a store's group
+    /// commit putting rows beside its writes, another process on the root)
+    /// is waited out by the writer's thread, not here.
+    fn commit_here(&self, conn: &Mutex<Shared>, row: Box<Row>) -> Result<anyhow::Result<()>, Box<Row>> {
         let Ok(mut shared) = conn.try_lock() else { return Err(row) };
         if shared.closed {
             return Err(row);
         }
-        let done = commit(&mut shared.conn, data, std::slice::from_ref(&row), self.durability);
-        if done.is_err() {
-            // Open the file anew next time (it may have been moved).
-            shared.conn = None;
+        // Opening (and making) the file is the writer's: it may wait.
+        let Some(c) = shared.conn.as_mut() else { return Err(row) };
+        if c.busy_timeout(std::time::Duration::ZERO).is_err() {
+            return Err(row);
         }
-        Ok(done)
+        let done = insert(c, std::iter::once(&*row));
+        let _ = c.busy_timeout(BUSY_WAIT);
+        match done {
+            Err(e) if is_busy(&e) => Err(row),
+            Err(e) => {
+                // Open the file anew next time (it may have been moved).
+                shared.conn = None;
+                Ok(Err(e))
+            }
+            Ok(()) => Ok(Ok(())),
+        }
     }
 
     /// Commits what is queued for the record of `data` and closes it (before
@@ -506,7 +559,7 @@ fn open(data: &Path, durability: Durability) -> anyhow::Result<Connection> {
         crate::sqlite::open(&data.join(RUNS_FILE), crate::sqlite::read_write()).context("cannot open the record")?;
     // A lifecycle action's row ([`action`]) comes through a connection of its
     // own, beside the writer's: each waits out the other's commit.
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.busy_timeout(BUSY_WAIT)?;
     conn.execute_batch(&format!(
         "PRAGMA journal_mode = WAL;
          PRAGMA synchronous = {};
@@ -625,15 +678,49 @@ pub fn make(data: &Path) -> anyhow::Result<()> {
 /// (`caps::store`), where this one, prepared with the authorizer off, is kept.
 pub const INSERT_BESIDE: &str = insert_into!("record.runs");
 
-/// Inserts `row` into the record attached to `conn` as [`BESIDE`], inside
-/// the transaction of the write it records: the two are committed in one
-/// step. [`Recorder::synced`] then makes them as durable as the level says.
-pub fn insert_beside(row: std::sync::Arc<Row>) -> impl FnOnce(&Connection) -> rusqlite::Result<()> + Send + 'static {
-    move |conn| insert_row_beside(conn, &row)
+/// The step that inserts `row` into the record attached to the store's
+/// connection as [`BESIDE`], inside the transaction of the write it records:
+/// the two are committed in one step. [`Recorder::synced`] then makes them as
+/// durable as the level says.
+///
+/// When the write is committed without its row (the record was busy with
+/// its own writer, or another process's) the call records the row itself; a
+/// call that went away while it waited for its group's commit cannot, so
+/// its step, owed and dropped, gives the row to `recorder`'s writer of
+/// `data` (`caps::store::Step`): a kept write always has its row.
+pub fn insert_beside(row: Arc<Row>, recorder: &Arc<Recorder>, data: &Path) -> RowBeside {
+    RowBeside { row, recorder: recorder.clone(), data: data.to_path_buf(), owed: false }
 }
 
-fn insert_row_beside(conn: &Connection, row: &Row) -> rusqlite::Result<()> {
-    execute_row(&mut *conn.prepare_cached(INSERT_BESIDE)?, row)
+/// The step of [`insert_beside`].
+pub struct RowBeside {
+    row: Arc<Row>,
+    recorder: Arc<Recorder>,
+    data: std::path::PathBuf,
+    /// Its write was committed without it, and its call did not take it back.
+    owed: bool,
+}
+
+impl crate::caps::store::Step for RowBeside {
+    fn run(&mut self, conn: &Connection) -> rusqlite::Result<()> {
+        execute_row(&mut *conn.prepare_cached(INSERT_BESIDE)?, &self.row)
+    }
+
+    fn owed(&mut self) {
+        self.owed = true;
+    }
+
+    fn taken_back(&mut self) {
+        self.owed = false;
+    }
+}
+
+impl Drop for RowBeside {
+    fn drop(&mut self) {
+        if std::mem::take(&mut self.owed) {
+            self.recorder.hand_on(&self.data, (*self.row).clone());
+        }
+    }
 }
 
 /// A lifecycle action the person took on an app (activate, rollback, grant,
@@ -873,6 +960,38 @@ mod tests {
     use super::*;
 
     use super::test_row as row;
+
+    /// Issue 55: at `process` a durable row is committed on its call's own
+    /// thread (a runtime's worker) only when the record's write lock is free
+    /// at once; locked by another connection, the row is handed back at once
+    /// — never slept on in SQLite's busy handler there (before: up to 5 s) —
+    /// and the writer's thread commits it once the lock is let go.
+    #[test]
+    fn a_row_committed_on_the_calls_thread_never_waits_for_a_locked_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = Recorder::new(Durability::Process);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        // The record's connection is open (the first row is the writer's).
+        rt.block_on(rec.write_durable(dir.path(), row(1))).unwrap();
+        rt.block_on(rec.write_durable(dir.path(), row(2))).unwrap();
+        let blocker = crate::sqlite::open(&dir.path().join(RUNS_FILE), crate::sqlite::read_write()).unwrap();
+        blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let (_, conn) = rec.shared_of(dir.path()).unwrap();
+        assert!(conn.lock().unwrap().conn.is_some(), "the record's connection is open");
+        let handed = rec.commit_here(&conn, Box::new(row(3)));
+        assert!(matches!(handed, Err(ref r) if r.request_id == "r3"), "handed back to go to the writer: {handed:?}");
+        // The writer waits the lock out on its own thread.
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            blocker.execute_batch("COMMIT").unwrap();
+        });
+        rt.block_on(rec.write_durable(dir.path(), row(3))).unwrap();
+        release.join().unwrap();
+        let ids: Vec<String> = read(dir.path(), 10).unwrap().into_iter().map(|r| r.request_id).collect();
+        assert_eq!(ids, ["r1", "r2", "r3"]);
+        // Free again: committed here, as before.
+        assert!(matches!(rec.commit_here(&conn, Box::new(row(4))), Ok(Ok(()))));
+    }
 
     #[test]
     fn a_record_made_before_the_answered_by_column_gains_it_and_keeps_its_rows() {
