@@ -1256,7 +1256,7 @@ mod tests {
             let mut once = rows.clone();
             once.dedup();
             assert_eq!((rows.len(), once.len()), (kept.len(), kept.len()), "{durability:?}: one row a kept write");
-            eprintln!("{durability:?}: {} writes kept, {gone} of them of calls whose caller went away", kept.len());
+            crate::tell!("{durability:?}: {} writes kept, {gone} of them of calls whose caller went away", kept.len());
         }
     }
 }
