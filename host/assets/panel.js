@@ -24,13 +24,24 @@ async function act(label, path, body) {
 
 function short(id) { return id ? id.slice(0, 12) : "none"; }
 
+// A capability shown whole: what granting it gives (a folder's path and
+// access, a program's path and argument pattern), marked when it reaches the
+// person's keys or Autoapp's own files.
+function askedText(a) {
+  return `${a.name}: ${a.whole}${a.marked ? ` — MARKED: ${a.marked}; grant it only if you mean it` : ""}`;
+}
+
+function askedLine(a) {
+  return el("li", { class: a.marked ? "status error marked" : "", text: askedText(a) });
+}
+
 function explainBox(e) {
   const box = el("div", { class: "card explain" },
     el("h4", { text: `What ${short(e.release)} asks for` }),
     el("table", {}, el("tbody", {}, ...e.routes.map((r) => el("tr", {},
       el("td", { text: r.name }), el("td", { text: r.effect }), el("td", { text: r.summary }),
       el("td", { class: "muted", text: r.can_use.length ? `can use ${r.can_use.join(", ")}` : "" }))))),
-    el("p", { text: e.capabilities.length ? `Capabilities: ${e.capabilities.join(", ")}` : "Capabilities: none (it reaches nothing outside its own store)" }));
+    e.asked.length ? el("ul", { class: "asked" }, ...e.asked.map(askedLine)) : el("p", { text: "Capabilities: none (it reaches nothing outside its own store)" }));
   if (e.not_granted.length) box.append(el("p", { class: "status error", text: `Not granted yet: ${e.not_granted.join(", ")}` }));
   if (e.workflows.length) {
     box.append(el("p", { text: "Workflows (run on a schedule by the launcher):" }), el("ul", {}, ...e.workflows.map((w) =>
@@ -86,7 +97,8 @@ function plansBox(a) {
 // Where an app comes from: its workspace, or a package and its publisher.
 function sourceText(src) {
   if (!src || src.kind !== "package") return "From its workspace.";
-  const who = src.publisher ? `published by ${src.publisher.name} (fingerprint ${src.publisher.fingerprint})` : "not signed: anyone could have made it";
+  // The key's fingerprint first, the name the publisher chose after it, quoted.
+  const who = src.publisher ? `published by fingerprint ${src.publisher.fingerprint} "${src.publisher.name}"` : "not signed: anyone could have made it";
   return `Installed from a package, ${who}.`;
 }
 
@@ -113,7 +125,7 @@ function appCard(a) {
           el("button", { class: "primary activate-btn", text: "Activate", onclick: async () => {
             try {
               const e = await api("GET", `/api/explain/${a.id}/${c.id}`);
-              const asks = e.capabilities.length ? `It asks for ${e.capabilities.join(", ")}.` : "It asks for no capability.";
+              const asks = e.asked.length ? `It asks for ${e.asked.map(askedText).join("; ")}.` : "It asks for no capability.";
               if (!confirm(`Activate ${a.id} ${e.version} (${short(c.id)})? ${asks}`)) return;
               act(`activating ${short(c.id)}`, "/api/activate", { app: a.id, release: c.id });
             } catch (err) { say(err.message, true); }
@@ -133,7 +145,10 @@ function appCard(a) {
   if (a.asked.length) {
     card.append(el("h3", { text: "Grants" }), ...a.asked.map((cap) => {
       const granted = !a.not_granted.includes(cap);
-      return el("div", { class: "row grant" }, el("span", { text: `${cap} — ${granted ? "granted" : "not granted"}` }),
+      const whole = a.asked_whole.find((w) => w.name === cap);
+      const as = granted && a.granted_as[cap] ? ` (${a.granted_as[cap]})` : "";
+      const shown = whole ? askedText(whole) : cap;
+      return el("div", { class: "row grant" }, el("span", { class: whole && whole.marked ? "status error marked" : "", text: `${shown} — ${granted ? `granted${as}` : "not granted"}` }),
         granted ? el("button", { text: "Revoke", onclick: () => act(`revoking ${cap}`, "/api/revoke", { app: a.id, capabilities: [cap] }) })
                 : el("button", { text: "Grant", onclick: () => act(`granting ${cap}`, "/api/grant", { app: a.id, capabilities: [cap] }) }));
     }));

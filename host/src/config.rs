@@ -41,6 +41,9 @@ pub struct Config {
     pub build_read: Vec<String>,
     pub run_limit_secs: u64,
     pub package_max_mib: u64,
+    pub compile_memory_mib: u64,
+    pub compile_deadline_secs: u64,
+    pub install_deadline_secs: u64,
     pub durability: Durability,
 }
 
@@ -152,6 +155,9 @@ impl Config {
             ("build_deadline_secs", self.build_deadline_secs),
             ("run_limit_secs", self.run_limit_secs),
             ("package_max_mib", self.package_max_mib),
+            ("compile_memory_mib", self.compile_memory_mib),
+            ("compile_deadline_secs", self.compile_deadline_secs),
+            ("install_deadline_secs", self.install_deadline_secs),
         ];
         for (k, v) in positive {
             if v == 0 {
@@ -188,6 +194,11 @@ impl Config {
 
     pub fn memory_max_bytes(&self) -> usize {
         (self.memory_max_mib as usize) << 20
+    }
+
+    /// How long `install` waits for a registry's whole answer.
+    pub fn install_deadline(&self) -> Duration {
+        Duration::from_secs(self.install_deadline_secs)
     }
 
     /// The largest package `install` reads, in bytes.

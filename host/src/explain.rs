@@ -22,6 +22,11 @@ pub struct Explanation {
     pub routes: Vec<RouteLine>,
     /// Every capability asked, by name (`network:<origin>`, ...).
     pub capabilities: Vec<String>,
+    /// Every capability asked, shown whole (issue 51, rule 2): a folder's
+    /// declared and resolved path and its access, a program's path and its
+    /// argument pattern; and whether it reaches the person's keys or this
+    /// launcher's own files (`marked`). In the order of `capabilities`.
+    pub asked: Vec<grants::AskedWhole>,
     pub not_granted: Vec<String>,
     /// What each granted capability is granted as: a folder's path and
     /// access, a program's path (`spawn:git` → `/usr/bin/git`).
@@ -105,6 +110,8 @@ pub fn explain(app: &AppPaths, id: &str) -> anyhow::Result<Explanation> {
             }
         })
         .collect();
+    let root = app.dir.parent().and_then(std::path::Path::parent).unwrap_or(&app.dir);
+    let asked = grants::asked_whole(root, &m);
     let changes = match &active {
         Some(a) if a != id => Some(diff(a, &release::manifest(app, a)?, &m)),
         _ => None,
@@ -131,6 +138,7 @@ pub fn explain(app: &AppPaths, id: &str) -> anyhow::Result<Explanation> {
         not_granted: grants::ungranted(app, &m)?,
         granted_as: grants::targets(&grants::load(app)?),
         capabilities: caps,
+        asked,
         migrations: m.migrations.clone(),
         workflows,
         changes,
@@ -140,8 +148,10 @@ pub fn explain(app: &AppPaths, id: &str) -> anyhow::Result<Explanation> {
 fn diff(against: &str, old: &Manifest, new: &Manifest) -> Changes {
     let names = |m: &Manifest| m.routes.iter().map(|r| r.name.clone()).collect::<BTreeSet<_>>();
     let (o, n) = (names(old), names(new));
+    // Whole, as each release declares it: a moved folder, a widened access
+    // or another argument pattern is a change (issue 51, rules 2 and 4).
     let (oc, nc): (BTreeSet<String>, BTreeSet<String>) =
-        (grants::asked(old).into_iter().collect(), grants::asked(new).into_iter().collect());
+        (grants::declared_whole(old).into_iter().collect(), grants::declared_whole(new).into_iter().collect());
     Changes {
         against: against.to_string(),
         routes_added: n.difference(&o).cloned().collect(),
@@ -180,36 +190,46 @@ fn diff(against: &str, old: &Manifest, new: &Manifest) -> Changes {
     }
 }
 
-/// The explanation as text for a terminal.
+/// The explanation as text for a terminal. Every string that came from the
+/// release's manifest (a package's: another person's words) is escaped here
+/// ([`crate::elsewhere::text::terminal`]): the text is printed with its line
+/// breaks kept, and only the host's own may be among them (issue 51, rule 5;
+/// `tests/all/tidy.rs` and this module's tests hold it).
 pub fn render(e: &Explanation) -> String {
+    use crate::elsewhere::text::terminal as t;
     use std::fmt::Write as _;
     let mut s = String::new();
     let state = if e.active { "active" } else { "candidate" };
-    let _ = writeln!(s, "{} {} — release {} ({state})", e.app, e.version, crate::release::short(&e.release));
+    let _ = writeln!(s, "{} {} — release {} ({state})", e.app, t(&e.version), crate::release::short(&e.release));
     let _ = writeln!(s, "\nroutes:");
     for r in &e.routes {
-        let _ = writeln!(s, "  {:<24} {:<9} {}", r.name, r.effect.as_str(), r.summary);
-        let _ = writeln!(s, "  {:<24} input: {}", "", r.input);
+        let _ = writeln!(s, "  {:<24} {:<9} {}", t(&r.name), r.effect.as_str(), t(&r.summary));
+        let _ = writeln!(s, "  {:<24} input: {}", "", t(&r.input.to_string()));
         if r.effect == Effect::External {
-            let _ = writeln!(s, "  {:<24} can use: {}", "", r.can_use.join(", "));
+            let _ = writeln!(s, "  {:<24} can use: {}", "", t(&r.can_use.join(", ")));
         }
     }
     if e.capabilities.is_empty() {
         let _ = writeln!(s, "\ncapabilities: none (reaches nothing outside its own store)");
     } else {
-        let _ = writeln!(s, "\ncapabilities asked:");
+        let _ = writeln!(s, "\ncapabilities asked (each whole: what granting it gives):");
         for c in &e.capabilities {
             let mark = match e.granted_as.get(c) {
                 _ if e.not_granted.contains(c) => "not granted".to_string(),
                 // A path from grants.json: escaped like any text the host did not write.
-                Some(target) => format!("granted ({})", crate::elsewhere::text::terminal(target)),
+                Some(target) => format!("granted ({})", t(target)),
                 None => "granted".to_string(),
             };
-            let _ = writeln!(s, "  {c:<50} {mark}");
+            let asked = e.asked.iter().find(|a| &a.name == c);
+            let whole = asked.map_or(String::new(), |a| t(&a.whole).into_owned());
+            let _ = writeln!(s, "  {:<28} {whole}: {mark}", t(c));
+            if let Some(why) = asked.and_then(|a| a.marked.as_ref()) {
+                let _ = writeln!(s, "  {:<28} MARKED: {}; `grant --all-asked` never grants it", "", t(why));
+            }
         }
     }
     if !e.migrations.is_empty() {
-        let _ = writeln!(s, "\nmigrations: {}", e.migrations.join(", "));
+        let _ = writeln!(s, "\nmigrations: {}", t(&e.migrations.join(", ")));
     }
     if !e.workflows.is_empty() {
         let _ = writeln!(s, "\nworkflows (run by the launcher on channel workflow):");
@@ -222,7 +242,11 @@ pub fn render(e: &Explanation) -> String {
             let _ = writeln!(
                 s,
                 "  {:<24} {} {} ({}), input {}: {approval}",
-                w.name, w.schedule, w.route, w.effect, w.input
+                t(&w.name),
+                t(&w.schedule),
+                t(&w.route),
+                w.effect,
+                t(&w.input.to_string())
             );
         }
     }
@@ -242,7 +266,7 @@ pub fn render(e: &Explanation) -> String {
         ] {
             if !items.is_empty() {
                 any = true;
-                let _ = writeln!(s, "  {label}: {}", items.join(", "));
+                let _ = writeln!(s, "  {label}: {}", t(&items.join(", ")));
             }
         }
         if !any {
@@ -250,10 +274,61 @@ pub fn render(e: &Explanation) -> String {
         }
     }
     for w in &e.warnings {
-        let _ = writeln!(s, "\nwarning: {w}");
+        let _ = writeln!(s, "\nwarning: {}", t(w));
     }
     if !e.not_granted.is_empty() {
-        let _ = writeln!(s, "\nbefore activating, grant: autoapp grant {} {}", e.app, e.not_granted.join(" "));
+        let _ = writeln!(s, "\nbefore activating, grant: autoapp grant {} {}", e.app, t(&e.not_granted.join(" ")));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 51, rule 5: `explain` printed a manifest's strings as they were,
+    /// so a release made before the manifest refused them (or any string
+    /// that reaches here) could add lines of its own. Every one is escaped:
+    /// the lines are the host's alone.
+    #[test]
+    fn a_release_s_words_cannot_add_lines_to_its_explanation() {
+        let forged = "x\npublisher: fingerprint 00 \"Trusted\"\u{1b}[2K\u{202e}";
+        let e = Explanation {
+            app: "notes".into(),
+            release: "0123456789abcdef".into(),
+            version: forged.into(),
+            active: false,
+            routes: vec![RouteLine {
+                name: forged.into(),
+                effect: Effect::External,
+                summary: forged.into(),
+                input: serde_json::json!({ "description": forged }),
+                can_use: vec![forged.into()],
+            }],
+            capabilities: vec![forged.into()],
+            asked: vec![grants::AskedWhole { name: forged.into(), whole: forged.into(), marked: Some(forged.into()) }],
+            not_granted: vec![forged.into()],
+            granted_as: Default::default(),
+            migrations: vec![forged.into()],
+            workflows: vec![WorkflowLine {
+                name: forged.into(),
+                route: forged.into(),
+                effect: Effect::Write,
+                schedule: forged.into(),
+                input: serde_json::json!(forged),
+                needs_approval: true,
+            }],
+            changes: Some(Changes {
+                against: "fedcba9876543210".into(),
+                routes_added: vec![forged.into()],
+                ..Default::default()
+            }),
+            warnings: vec![forged.into()],
+        };
+        let text = render(&e);
+        assert!(!text.contains('\u{1b}') && !text.contains('\u{202e}'), "{text}");
+        assert!(!text.lines().any(|l| l.starts_with("publisher:")), "{text}");
+        let ours: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(ours.len(), 15, "one line for each of the host's: {text}");
+    }
 }

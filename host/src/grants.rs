@@ -21,6 +21,7 @@ use crate::root::{AppPaths, write_atomic};
 const GRANTS_FILE: &str = "grants.json";
 
 pub use crate::caps::files::{FilesGrant, resolve_path};
+pub use crate::caps::spawn::SpawnGrant;
 
 /// Everything granted to one app.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,9 +30,10 @@ pub struct Grants {
     pub network: Vec<Origin>,
     #[serde(default)]
     pub files: BTreeMap<String, FilesGrant>,
-    /// Program name as declared → absolute path found when granted.
+    /// Program name as declared → the absolute path found when granted, and
+    /// the argument pattern granted with it.
     #[serde(default)]
-    pub spawn: BTreeMap<String, PathBuf>,
+    pub spawn: BTreeMap<String, SpawnGrant>,
 }
 
 fn file(app: &AppPaths) -> PathBuf {
@@ -62,6 +64,100 @@ pub fn asked(manifest: &Manifest) -> Vec<String> {
         .collect()
 }
 
+/// One capability a release asks for, shown whole where the person decides
+/// (issue 51, rule 2): never only the name the app chose for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AskedWhole {
+    /// `network:<origin>`, `files:<name>`, `spawn:<program>`.
+    pub name: String,
+    /// What granting it gives, resolved on this computer: the origin; a
+    /// folder as declared, where it is here and its access; a program's path
+    /// and its argument pattern (or "any arguments").
+    pub whole: String,
+    /// Why it needs the person's own eyes, when it reaches what holds their
+    /// keys or this launcher's own files: `grant --all-asked` never grants
+    /// it, and every place that shows it marks it.
+    pub marked: Option<String>,
+}
+
+/// Everything `manifest` asks for, each shown whole ([`AskedWhole`]); `root`
+/// is the Autoapp root (its files are marked).
+pub fn asked_whole(root: &std::path::Path, manifest: &Manifest) -> Vec<AskedWhole> {
+    let c = &manifest.capabilities;
+    let network =
+        c.network.iter().map(|o| AskedWhole { name: format!("network:{o}"), whole: o.to_string(), marked: None });
+    let files = c.files.iter().map(|f| {
+        let access = if f.access == Access::Write { "read and write" } else { "read only" };
+        let (whole, marked) = match resolve_path(&f.path) {
+            Ok(real) => (format!("{} → {}, {access}", f.path, real.display()), holds_keys(root, &real)),
+            Err(_) => (format!("{} (not on this computer), {access}", f.path), None),
+        };
+        AskedWhole { name: format!("files:{}", f.name), whole, marked }
+    });
+    let spawn = c.spawn.iter().map(|s| {
+        let at = match crate::programs::find(&s.program) {
+            Ok(p) => p.display().to_string(),
+            Err(_) => format!("{} (not found here)", s.program),
+        };
+        AskedWhole {
+            name: format!("spawn:{}", s.program),
+            whole: format!("{at} with {}", crate::caps::spawn::pattern_said(&s.args)),
+            marked: None,
+        }
+    });
+    network.chain(files).chain(spawn).collect()
+}
+
+/// What each capability of `manifest` declares, as the release says it (no
+/// look-up on this computer): what `explain` compares between two releases,
+/// so a folder moved elsewhere, an access widened or a program's pattern
+/// changed is a change of capability, not "no change".
+pub fn declared_whole(manifest: &Manifest) -> Vec<String> {
+    let c = &manifest.capabilities;
+    c.network
+        .iter()
+        .map(|o| format!("network:{o}"))
+        .chain(c.files.iter().map(|f| {
+            let access = if f.access == Access::Write { "read and write" } else { "read only" };
+            format!("files:{} ({}, {access})", f.name, f.path)
+        }))
+        .chain(c.spawn.iter().map(|s| format!("spawn:{} ({})", s.program, crate::caps::spawn::pattern_said(&s.args))))
+        .collect()
+}
+
+/// Why the folder `path` is marked: it is the person's home itself (or
+/// holds it), or it holds, is or is inside a folder of their keys (`~/.ssh`,
+/// `~/.gnupg`, `~/.aws`, `~/.config`, the keyring's folder) or of this
+/// launcher (its root, its configuration folder).
+pub fn holds_keys(root: &std::path::Path, path: &std::path::Path) -> Option<String> {
+    let real = |p: PathBuf| std::fs::canonicalize(&p).unwrap_or(p);
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| real(PathBuf::from(h)));
+    if let Some(home) = &home
+        && home.starts_with(path)
+    {
+        return Some(format!("it is your home folder {}, or holds it", home.display()));
+    }
+    let mut keys: Vec<(PathBuf, &str)> = Vec::new();
+    if let Some(home) = &home {
+        for (sub, what) in [
+            (".ssh", "your SSH keys"),
+            (".gnupg", "your GnuPG keys"),
+            (".aws", "your cloud keys"),
+            (".config", "your programs' settings and keys"),
+            (".local/share/keyrings", "your keyring"),
+        ] {
+            keys.push((real(home.join(sub)), what));
+        }
+    }
+    keys.push((real(root.to_path_buf()), "Autoapp's own files (every app's data, the control secret)"));
+    if let Ok(config) = crate::packages::sign::config_dir() {
+        keys.push((real(config), "Autoapp's configuration and your publisher key"));
+    }
+    keys.into_iter()
+        .find(|(k, _)| k.starts_with(path) || path.starts_with(k))
+        .map(|(k, what)| format!("{} holds {what}", k.display()))
+}
+
 /// What `manifest` asks for that is not granted (by capability name).
 pub fn ungranted(app: &AppPaths, manifest: &Manifest) -> anyhow::Result<Vec<String>> {
     let g = load(app)?;
@@ -79,7 +175,8 @@ pub fn ungranted(app: &AppPaths, manifest: &Manifest) -> anyhow::Result<Vec<Stri
         }
     }
     for s in &c.spawn {
-        if !g.spawn.contains_key(&s.program) {
+        // Granted for this very pattern (issue 51, rule 4).
+        if !g.spawn.get(&s.program).is_some_and(|sg| sg.fits(s)) {
             out.push(format!("spawn:{}", s.program));
         }
     }
@@ -115,7 +212,33 @@ pub fn grant_newest(caller: &Caller, app: &AppPaths, which: Asked) -> anyhow::Re
     })?;
     let manifest = crate::release::manifest(app, &newest.id)?;
     let names = match which {
-        Asked::All => asked(&manifest),
+        // Never what reaches the person's keys or this launcher's own files:
+        // those are granted one by one, by name (issue 51, rule 2).
+        Asked::All => {
+            let root = app.dir.parent().and_then(std::path::Path::parent).unwrap_or(&app.dir);
+            let whole = asked_whole(root, &manifest);
+            let marked: Vec<String> = whole
+                .iter()
+                .filter_map(|a| a.marked.as_ref().map(|why| format!("{} ({}: {why})", a.name, a.whole)))
+                .collect();
+            let names: Vec<String> = whole.into_iter().filter(|a| a.marked.is_none()).map(|a| a.name).collect();
+            if !marked.is_empty() && names.is_empty() {
+                return Err(kinded(
+                    ErrorKind::Denied,
+                    format!(
+                        "--all-asked never grants what reaches your keys or Autoapp's own files: {}; if you mean it, name it: autoapp grant {id} <capability>",
+                        crate::elsewhere::text::terminal(&marked.join("; "))
+                    ),
+                ));
+            }
+            if !marked.is_empty() {
+                crate::tell!(
+                    "not granted by --all-asked (it reaches your keys or Autoapp's own files; name it to grant it): {}",
+                    marked.join("; ")
+                );
+            }
+            names
+        }
         Asked::Named(names) => names,
     };
     anyhow::ensure!(
@@ -155,8 +278,9 @@ pub enum Held {
     Network(Origin),
     /// The folder's name as declared, and where it is here.
     Files(String, FilesGrant),
-    /// The program's name as declared, and the program it is here.
-    Spawn(String, PathBuf),
+    /// The program's name as declared, the program it is here and the
+    /// argument pattern it is granted with.
+    Spawn(String, SpawnGrant),
 }
 
 impl Held {
@@ -170,7 +294,9 @@ impl Held {
                 g.path.display(),
                 if g.access == Access::Write { "read and write" } else { "read only" }
             ),
-            Held::Spawn(name, path) => format!("spawn {name} → {}", path.display()),
+            Held::Spawn(name, g) => {
+                format!("spawn {name} → {} with {}", g.path.display(), crate::caps::spawn::pattern_said(&g.args))
+            }
         }
     }
 
@@ -184,8 +310,8 @@ impl Held {
             Held::Files(name, f) => {
                 g.files.insert(name, f);
             }
-            Held::Spawn(name, path) => {
-                g.spawn.insert(name, path);
+            Held::Spawn(name, sg) => {
+                g.spawn.insert(name, sg);
             }
         }
     }
@@ -228,8 +354,8 @@ pub fn resolve(app: &AppId, manifest: &Manifest, name: &str) -> anyhow::Result<H
                     what.escape_debug()
                 ))
             })?;
-            let path = crate::caps::spawn::resolve(s)?;
-            Ok(Held::Spawn(s.program.clone(), path))
+            let granted = crate::caps::spawn::resolve(s)?;
+            Ok(Held::Spawn(s.program.clone(), granted))
         }
         _ => Err(invalid(format!(
             "`{}` is not a kind of capability; the kinds are network, files and spawn",
@@ -269,9 +395,9 @@ pub fn check_from_elsewhere(app: &AppId, manifest: &Manifest, from: &Grants) -> 
         let target = g.path.display().to_string();
         check(format!("files:{name}"), target, &|h: &Held| matches!(h, Held::Files(_, held) if held == g));
     }
-    for (name, path) in &from.spawn {
-        let target = path.display().to_string();
-        check(format!("spawn:{name}"), target, &|h: &Held| matches!(h, Held::Spawn(_, held) if held == path));
+    for (name, sg) in &from.spawn {
+        let target = format!("{} with {}", sg.path.display(), crate::caps::spawn::pattern_said(&sg.args));
+        check(format!("spawn:{name}"), target, &|h: &Held| matches!(h, Held::Spawn(_, held) if held == sg));
     }
     (kept, refused)
 }
@@ -283,7 +409,9 @@ pub fn targets(g: &Grants) -> BTreeMap<String, String> {
         let access = if f.access == Access::Write { "read and write" } else { "read only" };
         (format!("files:{n}"), format!("{}, {access}", f.path.display()))
     });
-    let spawn = g.spawn.iter().map(|(n, p)| (format!("spawn:{n}"), p.display().to_string()));
+    let spawn = g.spawn.iter().map(|(n, sg)| {
+        (format!("spawn:{n}"), format!("{}, {}", sg.path.display(), crate::caps::spawn::pattern_said(&sg.args)))
+    });
     files.chain(spawn).collect()
 }
 
@@ -293,7 +421,7 @@ pub fn said(g: &Grants) -> Vec<String> {
         .iter()
         .map(|o| Held::Network(o.clone()))
         .chain(g.files.iter().map(|(n, f)| Held::Files(n.clone(), f.clone())))
-        .chain(g.spawn.iter().map(|(n, p)| Held::Spawn(n.clone(), p.clone())))
+        .chain(g.spawn.iter().map(|(n, sg)| Held::Spawn(n.clone(), sg.clone())))
         .map(|h| h.said())
         .collect()
 }

@@ -188,6 +188,7 @@ pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
     let table =
         parse_toml(text).map_err(|problem| ManifestError { file: file.to_string(), problems: vec![problem] })?;
     let mut p = Problems::default();
+    check_shown_text(&table, &mut p);
     p.unknown_keys(&table, "the top level", &["app", "route", "capabilities", "data", "workflow"]);
     let app = parse_app(&table, &mut p);
     let routes = parse_routes(table.get("route"), &mut p);
@@ -484,10 +485,68 @@ fn check_migration_path(s: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `MAJOR.MINOR.PATCH`, with SemVer's pre-release (`-…`) and build (`+…`)
+/// parts made of ASCII letters, digits, dots and hyphens only.
 fn is_version(s: &str) -> bool {
     let core = s.split(['-', '+']).next().unwrap_or("");
     let parts: Vec<&str> = core.split('.').collect();
-    parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+    let tail = &s[core.len()..];
+    parts.len() == 3
+        && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        && tail.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'))
+        && tail.chars().filter(|&c| c == '+').count() <= 1
+        && !tail.ends_with(['-', '+', '.'])
+}
+
+/// The most problems of [`check_shown_text`] one manifest reports: a hostile
+/// manifest's thousand bad strings are one refusal, not a thousand lines.
+const MAX_TEXT_PROBLEMS: usize = 10;
+
+/// Every string and key of a manifest is shown to a person somewhere
+/// (`explain`, `install`, the panel's cards, a gate question) and to AI
+/// agents (MCP's tool list): none may hold a control character (a line
+/// break, an escape: it would forge lines of the host's own) or an invisible
+/// format character (a bidi override: it would reorder what the person
+/// reads). Refused at build and at install alike, each named by where it is.
+fn check_shown_text(table: &toml::Table, p: &mut Problems) {
+    fn bad(text: &str) -> bool {
+        text.chars().any(|c| crate::elsewhere::text::is_control(c) || crate::elsewhere::text::is_format(c))
+    }
+    fn walk(value: &toml::Value, at: &str, found: &mut Vec<String>) {
+        match value {
+            toml::Value::String(s) if bad(s) => found.push(format!(
+                "{at} holds a line break, a control or an invisible format character (\"{}\"): what a manifest says is shown to people as it is; write it on one line with visible characters only",
+                crate::elsewhere::text::terminal(&crate::elsewhere::text::cut(s, 60))
+            )),
+            toml::Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    walk(v, &format!("{at}[{}]", i + 1), found);
+                }
+            }
+            toml::Value::Table(t) => {
+                for (k, v) in t {
+                    let key = crate::elsewhere::text::terminal(&crate::elsewhere::text::cut(k, 60)).into_owned();
+                    if bad(k) {
+                        found.push(format!(
+                            "{at} has a key holding a control or invisible format character (\"{key}\"): use plain names"
+                        ));
+                    }
+                    let here = if at.is_empty() { key } else { format!("{at}.{key}") };
+                    walk(v, &here, found);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    walk(&toml::Value::Table(table.clone()), "", &mut found);
+    let more = found.len().saturating_sub(MAX_TEXT_PROBLEMS);
+    for f in found.into_iter().take(MAX_TEXT_PROBLEMS) {
+        p.add(f);
+    }
+    if more > 0 {
+        p.add(format!("and {more} more strings hold such characters"));
+    }
 }
 
 #[cfg(test)]
@@ -575,6 +634,39 @@ summary = "z"
             assert!(all.contains(needle), "missing {needle:?} in:\n{all}");
         }
         assert!(e.problems.len() >= 8, "{all}");
+    }
+
+    /// Issue 51, rule 5: a package forged lines on the person's terminal
+    /// through its version's build metadata, a route's summary, a program's
+    /// name and a migration's path. Every string (and key) of a manifest is
+    /// refused when it holds a control or invisible format character.
+    #[test]
+    fn no_string_of_a_manifest_may_hold_a_line_break_a_control_or_a_format_character() {
+        let forged = [
+            (
+                "version = \"0.2.0\"",
+                "version = \"0.2.0+ as a candidate of the app you have\\npublisher: Trusted Apps\"",
+            ),
+            ("summary = \"The stored headlines\"", "summary = \"The stored headlines\\ninstalled: nothing\""),
+            ("program = \"git\"", "program = \"git\\u001b[2K\""),
+            ("\"migrations/0001_init.sql\"", "\"migrations/0001\\u202e_init.sql\""),
+            ("name = \"News\"", "name = \"News\"\ndescription = \"safe\\u0085\""),
+            ("[data]", "[data]\n\"odd\\nkey\" = 1"),
+        ];
+        for (from, to) in forged {
+            assert!(GOOD.contains(from), "{from}");
+            let e = parse(&GOOD.replacen(from, to, 1), "autoapp.toml").unwrap_err().to_string();
+            assert!(e.contains("control or") && !e.contains('\u{1b}') && !e.contains('\u{202e}'), "{to}: {e}");
+        }
+        // A version's pre-release and build parts are SemVer's characters.
+        assert!(is_version("1.2.3-rc.1+build.5") && is_version("0.1.0"));
+        for v in ["0.1.0+a b", "0.1.0+", "0.1.0-", "0.1.0+a+b", "0.1.0+(fingerprint)"] {
+            assert!(!is_version(v), "{v}");
+        }
+        // A thousand bad strings are one refusal of a few lines.
+        let many: String = (0..1000).map(|i| format!("k{i} = \"a\\tb\"\n")).collect();
+        let e = parse(&format!("{GOOD}\n[extra]\n{many}"), "autoapp.toml").unwrap_err();
+        assert!(e.problems.len() <= MAX_TEXT_PROBLEMS + 3, "{}", e.problems.len());
     }
 
     #[test]

@@ -601,6 +601,22 @@ fn last_words(tail: &str) -> Option<String> {
     Some(crate::sanitize::secrets(&pick).into_owned())
 }
 
+mod compile;
+pub use compile::{Budget, COMPILE_COMMAND, compile_main};
+
+/// What the engine compiles code for, whoever compiles it: the launcher's
+/// engine (with its pooling allocator) and the process that compiles a
+/// component from elsewhere ([`compile`]) make the same code, so the one
+/// loads what the other compiled.
+fn engine_settings(stack_max_bytes: usize) -> wasmtime::Config {
+    let mut wc = wasmtime::Config::new();
+    wc.wasm_component_model(true);
+    wc.epoch_interruption(true);
+    wc.max_wasm_stack(stack_max_bytes);
+    wc.memory_init_cow(true);
+    wc
+}
+
 /// The process's wasmtime engine, linker and epoch ticker.
 pub struct Runtime {
     engine: Engine,
@@ -628,11 +644,7 @@ impl Drop for Runtime {
 
 impl Runtime {
     pub fn new(config: &Config) -> anyhow::Result<Runtime> {
-        let mut wc = wasmtime::Config::new();
-        wc.wasm_component_model(true);
-        wc.epoch_interruption(true);
-        wc.max_wasm_stack(config.stack_max_bytes());
-        wc.memory_init_cow(true);
+        let mut wc = engine_settings(config.stack_max_bytes());
         let mut pool = PoolingAllocationConfig::default();
         let slots = config.max_instances;
         pool.total_component_instances(slots);
@@ -716,12 +728,29 @@ impl Runtime {
         &self.config
     }
 
+    /// Where the code compiled for `wasm` by this engine is kept in
+    /// `cache_dir` (keyed by the component's hash and this engine).
+    fn cached_path(&self, cache_dir: &Path, wasm: &[u8]) -> std::path::PathBuf {
+        use sha2::Digest as _;
+        let sha = hex::encode(sha2::Sha256::digest(wasm));
+        cache_dir.join(format!("{sha}-{}.cwasm", self.compatibility_key()))
+    }
+
+    /// Forgets the code compiled for `wasm` in `cache_dir`: a component
+    /// refused after it was compiled leaves nothing behind.
+    pub fn forget_compiled(&self, cache_dir: &Path, wasm: &[u8]) {
+        let _ = std::fs::remove_file(self.cached_path(cache_dir, wasm));
+    }
+
+    /// Whether code compiled for `wasm` is in `cache_dir` already.
+    pub fn is_compiled(&self, cache_dir: &Path, wasm: &[u8]) -> bool {
+        self.cached_path(cache_dir, wasm).is_file()
+    }
+
     /// Compiles `wasm`, or loads the code compiled for it earlier from
     /// `cache_dir` (keyed by the component's hash and this engine).
     pub fn compile_cached(&self, cache_dir: &Path, wasm: &[u8]) -> anyhow::Result<Compiled> {
-        use sha2::Digest as _;
-        let sha = hex::encode(sha2::Sha256::digest(wasm));
-        let path = cache_dir.join(format!("{sha}-{}.cwasm", self.compatibility_key()));
+        let path = self.cached_path(cache_dir, wasm);
         if path.is_file()
             && let Ok(c) = self.load_compiled(&path)
         {

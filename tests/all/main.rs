@@ -1,6 +1,7 @@
 //! End-to-end tests: the real `autoapp` binary, real components built from
 //! `guests/` and the starter template, a temporary root per test.
 
+mod asked;
 mod authoring;
 mod census;
 mod concurrency;

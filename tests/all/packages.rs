@@ -62,7 +62,7 @@ fn a_signed_package_names_its_publisher_and_signing_needs_the_person_s_key() {
     assert!(root.refused(&["key", "new", "--name", "Eve"]).contains("exists already"));
     assert!(root.ok(&["key", "show"]).contains(&fingerprint));
     let said = root.ok(&["pack", "notes", "--sign", "--to", to]);
-    assert!(said.contains(&format!("signed by Ada's Apps (fingerprint {fingerprint})")), "{said}");
+    assert!(said.contains(&format!("signed by fingerprint {fingerprint} \"Ada's Apps\"")), "{said}");
     // A name that would hide or reorder what follows it is refused.
     let other = TestRoot::new();
     let e = other.refused(&["key", "new", "--name", "Ada\u{202e}sppA"]);
@@ -96,7 +96,7 @@ fn a_signed_package_installs_on_another_root_as_a_candidate_that_answers_the_sam
     let person = TestRoot::new();
     let said = person.ok(&["install", file.to_str().unwrap()]);
     // What explain says, and the publisher, first time.
-    assert!(said.contains(&format!("publisher: Ada's Apps (fingerprint {fingerprint}): the first time")), "{said}");
+    assert!(said.contains(&format!("publisher: fingerprint {fingerprint} \"Ada's Apps\": the first time")), "{said}");
     assert!(said.contains("notes.add") && said.contains("routes:"), "{said}");
     assert!(said.contains("nothing of it runs until you activate it"), "{said}");
     // A candidate: nothing active, nothing granted.
@@ -171,6 +171,134 @@ fn a_package_that_does_not_hold_is_refused_with_a_sentence_and_nothing_is_placed
     // An app pinned to a publisher takes no unsigned package, even with --unsigned.
     let e = pinned.refused(&["install", &unsigned, "--unsigned"]);
     assert!(e.contains("not signed") && e.contains(&other_fp), "{e}");
+}
+
+/// Issue 51, rule 3: a package of `notes` signed by anyone became "a
+/// candidate of the app you have" for the person's own `notes` (built from
+/// its workspace), pinned its signer to it, inherited its grants, and on
+/// activation its migration could empty the person's entries. A package is
+/// a candidate only of an app pinned to its publisher; the person's own app
+/// (built here, installed unsigned, restored without a pin) refuses it with
+/// the way out (`--as`), and the root is as it was, byte for byte.
+#[test]
+fn a_stranger_s_package_never_becomes_a_release_of_the_person_s_own_app_of_that_id() {
+    let (_publisher, _out, file, _fingerprint) = signed_notes_package("Trusted Apps");
+    let file = file.to_str().unwrap();
+    let person = TestRoot::new();
+    person.install("notes");
+    person.call("notes", "notes.add", r#"{"title": "mine"}"#);
+    let before = person.files();
+    let e = person.refused(&["install", file]);
+    assert!(e.contains("not installed from this publisher's packages") && e.contains("--as <new-id>"), "{e}");
+    assert_eq!(person.files(), before, "nothing placed, pinned or compiled");
+    // Beside it, under a new id, it installs.
+    person.ok(&["install", file, "--as", "their-notes"]);
+    assert!(person.call("notes", "notes.list", "{}").to_string().contains("mine"));
+    // An app installed unsigned is pinned to nobody: no signed package takes it over.
+    let unsigned_root = TestRoot::new();
+    let out = tempfile::tempdir().unwrap();
+    let packed: serde_json::Value =
+        serde_json::from_str(&person.ok(&["pack", "notes", "--to", out.path().to_str().unwrap(), "--json"])).unwrap();
+    unsigned_root.ok(&["install", packed["file"].as_str().unwrap(), "--unsigned"]);
+    let before = unsigned_root.files();
+    assert!(unsigned_root.refused(&["install", file]).contains("--as <new-id>"));
+    assert_eq!(unsigned_root.files(), before);
+}
+
+/// A package of `functions` empty functions in one core module, inside a
+/// component that names the world's two interfaces (so that it passes every
+/// check that needs no compiler), with the unsigned notes package's sections
+/// after it: what the red team installed to exhaust the machine.
+fn heavy_package(dir: &std::path::Path, functions: usize, exports: bool) -> std::path::PathBuf {
+    let publisher = TestRoot::new();
+    let release = publisher.install("notes");
+    let packed: serde_json::Value = serde_json::from_str(&publisher.ok(&[
+        "pack",
+        "notes",
+        "--to",
+        dir.join(format!("notes-{exports}.wasm")).to_str().unwrap(),
+        "--json",
+    ]))
+    .unwrap();
+    let package = std::fs::read(packed["file"].as_str().unwrap()).unwrap();
+    let component = release_file(&publisher, "notes", &release, "component.wasm");
+    let sections = &package[component.len()..];
+    let ours = "(instance $i) (export \"autoapp:app/routes@0.1.0\" (instance $i)) (export \"autoapp:app/views@0.1.0\" (instance $i))";
+    let wat =
+        format!("(component (core module $m {}) {})", "(func)".repeat(functions), if exports { ours } else { "" });
+    let mut heavy = wat::parse_str(&wat).unwrap();
+    heavy.extend_from_slice(sections);
+    let file = dir.join(if exports { "heavy.wasm" } else { "bare.wasm" });
+    std::fs::write(&file, heavy).unwrap();
+    file
+}
+
+/// Issue 51, rules 1 and 10: a 4 MB package of a million empty functions
+/// compiled for 28.6 s in 6.2 GB inside the installing process, before any
+/// check that needed no compiler, and left its compiled code behind. A
+/// component from elsewhere is compiled in a confined process of its own
+/// within `compile_memory_mib` and `compile_deadline_secs`: over either it is
+/// refused naming the limit, and the root is as it was, byte for byte.
+#[test]
+fn a_component_from_elsewhere_compiles_within_its_budget_or_is_refused_leaving_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let heavy = heavy_package(dir.path(), 300_000, true);
+    let heavy = heavy.to_str().unwrap();
+    let small = TestRoot::with_config("compile_memory_mib = 256\n");
+    let before = small.files();
+    let e = small.refused(&["install", heavy, "--unsigned"]);
+    assert!(e.contains("more than 256 MiB of memory (compile_memory_mib"), "{e}");
+    assert_eq!(small.files(), before, "nothing placed, nothing compiled kept");
+    let quick = TestRoot::with_config("compile_deadline_secs = 1\n");
+    let before = quick.files();
+    let e = quick.refused(&["install", heavy, "--unsigned"]);
+    assert!(e.contains("longer than 1 s (compile_deadline_secs"), "{e}");
+    assert_eq!(quick.files(), before);
+    // A component that cannot run here is refused before anything compiles
+    // it, whatever its size: a core module alone exports nothing of ours.
+    // (Compiled, it would pass the 1 s deadline.)
+    let bare = heavy_package(dir.path(), 300_000, false);
+    let e = quick.fails_with(1, &["install", bare.to_str().unwrap(), "--unsigned"]);
+    assert!(e.contains("does not export autoapp:app/routes@0.1.0") && !e.contains("compile_deadline_secs"), "{e}");
+    assert_eq!(quick.files(), before);
+    // An app's component compiles well inside the defaults, and runs.
+    let (_p, _out, file, _fp) = signed_notes_package("Ada");
+    let person = TestRoot::new();
+    let said: serde_json::Value =
+        serde_json::from_str(&person.ok(&["install", file.to_str().unwrap(), "--json"])).unwrap();
+    person.ok(&["activate", "notes", said["release"].as_str().unwrap()]);
+    person.call("notes", "notes.add", r#"{"title": "compiled elsewhere"}"#);
+    assert!(person.call("notes", "notes.list", "{}").to_string().contains("compiled elsewhere"));
+    let cache: Vec<_> =
+        std::fs::read_dir(person.path().join("cache/compiled")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(cache.iter().all(|n| !n.to_string_lossy().starts_with(".compiling")), "{cache:?}");
+}
+
+/// Issue 51, rule 10: a migration over the limit activation uses (1 MiB of
+/// SQL each) was accepted at install and refused only at activation. Install
+/// checks the migrations as activation runs them, and a refusal leaves the
+/// root as it was.
+#[test]
+fn a_migration_activation_would_refuse_is_refused_at_install_leaving_nothing() {
+    let publisher = TestRoot::new();
+    let ws = notes_workspace();
+    publisher.ok(&["create", "notes", "--at", ws.path().to_str().unwrap()]);
+    let manifest = std::fs::read_to_string(ws.path().join("autoapp.toml")).unwrap().replace(
+        "migrations = [\"migrations/0001_init.sql\"]",
+        "migrations = [\"migrations/0001_init.sql\", \"migrations/0002_big.sql\"]",
+    );
+    std::fs::write(ws.path().join("autoapp.toml"), manifest).unwrap();
+    let big = format!("CREATE TABLE big (x);\n-- {}\n", "x".repeat(1_100_000));
+    std::fs::write(ws.path().join("migrations/0002_big.sql"), big).unwrap();
+    let release = build_notes(&publisher);
+    let out = tempfile::tempdir().unwrap();
+    let file = out.path().join("big.wasm");
+    publisher.ok(&["pack", "notes", "--release", &release, "--to", file.to_str().unwrap()]);
+    let person = TestRoot::new();
+    let before = person.files();
+    let e = person.refused(&["install", file.to_str().unwrap(), "--unsigned"]);
+    assert!(e.contains("migrations are refused") && e.contains("a migration is at most"), "{e}");
+    assert_eq!(person.files(), before);
 }
 
 /// A copy of the notes workspace in a temporary folder (manifest and
@@ -346,7 +474,7 @@ fn a_package_installs_under_another_id_keeps_its_publisher_through_a_backup_and_
     let said = fresh.ok(&["restore", backup.to_str().unwrap()]);
     assert!(
         said.contains("restored ada-notes")
-            && said.contains(&format!("pinned to its publisher, as in the backup: Ada (fingerprint {fingerprint})")),
+            && said.contains(&format!("pinned to its publisher, as in the backup: fingerprint {fingerprint} \"Ada\"")),
         "{said}"
     );
     assert!(fresh.call("ada-notes", "notes.list", "{}").to_string().contains("under another id"));

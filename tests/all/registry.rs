@@ -123,14 +123,14 @@ fn a_package_published_to_a_registry_installs_on_a_fresh_root_and_tools_get_the_
     // named, nothing active until the person activates it.
     let person = TestRoot::new();
     let said = person.ok(&["install", &reference]);
-    assert!(said.contains(&format!("publisher: Ada's Apps (fingerprint {fingerprint}): the first time")), "{said}");
+    assert!(said.contains(&format!("publisher: fingerprint {fingerprint} \"Ada's Apps\": the first time")), "{said}");
     assert!(said.contains("notes.add"), "{said}");
     let candidates = json(&person.ok(&["candidates", "notes", "--json"]));
     assert_eq!(candidates["active"]["id"], serde_json::Value::Null);
     assert_eq!(candidates["source"]["kind"], "package", "{candidates}");
     assert_eq!(candidates["source"]["publisher"]["fingerprint"], fingerprint.as_str());
     assert!(
-        person.ok(&["candidates", "notes"]).contains(&format!("publisher: Ada's Apps (fingerprint {fingerprint})"))
+        person.ok(&["candidates", "notes"]).contains(&format!("publisher: fingerprint {fingerprint} \"Ada's Apps\""))
     );
     let release = json(&publisher.ok(&["candidates", "notes", "--json"]))["active"]["id"].as_str().unwrap().to_string();
     person.ok(&["activate", "notes", &release]);
@@ -249,6 +249,45 @@ fn refusing_registry() -> String {
         }
     });
     addr
+}
+
+/// Issue 51, rule 9: a registry sending one byte every 20 s held `install`
+/// past 200 s. An install from a registry has one deadline
+/// (`install_deadline_secs`) for the registry's whole answer.
+#[test]
+fn a_registry_that_sends_a_byte_now_and_then_is_given_up_at_the_install_s_deadline() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(4) {
+            let Ok(mut s) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf);
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nContent-Length: 100000\r\n\r\n"
+                );
+                // A byte a second, for at most a minute.
+                for _ in 0..60 {
+                    if s.write_all(b" ").is_err() {
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                }
+            });
+        }
+    });
+    let person = TestRoot::with_config("install_deadline_secs = 2\n");
+    let before = person.files();
+    let started = std::time::Instant::now();
+    let e = person.refused(&["install", &format!("{addr}/ada/notes:1.0")]);
+    assert!(e.contains("took longer than 2 s") && e.contains("install_deadline_secs"), "{e}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(50),
+        "given up at the deadline, not at the registry's end"
+    );
+    assert_eq!(person.files(), before);
 }
 
 #[test]

@@ -137,6 +137,28 @@ impl TestRoot {
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("{route} answered non-JSON ({e}): {out}"))
     }
 
+    /// Every file under the root, by its path inside it, with its bytes; and
+    /// every folder (bytes empty, path ending in `/`): what "the root as it
+    /// was, byte for byte" compares.
+    pub fn files(&self) -> std::collections::BTreeMap<String, Vec<u8>> {
+        fn walk(root: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+            for e in std::fs::read_dir(dir).expect("read the root") {
+                let path = e.expect("an entry").path();
+                let name = path.strip_prefix(root).expect("inside").to_string_lossy().into_owned();
+                let meta = std::fs::symlink_metadata(&path).expect("metadata");
+                if meta.is_dir() {
+                    out.insert(format!("{name}/"), Vec::new());
+                    walk(root, &path, out);
+                } else {
+                    out.insert(name, std::fs::read(&path).unwrap_or_default());
+                }
+            }
+        }
+        let mut out = std::collections::BTreeMap::new();
+        walk(self.path(), self.path(), &mut out);
+        out
+    }
+
     /// Registers `guests/<name>` as app `name`, builds it and returns the release id.
     pub fn build_guest(&self, name: &str) -> String {
         let ws = repo().join("guests").join(name);

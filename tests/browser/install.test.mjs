@@ -71,14 +71,14 @@ test("Install in the panel: a chosen package becomes a candidate, its publisher 
   await page.locator("button.install-btn").click();
   const said = page.locator("p.install-said");
   await said.waitFor();
-  assert.match(await said.textContent(), new RegExp(`installed notes 0\\.1\\.0 as a new app: candidate ${release.slice(0, 12)}, published by Ada's Apps \\(fingerprint ${fingerprint}\\): the first time`));
+  assert.match(await said.textContent(), new RegExp(`installed notes as a new app: candidate ${release.slice(0, 12)}, published by fingerprint ${fingerprint} "Ada's Apps": the first time`));
   // What it asks, before anything runs.
   const card = page.locator("div.install-result div.explain");
   await card.waitFor();
   assert.match(await card.textContent(), /notes\.add/);
   // The app's row: a candidate, nothing active, its source named.
   const app = page.locator('section[data-app="notes"]');
-  await app.locator("p.source", { hasText: `Installed from a package, published by Ada's Apps (fingerprint ${fingerprint}).` }).waitFor();
+  await app.locator("p.source", { hasText: `Installed from a package, published by fingerprint ${fingerprint} "Ada's Apps".` }).waitFor();
   assert.match(await app.textContent(), /No active release/);
   await app.locator(`div.candidate[data-release="${release}"]`).waitFor();
   await page.screenshot({ path: join(shots, "install.png"), fullPage: true });

@@ -192,7 +192,7 @@ pub fn build(
             (bytes, "cargo")
         }
     };
-    check_component(root, runtime, &bytes, progress)?;
+    check_component(root, runtime, &bytes, Came::Here, progress)?;
 
     let (info, new) = release::write(
         &paths,
@@ -233,31 +233,96 @@ pub fn check_manifest(runtime: &Runtime, manifest_text: &str, file: &str) -> Res
     Ok(manifest)
 }
 
+/// Where a component came from, which decides how it is compiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Came {
+    /// Built from the person's own workspace, or given by them with
+    /// `--component`: compiled here, by the launcher's engine.
+    Here,
+    /// From elsewhere (an install, a restore, the panel's Install): compiled
+    /// in a confined process within the configuration's budget
+    /// (`runtime::Budget`), after every check that needs no compiler.
+    Elsewhere,
+}
+
 /// The checks every component passes before it is part of a release,
 /// wherever it came from (built here, given with `--component`, restored
-/// from a backup): WebAssembly, a component and not a core module, valid
-/// (compiled by this engine, into the root's cache), importing only what
-/// this host provides (our WIT, WASI 0.2), exporting the world's
-/// interfaces, and linking against the world.
+/// from a backup, installed from a package): WebAssembly, a component and
+/// not a core module; then, before anything compiles it, its own imports and
+/// exports read from its bytes (only what this host provides — our WIT, WASI
+/// 0.2 — and the world's interfaces); then valid (compiled by this engine
+/// into the root's cache; a component from elsewhere in a confined process
+/// within its budget, issue 51 rule 1), importing and exporting as its
+/// compiled types say, and linking against the world. A component refused
+/// after it was compiled leaves nothing in the cache.
 pub fn check_component(
     root: &Root,
     runtime: &Runtime,
     bytes: &[u8],
+    came: Came,
     progress: &dyn Fn(&str),
 ) -> Result<(), BuildError> {
     check_is_component(bytes)?;
+    check_names(bytes)?;
     progress(&format!("checking and compiling the component ({} KiB)", bytes.len() / 1024));
-    let compiled = runtime
-        .compile_cached(&root.compiled_cache(), bytes)
-        .map_err(|e| BuildError::Refused(format!("the component is not valid: {}", first_line(&e))))?;
-    check_interfaces(runtime, &compiled)?;
-    runtime.prepare(&compiled).map_err(|e| {
-        BuildError::Refused(format!(
-            "the component does not fit the world autoapp:app/app that this host speaks ({WIT_PACKAGE}): {}; rebuild it against the WIT that `autoapp create` wrote",
-            first_line(&e)
-        ))
-    })?;
-    Ok(())
+    let cache = root.compiled_cache();
+    let cached = runtime.is_compiled(&cache, bytes);
+    let compiled = match came {
+        Came::Here => runtime
+            .compile_cached(&cache, bytes)
+            .map_err(|e| BuildError::Refused(format!("the component is not valid: {}", first_line(&e))))?,
+        Came::Elsewhere => runtime
+            .compile_elsewhere(&cache, bytes, &crate::runtime::Budget::of(runtime.config()))
+            .map_err(BuildError::Refused)?,
+    };
+    let checked = check_interfaces(runtime, &compiled).and_then(|()| {
+        runtime.prepare(&compiled).map(drop).map_err(|e| {
+            BuildError::Refused(format!(
+                "the component does not fit the world autoapp:app/app that this host speaks ({WIT_PACKAGE}): {}; rebuild it against the WIT that `autoapp create` wrote",
+                first_line(&e)
+            ))
+        })
+    });
+    if checked.is_err() && !cached {
+        runtime.forget_compiled(&cache, bytes);
+    }
+    checked
+}
+
+/// The component's own imports and exports, read from its bytes (its
+/// top-level import and export sections; nested components and core modules
+/// are skipped, never compiled): checked against what this host provides
+/// before anything compiles it, so that a component that cannot run here
+/// costs no compiler's time or memory.
+fn check_names(bytes: &[u8]) -> Result<(), BuildError> {
+    let (imports, exports) = top_level_names(bytes)
+        .map_err(|e| BuildError::Refused(format!("the component is not valid: {}", e.message())))?;
+    interface_problems(imports.iter().map(String::as_str), &exports)
+}
+
+/// The names a component imports and exports at its top level.
+fn top_level_names(bytes: &[u8]) -> Result<(Vec<String>, Vec<String>), wasmparser::BinaryReaderError> {
+    use wasmparser::Payload;
+    let (mut imports, mut exports) = (Vec::new(), Vec::new());
+    let mut depth = 0usize;
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        match payload? {
+            Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
+            Payload::End(_) => depth = depth.saturating_sub(1),
+            Payload::ComponentImportSection(s) if depth == 0 => {
+                for i in s {
+                    imports.push(i?.name.name.to_string());
+                }
+            }
+            Payload::ComponentExportSection(s) if depth == 0 => {
+                for e in s {
+                    exports.push(e?.name.name.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok((imports, exports))
 }
 
 fn first_line(e: &anyhow::Error) -> String {
@@ -308,13 +373,18 @@ fn check_is_component(bytes: &[u8]) -> Result<(), BuildError> {
 
 /// Every import must be one the host links; both exports must be there.
 fn check_interfaces(runtime: &Runtime, component: &Compiled) -> Result<(), BuildError> {
+    let imports = runtime.imports(component);
+    interface_problems(imports.iter().map(String::as_str), &runtime.exports(component))
+}
+
+/// The problems of a component that imports `imports` and exports `exports`.
+fn interface_problems<'a>(imports: impl Iterator<Item = &'a str>, exports: &[String]) -> Result<(), BuildError> {
     let mut problems = Vec::new();
-    for name in runtime.imports(component) {
-        if let Some(p) = import_problem(&name) {
+    for name in imports {
+        if let Some(p) = import_problem(name) {
             problems.push(p);
         }
     }
-    let exports = runtime.exports(component);
     for want in ["routes", "views"] {
         let ours = format!("autoapp:app/{want}@");
         match exports.iter().find(|e| e.starts_with(&ours) || e.starts_with(&format!("autoapp:app/{want}"))) {

@@ -145,9 +145,67 @@ pub fn parse_declared(v: &toml::Value, p: &mut Problems) -> Vec<SpawnCap> {
     out
 }
 
-/// Grants the program `declared` asks for: the absolute path it has now.
-pub fn resolve(declared: &SpawnCap) -> anyhow::Result<PathBuf> {
-    crate::programs::find(&declared.program)
+/// A program the person granted: where it is, and the argument pattern it
+/// was granted with. A grant is for the program **and** its pattern: a
+/// release that changes the pattern, or drops it, asks anew (issue 51,
+/// rule 4), so the pattern the person saw is the one every run checks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "SpawnEntry")]
+pub struct SpawnGrant {
+    /// The absolute path found when granted.
+    pub path: PathBuf,
+    /// The pattern granted; `None`: any arguments.
+    pub args: Option<Vec<String>>,
+    /// False for a grant written before the pattern was part of a grant
+    /// (`grants.json` held only the path): it fits no release until the
+    /// person grants it again, seeing the pattern.
+    #[serde(skip)]
+    pub recorded: bool,
+}
+
+/// A spawn grant as `grants.json` holds it: a path alone (written before
+/// patterns were part of a grant), or the path and the pattern.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SpawnEntry {
+    Path(PathBuf),
+    Grant {
+        path: PathBuf,
+        #[serde(default)]
+        args: Option<Vec<String>>,
+    },
+}
+
+impl From<SpawnEntry> for SpawnGrant {
+    fn from(e: SpawnEntry) -> SpawnGrant {
+        match e {
+            SpawnEntry::Path(path) => SpawnGrant { path, args: None, recorded: false },
+            SpawnEntry::Grant { path, args } => SpawnGrant { path, args, recorded: true },
+        }
+    }
+}
+
+impl SpawnGrant {
+    /// Whether this grant is for what `declared` asks: its pattern exactly
+    /// (the program is the grant's key).
+    pub fn fits(&self, declared: &SpawnCap) -> bool {
+        self.recorded && self.args == declared.args
+    }
+}
+
+/// An argument pattern in words: `any arguments`, or `arguments ["log", "*"]`.
+pub fn pattern_said(args: &Option<Vec<String>>) -> String {
+    match args {
+        None => "any arguments".to_string(),
+        Some(a) => format!("arguments {}", serde_json::to_string(a).unwrap_or_default()),
+    }
+}
+
+/// Grants the program `declared` asks for: the absolute path it has now,
+/// with the pattern it declares.
+pub fn resolve(declared: &SpawnCap) -> anyhow::Result<SpawnGrant> {
+    let path = crate::programs::find(&declared.program)?;
+    Ok(SpawnGrant { path, args: declared.args.clone(), recorded: true })
 }
 
 /// The programs an external call of a release may run: each one the release
@@ -157,7 +215,7 @@ pub fn resolve(declared: &SpawnCap) -> anyhow::Result<PathBuf> {
 /// configuration's limits; nothing else (see `confine`).
 pub fn configure(
     declared: &[SpawnCap],
-    granted: &BTreeMap<String, PathBuf>,
+    granted: &BTreeMap<String, SpawnGrant>,
     folders: &[super::files::Folder],
     origins: &[Origin],
     config: &Config,
@@ -166,8 +224,9 @@ pub fn configure(
     let programs = declared
         .iter()
         .filter_map(|s| {
-            let path = granted.get(&s.program)?.clone();
-            Some((s.program.clone(), Program { path, pattern: s.args.clone() }))
+            // Granted with this very pattern, or not granted.
+            let g = granted.get(&s.program).filter(|g| g.fits(s))?;
+            Some((s.program.clone(), Program { path: g.path.clone(), pattern: s.args.clone() }))
         })
         .collect();
     let folders_of = |write: bool| folders.iter().filter(|f| f.write || !write).map(|f| f.host.clone()).collect();
@@ -436,10 +495,14 @@ spawn = [{{ program = "sh" }}, {{ program = "cat", args = ["*"] }}, {{ program =
         };
         grants.files.insert("r".into(), FilesGrant { path: real(&read), access: Access::Read });
         grants.files.insert("w".into(), FilesGrant { path: real(&write), access: Access::Write });
-        grants.spawn.insert("sh".into(), "/bin/sh".into());
-        grants.spawn.insert("cat".into(), "/bin/cat".into());
+        let granted = |path: &str, args: Option<Vec<String>>| SpawnGrant { path: path.into(), args, recorded: true };
+        grants.spawn.insert("sh".into(), granted("/bin/sh", None));
+        grants.spawn.insert("cat".into(), granted("/bin/cat", Some(vec!["*".into()])));
         // Granted once but no longer declared: not given.
-        grants.spawn.insert("rm".into(), "/bin/rm".into());
+        grants.spawn.insert("rm".into(), granted("/bin/rm", None));
+        // Issue 51, rule 4: granted with another pattern than the release
+        // declares (it declares none: any arguments): not given.
+        grants.spawn.insert("env".into(), granted("/usr/bin/env", Some(vec!["hello".into()])));
         let declared = &manifest.capabilities;
         let origins = crate::caps::network::configure(&declared.network, &grants.network);
         assert_eq!(origins.len(), 2, "b.example was declared, never granted");
@@ -455,6 +518,15 @@ spawn = [{{ program = "sh" }}, {{ program = "cat", args = ["*"] }}, {{ program =
         );
         assert_eq!(plan.programs.keys().map(String::as_str).collect::<Vec<_>>(), ["cat", "sh"]);
         assert_eq!(plan.programs["cat"].pattern, Some(vec!["*".to_string()]));
+        // A grant written before patterns were part of a grant (the path
+        // alone) fits no release until granted again.
+        let old: Grants = serde_json::from_str(r#"{"spawn": {"sh": "/bin/sh"}}"#).unwrap();
+        assert!(!old.spawn["sh"].recorded);
+        let plan_old =
+            configure(&declared.spawn, &old.spawn, &folders, &origins, &Config::default(), dir.path().into());
+        assert!(plan_old.programs.is_empty(), "an old grant without its pattern gives nothing");
+        let again: Grants = serde_json::from_str(&serde_json::to_string(&grants).unwrap()).unwrap();
+        assert_eq!(again, grants, "a grant is written with its pattern and read back whole");
         assert_eq!(plan.policy.read, [real(&read), real(&write)]);
         assert_eq!(plan.policy.write, [real(&write)]);
         assert_eq!(plan.policy.connect_ports, [443, 8080]);

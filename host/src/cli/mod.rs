@@ -489,6 +489,9 @@ pub fn main() -> ExitCode {
         Some("__confined") => return ExitCode::from(crate::caps::confine::confined_main(&args[2..]) as u8),
         Some("__confined-exec") => return ExitCode::from(crate::caps::confine::exec_main(&args[2..]) as u8),
         Some("__landlock-probe") => return ExitCode::from(crate::caps::confine::probe_main() as u8),
+        Some(crate::runtime::COMPILE_COMMAND) => {
+            return ExitCode::from(crate::runtime::compile_main(&args[2..]) as u8);
+        }
         _ => {}
     }
     // Nothing of the same account that is not allowed to debug this process
@@ -660,7 +663,7 @@ fn candidates(root: Root, app: String, json: bool) -> Result<(), Failure> {
         None => say!("active: none"),
     }
     if let Some(p) = source.publisher {
-        say!("publisher: {} (fingerprint {}), pinned at its first signed install", p.name, p.fingerprint);
+        say!("publisher: {}, pinned at its first signed install", crate::packages::sign::who(&p.fingerprint, &p.name));
     }
     if candidates.is_empty() {
         say!("no candidates; `autoapp build {id}` makes one");

@@ -109,7 +109,7 @@ pub(super) fn publish(
         published.digest
     );
     match &publisher {
-        Some(p) => say!("signed by {} (fingerprint {})", p.name, p.fingerprint),
+        Some(p) => say!("signed by {}", crate::packages::sign::who(&p.fingerprint, &p.name)),
         None => say!("not signed: whoever installs it is told anyone could have made it (`--sign` signs it)"),
     }
     Ok(())
@@ -132,7 +132,7 @@ pub(super) fn pack(
     }
     say!("packed {id} {} (release {}) into {} ({} bytes)", p.version, short(&p.release), p.file.display(), p.bytes);
     match &p.publisher {
-        Some(s) => say!("signed by {} (fingerprint {})", s.name, s.fingerprint),
+        Some(s) => say!("signed by {}", crate::packages::sign::who(&s.fingerprint, &s.name)),
         None => say!("not signed: whoever installs it is told anyone could have made it (`--sign` signs it)"),
     }
     Ok(())
@@ -152,7 +152,7 @@ pub(super) fn install(
     let config = crate::config::Config::load(root.dir()).map_err(|e| format!("{e:#}"))?;
     let max = config.package_max_bytes();
     let source = packages::Location::parse(&source).map_err(|m| Failure { code: 1, message: m })?;
-    let (bytes, origin) = block_on(packages::fetch(&source, max, &super::progress))??;
+    let (bytes, origin) = block_on(packages::fetch(&source, max, config.install_deadline(), &super::progress))??;
     tell!("checking {source} (its sections, signature, manifest and component) before placing anything");
     let runtime = crate::runtime::Runtime::new(&config).map_err(|e| format!("{e:#}"))?;
     let options = install::Options { as_id: as_id.as_ref(), unsigned, publisher: publisher.as_deref() };
@@ -161,12 +161,16 @@ pub(super) fn install(
     if json {
         return print_json(&i);
     }
+    // The host's lines first, each starting with the host's words: nothing
+    // the package wrote (its version, the publisher's name) comes before
+    // them or can push them down (issue 51, rule 5).
     let what = if i.new_app { "a new app" } else { "a candidate of the app you have" };
-    say!("installed {} {} as {what}: candidate {}", i.app, i.version, i.release);
+    say!("installed {} as {what}: candidate {}", i.app, i.release);
     match &i.publisher {
-        Some(p) => say!("publisher: {} (fingerprint {}){}", p.name, p.fingerprint, i.standing_said()),
+        Some(p) => say!("publisher: {}{}", crate::packages::sign::who(&p.fingerprint, &p.name), i.standing_said()),
         None => say!("not signed: anyone could have made this package"),
     }
+    say!("version: {}", crate::elsewhere::text::terminal(&i.version));
     let root_app = root.app(&app_id(&i.app)?);
     let e = crate::explain::explain(&root_app, &i.release)?;
     say!("");

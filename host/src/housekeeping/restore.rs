@@ -499,7 +499,7 @@ fn check_release(
         return Err(damaged(file, "its release.json does not describe its component"));
     }
     // A recomputed id proves nothing of what the component is.
-    crate::build::check_component(root, runtime, &component, &|_| {}).map_err(|e| {
+    crate::build::check_component(root, runtime, &component, crate::build::Came::Elsewhere, &|_| {}).map_err(|e| {
         damaged(file, format!("its release/{COMPONENT_FILE} is refused as a build would refuse it: {e}"))
     })?;
     // release.json written anew from what was checked: its id, app, version
@@ -598,7 +598,7 @@ fn check_publisher(file: &Path, paths: &AppPaths) -> anyhow::Result<Option<Strin
     let pin = crate::packages::install::check_pinned(&text)
         .map_err(|e| damaged(file, format!("its {PUBLISHER} is refused: {e}")))?;
     write_atomic(&paths.dir.join(PUBLISHER), serde_json::to_string_pretty(&pin)?.as_bytes())?;
-    Ok(Some(format!("{} (fingerprint {})", pin.name, pin.fingerprint)))
+    Ok(Some(crate::packages::sign::who(&pin.fingerprint, &pin.name)))
 }
 
 /// Step 8: one rename places the whole app, and never over another.

@@ -8,10 +8,14 @@
 //! sections ([`super::format::read`], through `elsewhere::wasm`); the
 //! signature ([`super::sign::verify`]; none only with `--unsigned`); the WIT
 //! version; the manifest, as a build checks it; the migrations it carries
-//! being exactly the manifest's; the component, as a build checks it
-//! (`build::check_component`, last, as the dearest); the publisher, against the one pinned at the
+//! being exactly the manifest's; the publisher, against the one pinned at the
 //! app's first install (`publisher.json`; another key only with
-//! `--publisher <its fingerprint>`).
+//! `--publisher <its fingerprint>`) — and an existing app of the id that is
+//! pinned to nobody (built from a workspace, restored without a pin, installed
+//! unsigned) takes no package at all (`--as <new-id>` places it beside); the
+//! component last, as the dearest, as a build checks it but compiled in a
+//! confined process within its budget (`build::check_component`,
+//! `build::Came::Elsewhere`).
 
 use std::path::Path;
 
@@ -128,6 +132,12 @@ pub fn check_pinned(text: &str) -> Result<Pinned, String> {
     Ok(p)
 }
 
+/// Whether two keys written in hex are the same key: compared as bytes (a
+/// pin written before keys had one text may be in uppercase).
+fn same_key(a: &str, b: &str) -> bool {
+    matches!((hex::decode(a), hex::decode(b)), (Ok(a), Ok(b)) if a.len() == 32 && a == b)
+}
+
 /// Refuses a package of the app `of` for the existing app at `paths` when
 /// that app's releases are of another app: an update never turns one app
 /// into another (with `--as`, or over an app built under that id).
@@ -180,7 +190,7 @@ pub fn install(
     progress("read Autoapp's sections: the manifest, the migrations, the WIT version");
     let publisher = sign::verify(&package).map_err(|e| refused(format!("the package is refused: {e}")))?;
     match &publisher {
-        Some(p) => progress(&format!("the signature verifies: {} (fingerprint {})", p.name, p.fingerprint)),
+        Some(p) => progress(&format!("the signature verifies: {}", sign::who(&p.fingerprint, &p.name))),
         None if options.unsigned => progress("the package is not signed: anyone could have made it"),
         None => {
             return Err(refused(
@@ -206,6 +216,12 @@ pub fn install(
             "the migrations the package carries are not the ones its manifest lists ([data] migrations), in that order",
         ));
     }
+    // The limits and rules activation runs them under, now (issue 51, rule
+    // 10): each at most MAX_MIGRATION_SQL, run on an empty database under a
+    // write call's authorizer and a budget. A migration activation would
+    // refuse is refused before anything is placed.
+    crate::caps::store::schema_made_by(&package.migrations)
+        .map_err(|e| refused(format!("the package's migrations are refused: {e:#}")))?;
     let paths = root.app(&id);
     let existing = paths.exists();
     if existing {
@@ -215,24 +231,31 @@ pub fn install(
     let standing = match (&publisher, &pin) {
         (None, Some(k)) => {
             return Err(refused(format!(
-                "{id} was installed from {} (fingerprint {}), and this package is not signed, so anyone could have made it; ask the publisher for a signed package",
-                crate::elsewhere::named(&k.name),
-                k.fingerprint
+                "{id} was installed from the publisher with {}, and this package is not signed, so anyone could have made it; ask the publisher for a signed package",
+                sign::who(&k.fingerprint, &k.name)
+            )));
+        }
+        // Issue 51, rule 3: a package is a candidate only of an app pinned
+        // to its publisher. An app of that id built here, restored without a
+        // pin, or installed unsigned is the person's own: a stranger's
+        // package of the same id never becomes one of its releases (it would
+        // inherit its grants, and its migrations would run on its data).
+        (_, None) if existing => {
+            return Err(refused(format!(
+                "you already have an app {id} that was not installed from this publisher's packages (built from a workspace, restored without a publisher, or installed unsigned), so this package cannot become one of its releases; install it beside yours under a new id with --as <new-id>"
             )));
         }
         (None, None) => Standing::Unsigned,
         (Some(_), None) => Standing::FirstTime,
-        (Some(p), Some(k)) if p.key == k.key => Standing::Same,
+        (Some(p), Some(k)) if same_key(&p.key, &k.key) => Standing::Same,
         (Some(p), Some(k)) if options.publisher == Some(p.fingerprint.as_str()) => {
             Standing::Changed { from: k.fingerprint.clone() }
         }
         (Some(p), Some(k)) => {
             return Err(refused(format!(
-                "{id} was installed from {} (fingerprint {}), and this package is signed by another key: {} (fingerprint {}); if the publisher told you their key changed, install it with --publisher {}",
-                crate::elsewhere::named(&k.name),
-                k.fingerprint,
-                crate::elsewhere::named(&p.name),
-                p.fingerprint,
+                "{id} was installed from the publisher with {}, and this package is signed by another key: {}; if the publisher told you their key changed, install it with --publisher {}",
+                sign::who(&k.fingerprint, &k.name),
+                sign::who(&p.fingerprint, &p.name),
                 p.fingerprint
             )));
         }
@@ -248,7 +271,7 @@ pub fn install(
         )));
     }
     // The component last: compiling it is the dearest check.
-    crate::build::check_component(root, runtime, package.component, progress)
+    crate::build::check_component(root, runtime, package.component, crate::build::Came::Elsewhere, progress)
         .map_err(|e| refused(format!("the package's component is refused: {e}")))?;
     // Every check passed: place it.
     if !existing {
@@ -286,7 +309,7 @@ pub fn install(
     });
     crate::gate::record::recorded(&paths, caller, "install", arguments, done, |i| {
         let from = match &i.publisher {
-            Some(p) => format!("signed by {} ({})", crate::elsewhere::text::one_line(&p.name), p.fingerprint),
+            Some(p) => format!("signed by {}", sign::who(&p.fingerprint, &crate::elsewhere::text::one_line(&p.name))),
             None => "not signed".to_string(),
         };
         (

@@ -166,8 +166,15 @@ impl std::fmt::Display for Location {
 
 /// The bytes of the package `source` names — at most `max`, a file's size
 /// checked before it is read, a registry's layer as it arrives
-/// ([`registry::fetch`]) — and where they came from, for the record.
-pub async fn fetch(source: &Location, max: u64, progress: &(dyn Fn(&str) + Sync)) -> anyhow::Result<(Vec<u8>, String)> {
+/// ([`registry::fetch`]) — and where they came from, for the record. A
+/// registry's whole answer (manifest, token, layer) comes within `deadline`
+/// (`install_deadline_secs`), however slowly it sends (issue 51, rule 9).
+pub async fn fetch(
+    source: &Location,
+    max: u64,
+    deadline: std::time::Duration,
+    progress: &(dyn Fn(&str) + Sync),
+) -> anyhow::Result<(Vec<u8>, String)> {
     match source {
         Location::File(path) => {
             let name =
@@ -177,7 +184,16 @@ pub async fn fetch(source: &Location, max: u64, progress: &(dyn Fn(&str) + Sync)
             Ok((bytes, format!("the file {name}")))
         }
         Location::Registry(target) => {
-            let fetched = registry::fetch(target, max, progress).await?;
+            let fetched = tokio::time::timeout(deadline, registry::fetch(target, max, progress)).await.map_err(|_| {
+                crate::error::kinded(
+                    crate::error::ErrorKind::Denied,
+                    format!(
+                        "the registry {} took longer than {} s to send {target} (install_deadline_secs in config.toml); nothing was placed",
+                        target.registry(),
+                        deadline.as_secs()
+                    ),
+                )
+            })??;
             Ok((fetched.bytes, format!("{target} (manifest {})", fetched.digest)))
         }
     }

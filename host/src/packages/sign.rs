@@ -116,17 +116,79 @@ pub fn config_dir() -> anyhow::Result<PathBuf> {
     Ok(PathBuf::from(home).join(".config").join("autoapp"))
 }
 
-/// Checks a publisher's name: what every person who installs will read.
+/// Checks a publisher's name: what every person who installs will read,
+/// always after the host's own words and the key's fingerprint, and quoted
+/// ([`who`]). So that it can never pass for them, a name holds no control
+/// or invisible format character, no character that shows as blank or as
+/// nothing but single ASCII spaces between words ([`is_blank`]), no double
+/// quote (it would close the quotes the host puts around it), and not the
+/// word "fingerprint" (the host's word for the key).
 pub fn check_name(name: &str) -> Result<(), String> {
-    let trimmed = name.trim();
-    if trimmed.is_empty() {
+    if name.trim().is_empty() {
         return Err("a publisher's name may not be empty".into());
     }
     crate::elsewhere::text::within("publisher's name", name, MAX_NAME)?;
     if name.chars().any(|c| c.is_control() || crate::elsewhere::text::is_format(c)) {
         return Err("a publisher's name may hold no control or invisible format characters".into());
     }
+    if let Some(c) = name.chars().find(|&c| c != ' ' && is_blank(c)) {
+        return Err(format!(
+            "a publisher's name may hold no blank or invisible character but a plain space (it holds U+{:04X})",
+            c as u32
+        ));
+    }
+    if name.starts_with(' ') || name.ends_with(' ') || name.contains("  ") {
+        return Err("a publisher's name has single spaces between words, none at its ends".into());
+    }
+    if name.contains('"') {
+        return Err("a publisher's name may hold no double quote (\")".into());
+    }
+    if name.to_lowercase().contains("fingerprint") {
+        return Err("a publisher's name may not hold the word \"fingerprint\": the host names the key by it".into());
+    }
     Ok(())
+}
+
+/// Whether `c` shows as blank space or as nothing at all: Unicode's white
+/// space (every separator: U+00A0, U+2000–U+200A, U+3000, …), its default
+/// ignorable code points (U+034F, the variation selectors, the Hangul
+/// fillers, the tags, …), and the characters that draw as an empty cell (the
+/// blank Braille pattern U+2800).
+pub fn is_blank(c: char) -> bool {
+    c.is_whitespace()
+        || crate::elsewhere::text::is_format(c)
+        || matches!(c as u32,
+            0x00AD | 0x034F | 0x115F | 0x1160 | 0x17B4 | 0x17B5
+            | 0x180B..=0x180F
+            | 0x200B..=0x200F
+            | 0x202A..=0x202E
+            | 0x2060..=0x206F
+            | 0x2800
+            | 0x3164
+            | 0xFE00..=0xFE0F
+            | 0xFEFF
+            | 0xFFA0
+            | 0xFFF0..=0xFFF8
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0000..=0xE0FFF)
+}
+
+/// How the host names a publisher to the person: the key's fingerprint
+/// first, then the name the publisher chose, quoted (and escaped: a name
+/// pinned or signed before [`check_name`] grew stricter still cannot move
+/// the terminal).
+pub fn who(fingerprint: &str, name: &str) -> String {
+    format!("fingerprint {} {}", crate::elsewhere::text::terminal(fingerprint), crate::elsewhere::named(name))
+}
+
+/// The bytes of a key written in hex, only when it is written as the host
+/// writes one: lowercase, 64 digits. An uppercase key's text would verify
+/// the same and be pinned as another text (`check_pinned` compares bytes,
+/// and a signature holds only the canonical text).
+pub fn key_bytes(hex_text: &str) -> Option<[u8; 32]> {
+    let bytes: [u8; 32] = hex::decode(hex_text).ok()?.try_into().ok()?;
+    (hex::encode(bytes) == hex_text).then_some(bytes)
 }
 
 /// Makes a new key named `name` in `dir`; refuses when one exists there
@@ -237,14 +299,15 @@ pub fn verify(package: &Package<'_>) -> Result<Option<Publisher>, SignatureError
         )));
     }
     check_name(&s.publisher).map_err(SignatureError::Malformed)?;
-    let key: [u8; 32] = hex::decode(&s.key)
-        .ok()
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| SignatureError::Malformed("its key is not 32 bytes in hex".into()))?;
+    // Written only as the host writes them: one text per key, so a pin of
+    // the text is a pin of the key.
+    let key: [u8; 32] = key_bytes(&s.key)
+        .ok_or_else(|| SignatureError::Malformed("its key is not 32 bytes in lowercase hex".into()))?;
     let signature: [u8; 64] = hex::decode(&s.signature)
         .ok()
         .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| SignatureError::Malformed("its signature is not 64 bytes in hex".into()))?;
+        .filter(|b: &[u8; 64]| hex::encode(b) == s.signature)
+        .ok_or_else(|| SignatureError::Malformed("its signature is not 64 bytes in lowercase hex".into()))?;
     let fp = fingerprint(&key);
     let verifying = VerifyingKey::from_bytes(&key).map_err(|_| SignatureError::DoesNotVerify(fp.clone()))?;
     verifying
@@ -326,6 +389,16 @@ mod tests {
         v["key"] = other.public_hex().into();
         push_section(&mut rekeyed, format::SIGNATURE_SECTION, v.to_string().as_bytes());
         assert!(matches!(verify(&read(&rekeyed).unwrap()), Err(SignatureError::DoesNotVerify(_))));
+        // Issue 51, rule 7: the same key and signature in uppercase hex
+        // verified, and pinned a text no genuine update matched. Refused.
+        for field in ["key", "signature"] {
+            let mut upper = p.signed.to_vec();
+            let mut v = s.clone();
+            v[field] = v[field].as_str().unwrap().to_uppercase().into();
+            push_section(&mut upper, format::SIGNATURE_SECTION, v.to_string().as_bytes());
+            let e = verify(&read(&upper).unwrap()).unwrap_err();
+            assert!(matches!(&e, SignatureError::Malformed(m) if m.contains("lowercase hex")), "{field}: {e:?}");
+        }
         // A signature section that is not ours to read.
         for bad in [
             r#"{"format":"x"}"#,
@@ -361,6 +434,23 @@ mod tests {
         assert!(check_name(&"a".repeat(MAX_NAME + 1)).is_err());
         assert!(check_name("Trusted\u{202e}Corp").is_err());
         assert!(check_name("Trusted\u{1b}[2K").is_err());
+        // Issue 51, rule 6: the red team's names.
+        for name in [
+            "Trusted Apps (fingerprint 12e56a): the same publisher as the app you have",
+            "Trusted Apps (FINGERPRINT 12e56a)",
+            "Trusted\u{34f}Apps",
+            "Trusted\u{2800}Apps",
+            "Trusted\u{3000}Apps",
+            "Trusted\u{a0}Apps",
+            "Trusted\u{fe0f}Apps",
+            "Trusted  Apps",
+            " Trusted",
+            "Trusted \"Apps\": the same publisher",
+        ] {
+            assert!(check_name(name).is_err(), "{name:?}");
+        }
+        assert!(check_name("Ada Lovelace's Apps (London)").is_ok());
+        assert_eq!(who("ab12", "Ada"), "fingerprint ab12 \"Ada\"");
         let dir = tempfile::tempdir().unwrap();
         assert!(new_key(dir.path(), "Eve\u{200b}").is_err());
     }

@@ -290,10 +290,15 @@ async fn state(State(ctx): State<Ctx>) -> Response {
             let candidates: Vec<_> = all.iter().rev().filter(|r| Some(&r.id) != active.as_ref()).collect();
             let newest = active.clone().or_else(|| all.last().map(|r| r.id.clone()));
             let manifest = newest.as_deref().and_then(|r| release::manifest(&paths, r).ok());
-            let (asked, not_granted) = match &manifest {
-                Some(m) => (crate::grants::asked(m), crate::grants::ungranted(&paths, m).unwrap_or_default()),
-                None => (Vec::new(), Vec::new()),
+            let (asked, not_granted, asked_whole) = match &manifest {
+                Some(m) => (
+                    crate::grants::asked(m),
+                    crate::grants::ungranted(&paths, m).unwrap_or_default(),
+                    crate::grants::asked_whole(root.dir(), m),
+                ),
+                None => (Vec::new(), Vec::new(), Vec::new()),
             };
+            let granted_as = crate::grants::targets(&crate::grants::load(&paths).unwrap_or_default());
             let rollback = release::journal::activation(&paths).ok().flatten().and_then(|a| {
                 (Some(&a.release) == active.as_ref() && a.previous.is_some())
                     .then(|| json!({ "previous": a.previous, "written": a.first_write_at.is_some() }))
@@ -305,6 +310,8 @@ async fn state(State(ctx): State<Ctx>) -> Response {
                 "candidates": candidates,
                 "previews": crate::lifecycle::previews(&paths).unwrap_or_default(),
                 "asked": asked,
+                "asked_whole": asked_whole,
+                "granted_as": granted_as,
                 "not_granted": not_granted,
                 "rollback": rollback,
                 "runs": crate::gate::record::read(&paths.data(), 20).unwrap_or_default(),
@@ -605,23 +612,25 @@ async fn install(State(ctx): State<Ctx>, axum::Json(b): axum::Json<InstallBody>)
         }
         Err(why) => return error(ErrorKind::InvalidInput, why),
     };
-    let (bytes, origin) = match packages::fetch(&source, ctx.launcher.config.package_max_bytes(), &|_| {}).await {
-        Ok(f) => f,
-        Err(e) => return refusal(e),
-    };
+    let config = &ctx.launcher.config;
+    let (bytes, origin) =
+        match packages::fetch(&source, config.package_max_bytes(), config.install_deadline(), &|_| {}).await {
+            Ok(f) => f,
+            Err(e) => return refusal(e),
+        };
     let apps = ctx.launcher.apps.clone();
     let done = tokio::task::spawn_blocking(move || -> anyhow::Result<Value> {
         let options = inst::Options { as_id: None, unsigned: b.unsigned, publisher: b.publisher.as_deref() };
         let i = inst::install(apps.root(), apps.runtime(), &Caller::panel(), &bytes, &origin, &options, &|_| {})?;
         let who = match &i.publisher {
-            Some(p) => format!("published by {} (fingerprint {}){}", p.name, p.fingerprint, i.standing_said()),
+            Some(p) => format!("published by {}{}", crate::packages::sign::who(&p.fingerprint, &p.name), i.standing_said()),
             None => "not signed: anyone could have made it".to_string(),
         };
         let what = if i.new_app { "a new app" } else { "a candidate of the app you have" };
         Ok(json!({
             "message": format!(
-                "installed {} {} as {what}: candidate {}, {who}. Nothing of it runs until you activate it.",
-                i.app, i.version, release::short(&i.release)
+                "installed {} as {what}: candidate {}, {who}; its version: {}. Nothing of it runs until you activate it.",
+                i.app, release::short(&i.release), crate::elsewhere::text::one_line(&i.version)
             ),
             "installed": i,
         }))
