@@ -396,7 +396,11 @@ pub fn check_from_elsewhere(app: &AppId, manifest: &Manifest, from: &Grants) -> 
         check(format!("files:{name}"), target, &|h: &Held| matches!(h, Held::Files(_, held) if held == g));
     }
     for (name, sg) in &from.spawn {
-        let target = format!("{} with {}", sg.path.display(), crate::caps::spawn::pattern_said(&sg.args));
+        // A grant written before patterns were part of one names a path alone.
+        let target = match sg.recorded {
+            true => format!("{} with {}", sg.path.display(), crate::caps::spawn::pattern_said(&sg.args)),
+            false => sg.path.display().to_string(),
+        };
         check(format!("spawn:{name}"), target, &|h: &Held| matches!(h, Held::Spawn(_, held) if held == sg));
     }
     (kept, refused)

@@ -925,7 +925,7 @@ fn a_record_whose_trigger_deletes_rows_or_whose_runs_is_a_view_loses_no_row() {
     // A release that asks for something to grant and revoke.
     asking(&n, "network = [\"https://example.com\"]");
     let v1 = n.build();
-    n.root.ok(&["grant", "notes", "--all-asked"]);
+    n.root.grant_all("notes");
     n.root.ok(&["activate", "notes", &v1]);
     n.add("one");
     let dir = tempfile::tempdir().unwrap();
@@ -1010,11 +1010,12 @@ fn a_backups_grants_pass_the_check_grant_makes_and_are_printed_escaped() {
     let n = Notes::new();
     asking(&n, "network = [\"https://example.com\"]\nspawn = [{ program = \"cat\", args = [\"*\"] }]");
     let v1 = n.build();
-    n.root.ok(&["grant", "notes", "--all-asked"]);
+    n.root.grant_all("notes");
     n.root.ok(&["activate", "notes", &v1]);
     let granted: Value =
         serde_json::from_str(&std::fs::read_to_string(n.app_dir().join("grants.json")).unwrap()).unwrap();
-    let cat = granted["spawn"]["cat"].as_str().unwrap().to_string();
+    let cat = granted["spawn"]["cat"]["path"].as_str().unwrap().to_string();
+    assert_eq!(granted["spawn"]["cat"]["args"], json!(["*"]), "a spawn grant holds its pattern: {granted}");
     let dir = tempfile::tempdir().unwrap();
     let file = backup(&n.root, "notes", dir.path());
     let good = entries(&file);
@@ -1049,7 +1050,7 @@ fn a_backups_grants_pass_the_check_grant_makes_and_are_printed_escaped() {
     // Granted here, `explain` names the program each grant runs.
     fresh.ok(&["grant", "notes", "spawn:cat"]);
     let explained = fresh.ok(&["explain", "notes"]);
-    assert!(explained.contains(&format!("granted ({cat})")), "{explained}");
+    assert!(explained.contains(&format!("granted ({cat}, arguments [\"*\"])")), "{explained}");
 }
 
 /// Peak resident memory of `autoapp args…` on `root`, in KiB (GNU time's %M).

@@ -290,6 +290,132 @@ fn a_registry_that_sends_a_byte_now_and_then_is_given_up_at_the_install_s_deadli
     assert_eq!(person.files(), before);
 }
 
+/// A server on `ip` that answers each request with what `answer` makes of
+/// its head (the request line and headers), and keeps every head it got.
+fn hostile_server(
+    ip: &str,
+    answer: impl Fn(&str, &mut std::net::TcpStream) + Send + Sync + 'static,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (kept, answer) = (heads.clone(), std::sync::Arc::new(answer));
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(20) {
+            let Ok(mut s) = stream else { continue };
+            let (kept, answer) = (kept.clone(), answer.clone());
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 16 << 10];
+                let n = s.read(&mut buf).unwrap_or(0);
+                let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+                kept.lock().unwrap().push(head.clone());
+                answer(&head, &mut s);
+            });
+        }
+    });
+    (addr, heads)
+}
+
+/// `person`'s registry login for `registry`: ada, s3cret (in the file
+/// `docker login` writes).
+fn log_in(person: &TestRoot, registry: &str) {
+    std::fs::create_dir_all(person.path().join("docker")).unwrap();
+    let config = serde_json::json!({ "auths": { registry: { "auth": "YWRhOnMzY3JldA==" } } });
+    std::fs::write(person.path().join("docker/config.json"), config.to_string()).unwrap();
+}
+
+/// Issue 51, rule 8: logged in to a loopback registry, a
+/// `Bearer realm="http://127.0.0.2:…/token"` made `install` send
+/// `Authorization: Basic …` in plain HTTP to another host, and redirects
+/// of manifests to other hosts were followed. Credentials go only over
+/// HTTPS, or to the very loopback registry the person named; a realm or a
+/// redirect elsewhere in plain HTTP is refused, and nothing is sent there.
+#[test]
+fn the_person_s_registry_login_never_goes_where_the_registry_says_in_plain_http() {
+    let (elsewhere, asked_elsewhere) = hostile_server("127.0.0.2", |_, s| {
+        let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Length: 17\r\n\r\n{{\"token\": \"t\"}}  ");
+    });
+    let realm = format!("http://{elsewhere}/token");
+    let (registry, _) = hostile_server("127.0.0.1", move |_, s| {
+        let _ = write!(
+            s,
+            "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"{realm}\",service=\"registry\"\r\nContent-Length: 0\r\n\r\n"
+        );
+    });
+    let person = TestRoot::new();
+    log_in(&person, &registry);
+    let before = person.files();
+    let e = person.refused(&["install", &format!("{registry}/ada/notes:1.0")]);
+    assert!(e.contains("you to log in at") && e.contains("over plain HTTP"), "{e}");
+    assert!(asked_elsewhere.lock().unwrap().is_empty(), "nothing went to the realm elsewhere");
+    assert_eq!(person.files(), before);
+
+    // A manifest redirected to another host in plain HTTP: not followed.
+    let target = format!("http://{elsewhere}/v2/ada/notes/manifests/1.0");
+    let (redirecting, _) = hostile_server("127.0.0.1", move |_, s| {
+        let _ = write!(s, "HTTP/1.1 307 Temporary Redirect\r\nLocation: {target}\r\nContent-Length: 0\r\n\r\n");
+    });
+    log_in(&person, &redirecting);
+    let e = person.refused(&["install", &format!("{redirecting}/ada/notes:1.0")]);
+    assert!(e.contains("a redirect to") && e.contains("over plain HTTP"), "{e}");
+    assert!(asked_elsewhere.lock().unwrap().is_empty(), "nothing went to the redirect's host");
+
+    // The registry the person named, itself, gets the login it asks for.
+    let (basic, heads) = hostile_server("127.0.0.1", |head, s| {
+        if head.to_ascii_lowercase().contains("authorization: basic") {
+            let _ = write!(s, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+        } else {
+            let _ = write!(
+                s,
+                "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"r\"\r\nContent-Length: 0\r\n\r\n"
+            );
+        }
+    });
+    log_in(&person, &basic);
+    let e = person.refused(&["install", &format!("{basic}/ada/notes:1.0")]);
+    assert!(e.contains("has no"), "{e}");
+    assert!(
+        heads.lock().unwrap().iter().any(|h| h.contains("YWRhOnMzY3JldA==")),
+        "the login went to the registry named"
+    );
+}
+
+/// Issue 51, rule 9: a 1 GB manifest body peaked at 2.1 GB. The manifest is
+/// read by the host, at most 4 MiB, whether or not its length is declared.
+#[test]
+fn a_registry_s_endless_manifest_is_refused_at_its_bound_in_flat_memory() {
+    let (registry, _) = hostile_server("127.0.0.1", |_, s| {
+        // No length: the body ends when the connection does, after 1 GB.
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nConnection: close\r\n\r\n"
+        );
+        let chunk = vec![b' '; 1 << 20];
+        for _ in 0..1024 {
+            if s.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+    });
+    let person = TestRoot::new();
+    let before = person.files();
+    let out = Command::new("/usr/bin/time")
+        .arg("-f")
+        .arg("peak %M KiB")
+        .arg(env!("CARGO_BIN_EXE_autoapp"))
+        .args(["--root", person.path().to_str().unwrap(), "install", &format!("{registry}/ada/notes:1.0")])
+        .env("DOCKER_CONFIG", person.path().join("docker"))
+        .env("XDG_CONFIG_HOME", person.path().join("xdg-config"))
+        .output()
+        .expect("GNU time runs (scripts/test installs it)");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("its manifest longer than 4194304 bytes"), "{said}");
+    let peak: u64 = said.lines().find_map(|l| l.strip_prefix("peak ")?.strip_suffix(" KiB")?.parse().ok()).unwrap();
+    assert!(peak < 200 << 10, "the install's memory stays flat: {peak} KiB");
+    assert_eq!(person.files(), before);
+}
+
 #[test]
 fn a_registry_that_wants_a_login_is_named_with_how_to_log_in() {
     let addr = refusing_registry();

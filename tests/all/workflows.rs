@@ -31,7 +31,7 @@ fn install_with_workflows(t: &TestRoot, guest: &str, extra: &str) -> (tempfile::
     t.ok(&["create", guest, "--at", ws.path().to_str().unwrap()]);
     let id = build(t, guest);
     if guest == "hostile" {
-        t.ok(&["grant", guest, "--all-asked"]);
+        t.grant_all(guest);
     }
     t.ok(&["activate", guest, &id]);
     (ws, id)

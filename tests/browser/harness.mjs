@@ -50,7 +50,12 @@ export function makeRoot(config = "") {
   for (const app of ["notes", "hostile", "news"]) {
     autoapp(root, "create", app, "--at", join(repo, "guests", app));
     const built = JSON.parse(autoapp(root, "build", app, "--json"));
-    if (app !== "notes") autoapp(root, "grant", app, "--all-asked");
+    // Each capability named, as a person does after reading explain:
+    // --all-asked never grants a marked folder (hostile's /tmp holds this root).
+    if (app !== "notes") {
+      const asked = JSON.parse(autoapp(root, "explain", app, "--json")).capabilities;
+      if (asked.length) autoapp(root, "grant", app, ...asked);
+    }
     autoapp(root, "activate", app, built.release);
   }
   return root;

@@ -10,6 +10,7 @@
 
 pub mod format;
 pub mod install;
+pub mod pull;
 pub mod registry;
 pub mod sign;
 

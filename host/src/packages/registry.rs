@@ -9,14 +9,17 @@
 //! the packed file itself, so `wkg oci pull`, `oras` and `skopeo` get it byte
 //! for byte. `org.opencontainers.image.*` annotations name the app.
 //!
-//! What a registry answers is input an attacker wrote. A fetch refuses, each
-//! with one sentence: a manifest that is not that layout (another media type,
-//! more or fewer than one layer, an index), a layer larger than the
-//! package limit (before a byte of it is read, and again while it is read),
-//! a layer whose bytes do not hash to the digest its manifest names, and a
-//! manifest that does not hash to the digest a `…@sha256:` reference names
-//! (oci-client checks that one). Then the bytes go through the same checks as
-//! a file ([`super::install`]).
+//! What a registry answers is input an attacker wrote. A fetch is the host's
+//! own pull ([`super::pull`]: a manifest of at most 4 MiB, the person's login
+//! only to the registry they named or its realm over HTTPS, no plain HTTP
+//! but to that loopback registry), and refuses, each with one sentence: a
+//! manifest that is not that layout (another media type, more or fewer than
+//! one layer, an index), a layer larger than the package limit (before a
+//! byte of it is read, and again while it is read), a layer whose bytes do
+//! not hash to the digest its manifest names, and a manifest that does not
+//! hash to the digest a `…@sha256:` reference names. Then the bytes go
+//! through the same checks as a file ([`super::install`]). `publish` pushes
+//! with oci-client.
 //!
 //! Credentials come from the person's registry login only — the file
 //! `docker login` writes (`$DOCKER_CONFIG/config.json` or
@@ -30,7 +33,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use oci_client::Reference;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
@@ -304,25 +306,36 @@ pub fn check_manifest(
     Ok(layer.clone())
 }
 
-/// Fetches the package `target` names: its manifest, then its one layer,
-/// at most `max` bytes, hashed as it arrives and compared with the digest
-/// the manifest names.
+/// Fetches the package `target` names with the host's own client
+/// ([`super::pull`]: the manifest at most `pull::MAX_MANIFEST` bytes, the
+/// login only where it belongs): its manifest, then its one layer, at most
+/// `max` bytes, hashed as it arrives and compared with the digest the
+/// manifest names.
 pub async fn fetch(target: &Target, max: u64, progress: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Fetched> {
-    let client = client(target);
-    let auth = auth(target.registry(), progress);
-    let (manifest, digest) =
-        client.pull_image_manifest(&target.reference, &auth).await.map_err(|e| registry_error(target, &e))?;
+    let login = match auth(target.registry(), progress) {
+        RegistryAuth::Basic(user, password) => Some(super::pull::Login { user, password }),
+        _ => None,
+    };
+    let mut pull = super::pull::Pull::new(target, login)?;
+    let read = pull.manifest().await?;
+    let manifest = manifest_of(target, &read.bytes)?;
+    let digest = read.digest;
     let layer = check_manifest(target, &manifest, max)?;
     let size = layer.size as u64;
     progress(&format!("fetching {target} ({size} bytes, manifest {digest})"));
-    let mut stream =
-        client.pull_blob_stream(&target.reference, &layer).await.map_err(|e| registry_error(target, &e))?;
+    let mut response = pull.blob(&layer.digest).await?;
+    if response.content_length().is_some_and(|n| n > size) {
+        return Err(refused(format!(
+            "the registry {} sent more of {target} than the {size} bytes its manifest names",
+            target.registry()
+        )));
+    }
     let mut bytes = Vec::with_capacity(size as usize);
     let mut hasher = sha2::Sha256::new();
     let mut failed = None;
-    while let Some(chunk) = stream.next().await {
-        match chunk {
-            Ok(c) => {
+    loop {
+        match response.chunk().await {
+            Ok(Some(c)) => {
                 if bytes.len() as u64 + c.len() as u64 > size {
                     return Err(refused(format!(
                         "the registry {} sent more of {target} than the {size} bytes its manifest names",
@@ -332,6 +345,7 @@ pub async fn fetch(target: &Target, max: u64, progress: &(dyn Fn(&str) + Sync)) 
                 hasher.update(&c);
                 bytes.extend_from_slice(&c);
             }
+            Ok(None) => break,
             Err(e) => {
                 failed = Some(e);
                 break;
@@ -340,7 +354,7 @@ pub async fn fetch(target: &Target, max: u64, progress: &(dyn Fn(&str) + Sync)) 
     }
     let got = format!("sha256:{}", hex::encode(hasher.finalize()));
     // Our own hash first: a lying blob gets this sentence whichever way the
-    // client noticed it.
+    // reading noticed it.
     if bytes.len() as u64 == size && got != layer.digest {
         return Err(refused(format!(
             "the registry {} served a layer of {target} whose digest ({got}) differs from the one its manifest names ({}); nothing was placed",
@@ -362,6 +376,26 @@ pub async fn fetch(target: &Target, max: u64, progress: &(dyn Fn(&str) + Sync)) 
         )));
     }
     Ok(Fetched { bytes, digest })
+}
+
+/// The manifest in `bytes`: an image manifest, or the sentence (an index of
+/// several images is named as one).
+fn manifest_of(target: &Target, bytes: &[u8]) -> anyhow::Result<OciImageManifest> {
+    let value: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|_| refused(format!("{target} is not a Wasm package: its manifest is not JSON")))?;
+    let media = value.get("mediaType").and_then(serde_json::Value::as_str).unwrap_or_default();
+    if media.contains("index") || media.contains("manifest.list") || value.get("manifests").is_some() {
+        return Err(kinded(
+            ErrorKind::Denied,
+            format!("{target} is an index of several images, not a Wasm package: name the package's own tag or digest"),
+        ));
+    }
+    serde_json::from_value(value).map_err(|e| {
+        refused(format!(
+            "{target} is not a Wasm package: its manifest is not an image manifest ({})",
+            text::one_line(&e.to_string())
+        ))
+    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,367 @@
+//! Pulling a package from a registry with the host's own HTTP client: every
+//! byte bounded, and the person's login sent only where it belongs (issue
+//! 51, rules 8 and 9).
+//!
+//! A registry's answers are input an attacker wrote. A general client
+//! (`oci-client`) reads a manifest whole before anyone looks at it (a 1 GB
+//! body peaked at 2.1 GB), sends the person's password to whatever token
+//! realm a registry names (`Bearer realm="http://127.0.0.2:5001/token"`: in
+//! plain HTTP, to another host), and follows redirects anywhere. So the pull
+//! is ours, and small:
+//!
+//! - the manifest is read as it arrives, at most [`MAX_MANIFEST`] bytes (a
+//!   longer one is refused before it is held), its digest computed here and
+//!   compared with a `…@sha256:` reference; the layer at most its size in the
+//!   manifest, hashed as it arrives (`registry::fetch`'s checks);
+//! - **where a request may go**: HTTPS anywhere; plain HTTP only to the very
+//!   loopback registry the person named (host and port). A redirect or a
+//!   token realm elsewhere in plain HTTP is refused, with a sentence;
+//! - **where the login may go**: to the registry the person named, and to
+//!   the token realm that registry names when it is reached over HTTPS (or
+//!   is that same loopback registry). Never to a redirect's host: a
+//!   redirect to another host (a blob served from storage) is followed over
+//!   HTTPS without any `Authorization`;
+//! - at most [`MAX_REDIRECTS`] redirects a request; a token answer at most
+//!   [`MAX_TOKEN`] bytes.
+//!
+//! The install's one deadline over all of it is `packages::fetch`'s.
+
+use std::time::Duration;
+
+use reqwest::header::{ACCEPT, CONTENT_LENGTH, LOCATION, WWW_AUTHENTICATE};
+use reqwest::{StatusCode, Url};
+use sha2::Digest as _;
+
+use super::install::refused;
+use super::registry::Target;
+use crate::elsewhere::text;
+use crate::error::{ErrorKind, kinded};
+
+/// The longest manifest read: a Wasm package's manifest is well under a KiB.
+pub const MAX_MANIFEST: u64 = 4 << 20;
+/// The longest answer of a token realm.
+pub const MAX_TOKEN: u64 = 64 << 10;
+/// The most redirects one request follows.
+pub const MAX_REDIRECTS: usize = 5;
+
+/// The manifest media types asked for: the Wasm artifact's, and the index's
+/// (so that an index is named as one, not missed).
+const ACCEPTED: &str = "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json";
+
+/// The person's login to the registry they named (from their docker or
+/// podman login file).
+pub struct Login {
+    pub user: String,
+    pub password: String,
+}
+
+/// How a request to the registry is authorised once it asked.
+enum Auth {
+    None,
+    Basic,
+    Bearer(String),
+}
+
+/// One pull from one registry.
+pub struct Pull<'a> {
+    target: &'a Target,
+    login: Option<Login>,
+    http: reqwest::Client,
+    /// `http` or `https`: plain HTTP only to a loopback registry.
+    scheme: &'static str,
+    auth: Auth,
+}
+
+/// What a pull read: the manifest's bytes and digest.
+pub struct Manifest {
+    pub bytes: Vec<u8>,
+    pub digest: String,
+}
+
+impl<'a> Pull<'a> {
+    pub fn new(target: &'a Target, login: Option<Login>) -> anyhow::Result<Pull<'a>> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(15))
+            .read_timeout(Duration::from_secs(60))
+            .user_agent(concat!("autoapp/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| anyhow::anyhow!("cannot make an HTTP client: {e}"))?;
+        let scheme = if super::registry::is_loopback(target.registry()) { "http" } else { "https" };
+        Ok(Pull { target, login, http, scheme, auth: Auth::None })
+    }
+
+    fn registry(&self) -> &str {
+        self.target.registry()
+    }
+
+    fn url(&self, path: &str) -> anyhow::Result<Url> {
+        Url::parse(&format!("{}://{}/v2/{}/{path}", self.scheme, self.registry(), self.target.reference.repository()))
+            .map_err(|e| refused(format!("{} does not make an address ({e})", self.target)))
+    }
+
+    /// Whether `url` is the registry the person named, as they named it.
+    fn is_registry(&self, url: &Url) -> bool {
+        url.scheme() == self.scheme && host_port(url).as_deref() == Some(self.registry())
+    }
+
+    /// Refuses `url` unless a request may go there: HTTPS, or the very
+    /// loopback registry the person named over plain HTTP.
+    fn may_go(&self, url: &Url, why: &str) -> anyhow::Result<()> {
+        if url.scheme() == "https" || self.is_registry(url) {
+            return Ok(());
+        }
+        Err(refused(format!(
+            "the registry {} sent {why} {} over plain HTTP; Autoapp speaks plain HTTP only to the loopback registry you named, and sends your login only over HTTPS; nothing was placed",
+            self.registry(),
+            crate::elsewhere::named(url.as_str())
+        )))
+    }
+
+    /// The manifest the target names, at most [`MAX_MANIFEST`] bytes.
+    pub async fn manifest(&mut self) -> anyhow::Result<Manifest> {
+        let reference = &self.target.reference;
+        let which = reference.digest().or(reference.tag()).unwrap_or("latest").to_string();
+        let url = self.url(&format!("manifests/{which}"))?;
+        let response = self.get(url, ACCEPTED).await?;
+        let bytes = bounded(response, MAX_MANIFEST, "its manifest", self.registry()).await?;
+        let digest = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&bytes)));
+        if let Some(wanted) = reference.digest()
+            && wanted != digest
+        {
+            return Err(refused(format!(
+                "the registry {} served {} with a digest that does not match: {digest} is not {}",
+                self.registry(),
+                self.target,
+                crate::elsewhere::named(wanted)
+            )));
+        }
+        Ok(Manifest { bytes, digest })
+    }
+
+    /// The blob `digest`, its answer to be read by the caller.
+    pub async fn blob(&mut self, digest: &str) -> anyhow::Result<reqwest::Response> {
+        let url = self.url(&format!("blobs/{digest}"))?;
+        self.get(url, "*/*").await
+    }
+
+    /// A GET of `url` that succeeded: logs in once when the registry asks
+    /// (401 with its challenge), follows redirects by the rules above.
+    async fn get(&mut self, url: Url, accept: &str) -> anyhow::Result<reqwest::Response> {
+        let mut asked = false;
+        loop {
+            let response = self.follow(url.clone(), accept).await?;
+            match response.status() {
+                s if s.is_success() => return Ok(response),
+                StatusCode::UNAUTHORIZED if !asked => {
+                    asked = true;
+                    let challenge = response
+                        .headers()
+                        .get(WWW_AUTHENTICATE)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string)
+                        .unwrap_or_default();
+                    self.log_in(&challenge).await?;
+                }
+                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => return Err(self.refused_access()),
+                StatusCode::NOT_FOUND => {
+                    return Err(kinded(
+                        ErrorKind::NotFound,
+                        format!("the registry {} has no {}", self.registry(), self.target),
+                    ));
+                }
+                s => {
+                    return Err(kinded(
+                        ErrorKind::Internal,
+                        format!("the registry {} answered {s} for {}", self.registry(), self.target),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Sends GET `url`, following at most [`MAX_REDIRECTS`] redirects: each
+    /// must be allowed ([`Self::may_go`]), and only a request to the
+    /// registry itself carries the login or its token.
+    async fn follow(&self, mut url: Url, accept: &str) -> anyhow::Result<reqwest::Response> {
+        for _ in 0..=MAX_REDIRECTS {
+            self.may_go(&url, "a redirect to")?;
+            let mut request = self.http.get(url.clone()).header(ACCEPT, accept);
+            if self.is_registry(&url) {
+                request = match &self.auth {
+                    Auth::None => request,
+                    Auth::Basic => self.with_login(request),
+                    Auth::Bearer(token) => request.bearer_auth(token),
+                };
+            }
+            let response = request.send().await.map_err(|e| self.unreachable(&e))?;
+            if !response.status().is_redirection() {
+                return Ok(response);
+            }
+            let next = response.headers().get(LOCATION).and_then(|l| l.to_str().ok()).and_then(|l| url.join(l).ok());
+            url = next.ok_or_else(|| {
+                refused(format!("the registry {} answered a redirect to nowhere for {}", self.registry(), self.target))
+            })?;
+        }
+        Err(refused(format!(
+            "the registry {} redirected {} more than {MAX_REDIRECTS} times",
+            self.registry(),
+            self.target
+        )))
+    }
+
+    fn with_login(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.login {
+            Some(l) => request.basic_auth(&l.user, Some(&l.password)),
+            None => request,
+        }
+    }
+
+    /// Answers the registry's challenge: Basic with the login (to the
+    /// registry itself), or a Bearer token from the realm it names, asked
+    /// with the login only where the login may go.
+    async fn log_in(&mut self, challenge: &str) -> anyhow::Result<()> {
+        let challenges = http_auth::parse_challenges(challenge).unwrap_or_default();
+        if let Some(bearer) = challenges.iter().find(|c| c.scheme.eq_ignore_ascii_case("bearer")) {
+            let param =
+                |name: &str| bearer.params.iter().find(|p| p.0.eq_ignore_ascii_case(name)).map(|p| p.1.to_unescaped());
+            let realm = param("realm").ok_or_else(|| self.refused_access())?;
+            let realm = Url::parse(&realm).map_err(|_| {
+                refused(format!(
+                    "the registry {} named a login address that is no address ({})",
+                    self.registry(),
+                    crate::elsewhere::named(&realm)
+                ))
+            })?;
+            self.may_go(&realm, "you to log in at")?;
+            let scope =
+                param("scope").unwrap_or_else(|| format!("repository:{}:pull", self.target.reference.repository()));
+            let mut url = realm.clone();
+            url.query_pairs_mut().append_pair("scope", &scope);
+            if let Some(service) = param("service") {
+                url.query_pairs_mut().append_pair("service", &service);
+            }
+            // No redirect is followed here: the login goes to the realm alone.
+            let mut request = self.http.get(url);
+            if realm.scheme() == "https" || self.is_registry(&realm) {
+                request = self.with_login(request);
+            }
+            let response = request.send().await.map_err(|e| self.unreachable(&e))?;
+            if !response.status().is_success() {
+                return Err(self.refused_access());
+            }
+            let body = bounded(response, MAX_TOKEN, "a login token", self.registry()).await?;
+            let answer: serde_json::Value = serde_json::from_slice(&body).map_err(|_| self.refused_access())?;
+            let token = answer
+                .get("token")
+                .or_else(|| answer.get("access_token"))
+                .and_then(serde_json::Value::as_str)
+                .ok_or_else(|| self.refused_access())?;
+            self.auth = Auth::Bearer(token.to_string());
+            return Ok(());
+        }
+        if challenges.iter().any(|c| c.scheme.eq_ignore_ascii_case("basic")) && self.login.is_some() {
+            self.auth = Auth::Basic;
+            return Ok(());
+        }
+        Err(self.refused_access())
+    }
+
+    fn refused_access(&self) -> anyhow::Error {
+        let registry = self.registry();
+        kinded(
+            ErrorKind::Denied,
+            format!(
+                "the registry {registry} refused you access to {}: log in with `docker login {registry}` or `skopeo login {registry}`, then try again",
+                self.target
+            ),
+        )
+    }
+
+    fn unreachable(&self, e: &reqwest::Error) -> anyhow::Error {
+        kinded(
+            ErrorKind::Internal,
+            format!(
+                "cannot reach the registry {}: {}",
+                self.registry(),
+                text::cut(&text::one_line(&source_chain(e)), 300)
+            ),
+        )
+    }
+}
+
+/// `host:port` of `url` as a reference names a registry (the port only
+/// when the address has one).
+fn host_port(url: &Url) -> Option<String> {
+    // An IPv6 host comes in brackets, as a reference writes it.
+    let host = url.host_str()?;
+    Some(match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_string(),
+    })
+}
+
+/// The body of `response`, at most `max` bytes: a longer one (by its
+/// declared length, or as it arrives) is refused before it is held.
+pub async fn bounded(mut response: reqwest::Response, max: u64, what: &str, registry: &str) -> anyhow::Result<Vec<u8>> {
+    let too_long =
+        || refused(format!("the registry {registry} sent {what} longer than {max} bytes; nothing was placed"));
+    let declared = response.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Err(too_long());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| {
+        kinded(
+            ErrorKind::Internal,
+            format!("reading {what} from the registry {registry} failed: {}", text::one_line(&source_chain(&e))),
+        )
+    })? {
+        if body.len() as u64 + chunk.len() as u64 > max {
+            return Err(too_long());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+fn source_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        s.push_str(": ");
+        s.push_str(&cause.to_string());
+        next = cause.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pull(reference: &str) -> Pull<'static> {
+        let target = Box::leak(Box::new(super::super::registry::parse(reference).unwrap()));
+        Pull::new(target, None).unwrap()
+    }
+
+    #[test]
+    fn plain_http_goes_only_to_the_loopback_registry_named_and_https_anywhere() {
+        let p = pull("127.0.0.1:5000/ada/notes:1.0");
+        for ok in ["http://127.0.0.1:5000/v2/x", "https://auth.example/token", "https://127.0.0.2:5001/token"] {
+            assert!(p.may_go(&Url::parse(ok).unwrap(), "to").is_ok(), "{ok}");
+        }
+        for no in
+            ["http://127.0.0.2:5001/token", "http://127.0.0.1:5001/token", "http://localhost:5000/v2/x", "ftp://x/y"]
+        {
+            let e = p.may_go(&Url::parse(no).unwrap(), "you to log in at").unwrap_err().to_string();
+            assert!(e.contains("over plain HTTP"), "{no}: {e}");
+        }
+        let p = pull("ghcr.io/ada/notes:1.0");
+        assert!(p.may_go(&Url::parse("http://ghcr.io/v2/x").unwrap(), "to").is_err(), "HTTPS only elsewhere");
+        assert!(p.is_registry(&Url::parse("https://ghcr.io/v2/x").unwrap()));
+        assert!(!p.is_registry(&Url::parse("https://ghcr.io.evil/v2/x").unwrap()));
+        assert!(!p.is_registry(&Url::parse("https://ghcr.io:444/v2/x").unwrap()));
+    }
+}
