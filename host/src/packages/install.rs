@@ -228,38 +228,7 @@ pub fn install(
         same_app(&paths, &manifest.id)?;
     }
     let pin = if existing { pinned(&paths)? } else { None };
-    let standing = match (&publisher, &pin) {
-        (None, Some(k)) => {
-            return Err(refused(format!(
-                "{id} was installed from the publisher with {}, and this package is not signed, so anyone could have made it; ask the publisher for a signed package",
-                sign::who(&k.fingerprint, &k.name)
-            )));
-        }
-        // Issue 51, rule 3: a package is a candidate only of an app pinned
-        // to its publisher. An app of that id built here, restored without a
-        // pin, or installed unsigned is the person's own: a stranger's
-        // package of the same id never becomes one of its releases (it would
-        // inherit its grants, and its migrations would run on its data).
-        (_, None) if existing => {
-            return Err(refused(format!(
-                "you already have an app {id} that was not installed from this publisher's packages (built from a workspace, restored without a publisher, or installed unsigned), so this package cannot become one of its releases; install it beside yours under a new id with --as <new-id>"
-            )));
-        }
-        (None, None) => Standing::Unsigned,
-        (Some(_), None) => Standing::FirstTime,
-        (Some(p), Some(k)) if same_key(&p.key, &k.key) => Standing::Same,
-        (Some(p), Some(k)) if options.publisher == Some(p.fingerprint.as_str()) => {
-            Standing::Changed { from: k.fingerprint.clone() }
-        }
-        (Some(p), Some(k)) => {
-            return Err(refused(format!(
-                "{id} was installed from the publisher with {}, and this package is signed by another key: {}; if the publisher told you their key changed, install it with --publisher {}",
-                sign::who(&k.fingerprint, &k.name),
-                sign::who(&p.fingerprint, &p.name),
-                p.fingerprint
-            )));
-        }
-    };
+    let standing = standing(&id, existing, publisher.as_ref(), pin.as_ref(), options.publisher)?;
     if let Some(fp) = options.publisher
         && !matches!(standing, Standing::Changed { .. })
         && publisher.as_ref().is_none_or(|p| p.fingerprint != fp)
@@ -319,6 +288,45 @@ pub fn install(
     })
 }
 
+/// How the package's `publisher` stands against the app `id` (`existing`,
+/// pinned to `pin`), the person having accepted the key `accepted`
+/// (`--publisher`); or the refusal.
+///
+/// Issue 51, rule 3: a package is a candidate only of an app pinned to its
+/// publisher. An app of that id built here, restored without a pin, or
+/// installed unsigned is the person's own: a stranger's package of the same
+/// id never becomes one of its releases (it would inherit its grants, and its
+/// migrations would run on its data). Keys are compared as bytes (rule 7).
+fn standing(
+    id: &AppId,
+    existing: bool,
+    publisher: Option<&Publisher>,
+    pin: Option<&Pinned>,
+    accepted: Option<&str>,
+) -> anyhow::Result<Standing> {
+    match (publisher, pin) {
+        (None, Some(k)) => Err(refused(format!(
+            "{id} was installed from the publisher with {}, and this package is not signed, so anyone could have made it; ask the publisher for a signed package",
+            sign::who(&k.fingerprint, &k.name)
+        ))),
+        (_, None) if existing => Err(refused(format!(
+            "you already have an app {id} that was not installed from this publisher's packages (built from a workspace, restored without a publisher, or installed unsigned), so this package cannot become one of its releases; install it beside yours under a new id with --as <new-id>"
+        ))),
+        (None, None) => Ok(Standing::Unsigned),
+        (Some(_), None) => Ok(Standing::FirstTime),
+        (Some(p), Some(k)) if same_key(&p.key, &k.key) => Ok(Standing::Same),
+        (Some(p), Some(k)) if accepted == Some(p.fingerprint.as_str()) => {
+            Ok(Standing::Changed { from: k.fingerprint.clone() })
+        }
+        (Some(p), Some(k)) => Err(refused(format!(
+            "{id} was installed from the publisher with {}, and this package is signed by another key: {}; if the publisher told you their key changed, install it with --publisher {}",
+            sign::who(&k.fingerprint, &k.name),
+            sign::who(&p.fingerprint, &p.name),
+            p.fingerprint
+        ))),
+    }
+}
+
 fn place(
     paths: &AppPaths,
     package: &format::Package<'_>,
@@ -356,6 +364,44 @@ mod tests {
 
     fn text(name: &str, key: &str, fingerprint: &str, at: &str) -> String {
         serde_json::json!({ "name": name, "fingerprint": fingerprint, "key": key, "pinned_at": at }).to_string()
+    }
+
+    /// Rules 3 and 7: who may become a candidate of what.
+    #[test]
+    fn a_package_stands_against_the_app_of_its_id_by_its_pin_alone() {
+        let id = AppId::parse("notes").unwrap();
+        let key = [7u8; 32];
+        let (fp, other_fp) = (sign::fingerprint(&key), sign::fingerprint(&[8u8; 32]));
+        let ada = Publisher { name: "Ada".into(), fingerprint: fp.clone(), key: hex::encode(key) };
+        let eve = Publisher { name: "Eve".into(), fingerprint: other_fp.clone(), key: hex::encode([8u8; 32]) };
+        let pin =
+            |k: &str| Pinned { name: "Ada".into(), fingerprint: fp.clone(), key: k.into(), pinned_at: "t".into() };
+        let said = |r: anyhow::Result<Standing>| r.map_err(|e| e.to_string());
+        // A new app: whoever signed it, or nobody.
+        assert_eq!(said(standing(&id, false, Some(&ada), None, None)), Ok(Standing::FirstTime));
+        assert_eq!(said(standing(&id, false, None, None, None)), Ok(Standing::Unsigned));
+        // The person's own app (no pin): nobody's package, signed or not.
+        for p in [Some(&ada), None] {
+            let e = said(standing(&id, true, p, None, None)).unwrap_err();
+            assert!(e.contains("--as <new-id>") && e.contains("not installed from this publisher"), "{e}");
+        }
+        // Pinned: the same key (as bytes, whatever case the pin was written in).
+        let lower = pin(&hex::encode(key));
+        let upper = pin(&hex::encode(key).to_uppercase());
+        assert_eq!(said(standing(&id, true, Some(&ada), Some(&lower), None)), Ok(Standing::Same));
+        assert_eq!(said(standing(&id, true, Some(&ada), Some(&upper), None)), Ok(Standing::Same));
+        assert!(said(standing(&id, true, None, Some(&lower), None)).unwrap_err().contains("not signed"));
+        let e = said(standing(&id, true, Some(&eve), Some(&lower), None)).unwrap_err();
+        assert!(e.contains("another key") && e.contains(&other_fp) && e.contains(&fp), "{e}");
+        assert_eq!(
+            said(standing(&id, true, Some(&eve), Some(&lower), Some(&other_fp))),
+            Ok(Standing::Changed { from: fp.clone() })
+        );
+        assert!(
+            said(standing(&id, true, Some(&eve), Some(&lower), Some(&fp))).is_err(),
+            "the key accepted must be the package's"
+        );
+        assert!(!same_key("zz", "zz") && !same_key("00", "00"), "keys are 32 bytes of hex");
     }
 
     #[test]

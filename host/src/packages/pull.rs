@@ -340,6 +340,109 @@ fn source_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read as _, Write as _};
+    use std::sync::{Arc, Mutex};
+
+    /// A server on `ip` answering each request with `answer(head)`, keeping
+    /// every request's head.
+    fn server(ip: &str, answer: impl Fn(&str) -> String + Send + Sync + 'static) -> (String, Arc<Mutex<Vec<String>>>) {
+        let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let (kept, answer) = (heads.clone(), Arc::new(answer));
+        std::thread::spawn(move || {
+            for stream in listener.incoming().take(16) {
+                let Ok(mut s) = stream else { continue };
+                let mut buf = vec![0u8; 16 << 10];
+                let n = s.read(&mut buf).unwrap_or(0);
+                let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+                kept.lock().unwrap().push(head.clone());
+                // One request a connection: the client opens another.
+                let reply = answer(&head).replacen("\r\n", "\r\nConnection: close\r\n", 1);
+                let _ = s.write_all(reply.as_bytes());
+            }
+        });
+        (addr, heads)
+    }
+
+    fn with_login(reference: &str) -> Pull<'static> {
+        let target = Box::leak(Box::new(super::super::registry::parse(reference).unwrap()));
+        Pull::new(target, Some(Login { user: "ada".into(), password: "s3cret".into() })).unwrap()
+    }
+
+    fn run<T>(f: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+    }
+
+    #[test]
+    fn the_login_goes_to_the_registry_named_and_never_to_a_plain_http_realm_or_redirect_elsewhere() {
+        let manifest = r#"{"schemaVersion": 2}"#;
+        // A realm on another host in plain HTTP: refused, never asked.
+        let (elsewhere, asked) =
+            server("127.0.0.2", |_| "HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\n{\"token\":\"t\"}".into());
+        let realm = format!("http://{elsewhere}/token");
+        let (registry, _) = server("127.0.0.1", move |_| {
+            format!(
+                "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"{realm}\"\r\nContent-Length: 0\r\n\r\n"
+            )
+        });
+        let e = run(with_login(&format!("{registry}/ada/notes:1")).manifest()).err().unwrap().to_string();
+        assert!(e.contains("you to log in at") && e.contains("over plain HTTP"), "{e}");
+        // A redirect to another host in plain HTTP: refused, never followed.
+        let to = format!("http://{elsewhere}/v2/ada/notes/manifests/1");
+        let (redirecting, _) = server("127.0.0.1", move |_| {
+            format!("HTTP/1.1 307 Temporary Redirect\r\nLocation: {to}\r\nContent-Length: 0\r\n\r\n")
+        });
+        let e = run(with_login(&format!("{redirecting}/ada/notes:1")).manifest()).err().unwrap().to_string();
+        assert!(e.contains("a redirect to") && e.contains("over plain HTTP"), "{e}");
+        assert!(asked.lock().unwrap().is_empty(), "nothing went to 127.0.0.2");
+        // A realm on the registry itself gets the login, and the token goes
+        // back to the registry alone.
+        let (this, heads) = server("127.0.0.1", move |head| {
+            let first = head.lines().next().unwrap_or_default().to_string();
+            if first.contains("/token") {
+                "HTTP/1.1 200 OK\r\nContent-Length: 15\r\n\r\n{\"token\":\"tok\"}".into()
+            } else if head.contains("Bearer tok") {
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{manifest}", manifest.len())
+            } else {
+                // The realm is this very server: its address comes from the request.
+                let host =
+                    head.lines().find_map(|l| l.strip_prefix("host: ").or(l.strip_prefix("Host: "))).unwrap_or("");
+                format!(
+                    "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"http://{host}/token\",service=\"s\"\r\nContent-Length: 0\r\n\r\n"
+                )
+            }
+        });
+        let got = run(with_login(&format!("{this}/ada/notes:1")).manifest()).unwrap();
+        assert_eq!(got.bytes, manifest.as_bytes());
+        assert_eq!(got.digest, format!("sha256:{}", hex::encode(sha2::Sha256::digest(manifest.as_bytes()))));
+        let heads = heads.lock().unwrap();
+        let token = heads.iter().find(|h| h.lines().next().unwrap().contains("/token")).unwrap();
+        assert!(
+            token.contains("YWRhOnMzY3JldA==") && token.contains("scope=repository%3Aada%2Fnotes%3Apull"),
+            "{token}"
+        );
+    }
+
+    #[test]
+    fn a_manifest_longer_than_the_bound_is_refused_declared_or_not() {
+        for declared in [true, false] {
+            let (registry, _) = server("127.0.0.1", move |_| {
+                let body = " ".repeat(MAX_MANIFEST as usize + 1);
+                match declared {
+                    true => format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len()),
+                    false => format!("HTTP/1.1 200 OK\r\n\r\n{body}"),
+                }
+            });
+            let e = run(with_login(&format!("{registry}/ada/notes:1")).manifest()).err().unwrap().to_string();
+            assert!(e.contains(&format!("its manifest longer than {MAX_MANIFEST} bytes")), "{declared}: {e}");
+        }
+        // A digest reference the manifest does not hash to.
+        let (registry, _) = server("127.0.0.1", |_| "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}".into());
+        let digest = format!("sha256:{}", "0".repeat(64));
+        let e = run(with_login(&format!("{registry}/ada/notes@{digest}")).manifest()).err().unwrap().to_string();
+        assert!(e.contains("digest that does not match"), "{e}");
+    }
 
     fn pull(reference: &str) -> Pull<'static> {
         let target = Box::leak(Box::new(super::super::registry::parse(reference).unwrap()));
