@@ -830,7 +830,14 @@ fn load(root: &Root, runtime: &Runtime, app: &AppId, release_id: &str) -> Result
     let manifest = release::manifest(&paths, release_id).map_err(internal)?;
     let bytes =
         std::fs::read(paths.release(release_id).join(release::COMPONENT_FILE)).map_err(|e| internal(e.into()))?;
-    let component = runtime.compile_cached(&root.compiled_cache(), &bytes).map_err(internal)?;
+    // Compiled when it was checked; compiled again only when the cache lost
+    // it (another engine, the cache emptied): then confined, within the
+    // budget, as a component from elsewhere (issue 51, rule 1): whoever made
+    // it, the launcher never compiles in its own process.
+    let budget = crate::runtime::Budget::of(runtime.config());
+    let component = runtime
+        .compile_elsewhere(&root.compiled_cache(), &bytes, &budget)
+        .map_err(|why| internal(anyhow::anyhow!("{why}")))?;
     let prepared = runtime.prepare(&component).map_err(internal)?;
     let mut validators = HashMap::new();
     for r in &manifest.routes {

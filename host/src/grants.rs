@@ -125,10 +125,15 @@ pub fn declared_whole(manifest: &Manifest) -> Vec<String> {
         .collect()
 }
 
-/// Why the folder `path` is marked: it is the person's home itself (or
-/// holds it), or it holds, is or is inside a folder of their keys (`~/.ssh`,
-/// `~/.gnupg`, `~/.aws`, `~/.config`, the keyring's folder) or of this
-/// launcher (its root, its configuration folder).
+/// Why the folder `path` is marked: it is the person's home folder itself (or
+/// holds it), or it holds, is or is inside a place of their keys and logins
+/// (`~/.ssh`, `~/.gnupg`, `~/.aws`, `~/.azure`, `~/.kube`, `~/.docker`,
+/// `~/.config`, the keyring's folder, `~/.password-store`, `~/.mozilla`,
+/// `~/.cargo`, `~/.netrc`, `~/.git-credentials`, and `$XDG_CONFIG_HOME`,
+/// `$DOCKER_CONFIG`, `$XDG_RUNTIME_DIR/containers`, `$GNUPGHOME`) or of this
+/// launcher (its root, its configuration folder). A list, so not every place
+/// a program may keep a secret: what is marked is a floor, and every folder
+/// is shown whole whether marked or not.
 pub fn holds_keys(root: &std::path::Path, path: &std::path::Path) -> Option<String> {
     let real = |p: PathBuf| std::fs::canonicalize(&p).unwrap_or(p);
     let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| real(PathBuf::from(h)));
@@ -143,10 +148,29 @@ pub fn holds_keys(root: &std::path::Path, path: &std::path::Path) -> Option<Stri
             (".ssh", "your SSH keys"),
             (".gnupg", "your GnuPG keys"),
             (".aws", "your cloud keys"),
+            (".azure", "your cloud keys"),
+            (".kube", "your cluster credentials"),
+            (".docker", "your registry logins"),
             (".config", "your programs' settings and keys"),
             (".local/share/keyrings", "your keyring"),
+            (".password-store", "your passwords"),
+            (".mozilla", "your browser's profile"),
+            (".cargo", "your crates.io token"),
+            (".netrc", "your logins"),
+            (".git-credentials", "your git logins"),
         ] {
             keys.push((real(home.join(sub)), what));
+        }
+    }
+    // Where the person's environment says such things are.
+    for (var, sub, what) in [
+        ("XDG_CONFIG_HOME", "", "your programs' settings and keys"),
+        ("DOCKER_CONFIG", "", "your registry logins"),
+        ("XDG_RUNTIME_DIR", "containers", "your registry logins"),
+        ("GNUPGHOME", "", "your GnuPG keys"),
+    ] {
+        if let Some(v) = std::env::var_os(var).filter(|v| std::path::Path::new(v).is_absolute()) {
+            keys.push((real(PathBuf::from(v).join(sub)), what));
         }
     }
     keys.push((real(root.to_path_buf()), "Autoapp's own files (every app's data, the control secret)"));

@@ -167,8 +167,28 @@ impl fmt::Display for ManifestError {
     }
 }
 
-/// Reads and validates the manifest at `path`.
+/// Reads and validates the manifest at `path`, every rule of [`parse`].
 pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+    load_as(path, Strict::Yes)
+}
+
+/// Reads the manifest of a release this root holds already (`release/`):
+/// every rule of [`parse`] but [`check_shown_text`], which came after some
+/// releases were made — a release built before it still loads, is served,
+/// explained (with its words escaped) and rolled back to. Everything that
+/// enters a root (a build, an install, a restore) passes [`parse`] whole.
+pub fn load_stored(path: &Path) -> Result<Manifest, ManifestError> {
+    load_as(path, Strict::No)
+}
+
+/// Whether a manifest's text is held to [`check_shown_text`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Strict {
+    Yes,
+    No,
+}
+
+fn load_as(path: &Path, strict: Strict) -> Result<Manifest, ManifestError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
         file: file.clone(),
@@ -179,16 +199,29 @@ pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
             _ => format!("cannot be read ({e})"),
         }],
     })?;
-    parse(&text, &file)
+    parse_as(&text, &file, strict)
 }
 
 /// Parses and validates manifest text; `file` names it in messages. Every
 /// problem of every section is reported at once, each with its fix.
 pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
+    parse_as(text, file, Strict::Yes)
+}
+
+fn parse_as(text: &str, file: &str, strict: Strict) -> Result<Manifest, ManifestError> {
     let table =
         parse_toml(text).map_err(|problem| ManifestError { file: file.to_string(), problems: vec![problem] })?;
     let mut p = Problems::default();
-    check_shown_text(&table, &mut p);
+    if strict == Strict::Yes {
+        check_shown_text(&table, &mut p);
+        let version = table.get("app").and_then(|a| a.get("version")).and_then(toml::Value::as_str).unwrap_or("");
+        if has_version_core(version) && !has_version_suffix(version) {
+            p.add(format!(
+                "[app] version `{}` is not a version: after MAJOR.MINOR.PATCH, a pre-release or build part is ASCII letters, digits, dots and hyphens (\"1.2.0-rc.1+build.5\")",
+                crate::elsewhere::text::terminal(&crate::elsewhere::text::cut(version, 60))
+            ));
+        }
+    }
     p.unknown_keys(&table, "the top level", &["app", "route", "capabilities", "data", "workflow"]);
     let app = parse_app(&table, &mut p);
     let routes = parse_routes(table.get("route"), &mut p);
@@ -274,7 +307,7 @@ fn parse_app(table: &toml::Table, p: &mut Problems) -> AppSection {
         p.add("[app] name is empty: give the app a name a person reads, like \"Notes\"");
     }
     let version = p.string(app, "[app]", "version").unwrap_or_default();
-    if !version.is_empty() && !is_version(&version) {
+    if !version.is_empty() && !has_version_core(&version) {
         p.add(format!(
             "[app] version `{}` is not a version: write MAJOR.MINOR.PATCH, like \"0.1.0\"",
             version.escape_debug()
@@ -487,13 +520,24 @@ fn check_migration_path(s: &str) -> Result<(), String> {
 
 /// `MAJOR.MINOR.PATCH`, with SemVer's pre-release (`-…`) and build (`+…`)
 /// parts made of ASCII letters, digits, dots and hyphens only.
+#[cfg(test)]
 fn is_version(s: &str) -> bool {
+    has_version_core(s) && has_version_suffix(s)
+}
+
+/// `MAJOR.MINOR.PATCH` first (what a release made before the suffix rule holds).
+fn has_version_core(s: &str) -> bool {
     let core = s.split(['-', '+']).next().unwrap_or("");
     let parts: Vec<&str> = core.split('.').collect();
+    parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// What follows the core is SemVer's characters (issue 51, rule 5: a build
+/// suffix carried line breaks and words of the host's).
+fn has_version_suffix(s: &str) -> bool {
+    let core = s.split(['-', '+']).next().unwrap_or("");
     let tail = &s[core.len()..];
-    parts.len() == 3
-        && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
-        && tail.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'))
+    tail.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'))
         && tail.chars().filter(|&c| c == '+').count() <= 1
         && !tail.ends_with(['-', '+', '.'])
 }
@@ -663,6 +707,22 @@ summary = "z"
         for v in ["0.1.0+a b", "0.1.0+", "0.1.0-", "0.1.0+a+b", "0.1.0+(fingerprint)"] {
             assert!(!is_version(v), "{v}");
         }
+        // A release this root made before the rule still loads (its words
+        // are escaped where they are shown); nothing new enters with them.
+        let dir = tempfile::tempdir().unwrap();
+        let stored = dir.path().join("autoapp.toml");
+        std::fs::write(
+            &stored,
+            GOOD.replacen("version = \"0.2.0\"", "version = \"0.2.0+a b\"", 1).replacen(
+                "summary = \"The stored headlines\"",
+                "summary = \"The stored\\nheadlines\"",
+                1,
+            ),
+        )
+        .unwrap();
+        assert!(load_stored(&stored).is_ok());
+        let e = load(&stored).unwrap_err().to_string();
+        assert!(e.contains("control or") && e.contains("is not a version"), "{e}");
         // A thousand bad strings are one refusal of a few lines.
         let many: String = (0..1000).map(|i| format!("k{i} = \"a\\tb\"\n")).collect();
         let e = parse(&format!("{GOOD}\n[extra]\n{many}"), "autoapp.toml").unwrap_err();

@@ -775,9 +775,14 @@ impl Runtime {
     /// Loads compiled code that `compile_cached` wrote to `path`.
     fn load_compiled(&self, path: &Path) -> anyhow::Result<Component> {
         // SAFETY: `path` is only ever a file in the root's compile cache, written
-        // by `compile_cached` of an engine with the same compatibility key (it is
-        // in the file name), through an atomic rename; nothing else writes there.
-        // wasmtime also checks the artifact's header against this engine.
+        // through an atomic rename by `compile_cached` of an engine with the same
+        // compatibility key (it is in the file name), or by `compile_elsewhere`
+        // from the confined compiling process (`runtime::compile`), whose engine
+        // has the same compile settings; nothing else writes there. wasmtime
+        // also checks the artifact's header against this engine. What the
+        // confined process made from a hostile component is trusted as much as
+        // the compiler it ran: the budget bounds exhaustion, not a compiler bug
+        // exploited there (docs/security.md says so).
         #[allow(unsafe_code)]
         unsafe {
             Ok(Component::deserialize_file(&self.engine, path)?)

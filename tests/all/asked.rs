@@ -49,12 +49,13 @@ fn a_folder_that_holds_the_person_s_keys_is_shown_whole_marked_and_never_granted
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir(home.path().join(".ssh")).unwrap();
     std::fs::create_dir(home.path().join("Pictures")).unwrap();
+    std::fs::create_dir(home.path().join(".docker")).unwrap();
     let ssh = std::fs::canonicalize(home.path().join(".ssh")).unwrap();
     let ws = tempfile::tempdir().unwrap();
     build_hostile(
         &root,
         ws.path(),
-        r#"files = [{ name = "photos", path = "~/.ssh", access = "write" }, { name = "pics", path = "~/Pictures", access = "read" }]
+        r#"files = [{ name = "photos", path = "~/.ssh", access = "write" }, { name = "pics", path = "~/Pictures", access = "read" }, { name = "cache", path = "~/.docker", access = "read" }]
 spawn = [{ program = "echo", args = ["hello"] }]"#,
         home.path(),
     );
@@ -77,6 +78,7 @@ spawn = [{ program = "echo", args = ["hello"] }]"#,
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let told = String::from_utf8_lossy(&out.stderr);
     assert!(told.contains("not granted by --all-asked") && told.contains("files:photos"), "{told}");
+    assert!(told.contains("files:cache") && told.contains("your registry logins"), "{told}");
     let after = ok(&root, home.path(), &["explain", "hostile"]);
     let line = after.lines().find(|l| l.trim_start().starts_with("files:photos")).unwrap();
     assert!(line.contains("not granted"), "{after}");

@@ -180,6 +180,12 @@ pub fn build(
     }
     let migrations = read_migrations(&ws, &manifest)?;
 
+    // What an agent's build made is from elsewhere too: compiled confined,
+    // within the budget (issue 51, rule 1), never in the launcher.
+    let came = match &from {
+        Source::Cargo { by: By::Engineer, .. } => Came::Elsewhere,
+        _ => Came::Here,
+    };
     let (bytes, source) = match from {
         Source::Component(file) => {
             let bytes = std::fs::read(file)
@@ -192,7 +198,7 @@ pub fn build(
             (bytes, "cargo")
         }
     };
-    check_component(root, runtime, &bytes, Came::Here, progress)?;
+    check_component(root, runtime, &bytes, came, progress)?;
 
     let (info, new) = release::write(
         &paths,
@@ -236,10 +242,11 @@ pub fn check_manifest(runtime: &Runtime, manifest_text: &str, file: &str) -> Res
 /// Where a component came from, which decides how it is compiled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Came {
-    /// Built from the person's own workspace, or given by them with
-    /// `--component`: compiled here, by the launcher's engine.
+    /// Built by the person from their own workspace, or given by them with
+    /// `--component`: compiled here, by the engine of the process that asks.
     Here,
-    /// From elsewhere (an install, a restore, the panel's Install): compiled
+    /// From elsewhere (an install, a restore, the panel's Install, a build
+    /// an agent asked for): compiled
     /// in a confined process within the configuration's budget
     /// (`runtime::Budget`), after every check that needs no compiler.
     Elsewhere,
@@ -267,6 +274,7 @@ pub fn check_component(
     progress(&format!("checking and compiling the component ({} KiB)", bytes.len() / 1024));
     let cache = root.compiled_cache();
     let cached = runtime.is_compiled(&cache, bytes);
+    let made_here: Vec<PathBuf> = cache.ancestors().take_while(|a| !a.exists()).map(Path::to_path_buf).collect();
     let compiled = match came {
         Came::Here => runtime
             .compile_cached(&cache, bytes)
@@ -285,6 +293,12 @@ pub fn check_component(
     });
     if checked.is_err() && !cached {
         runtime.forget_compiled(&cache, bytes);
+        // And the cache's folders, when this made them (they are empty then).
+        for made in cache.ancestors().take_while(|a| *a != root.dir()) {
+            if made_here.contains(&made.to_path_buf()) && std::fs::remove_dir(made).is_err() {
+                break;
+            }
+        }
     }
     checked
 }

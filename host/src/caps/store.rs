@@ -154,6 +154,9 @@ const SCHEMA_MAX_LENGTH: i32 = 1 << 20;
 const MIGRATE_BUDGET: Duration = Duration::from_secs(120);
 /// How long a release's migrations may run on an empty database.
 pub const SCHEMA_BUDGET: Duration = Duration::from_secs(2);
+/// The most pages (of 4 KiB: 64 MiB) the empty database a release's
+/// migrations are checked on may grow to: a schema is kilobytes.
+const SCHEMA_MAX_PAGES: u32 = 16_384;
 
 /// Tables of the host inside the app's database: never visible to the guest.
 const HOST_TABLE_PREFIX: &str = "_autoapp";
@@ -905,10 +908,15 @@ fn migrations_table() -> String {
 ///
 /// The migrations came from elsewhere: they run inside one transaction,
 /// under the rules and bounds of [`MAX_MIGRATION_SQL`] (the authorizer of a
-/// write call, [`SCHEMA_BUDGET`], [`SCHEMA_MAX_LENGTH`]).
+/// write call, [`SCHEMA_BUDGET`], [`SCHEMA_MAX_LENGTH`], [`SCHEMA_MAX_PAGES`]).
 pub fn schema_made_by(migrations: &[Migration]) -> anyhow::Result<Vec<crate::elsewhere::sqlite::Object>> {
     check_sizes(migrations)?;
     let mut conn = crate::sqlite::in_memory()?;
+    // The database lives in memory, in the process that checks it (the
+    // launcher, for the panel's Install): it may hold SCHEMA_MAX_PAGES and no
+    // more, and what SQLite sorts or keeps aside goes to files, not memory
+    // (issue 51: a migration piling up rows for its 2 s could take gigabytes).
+    conn.execute_batch(&format!("PRAGMA max_page_count = {SCHEMA_MAX_PAGES}; PRAGMA temp_store = FILE;"))?;
     conn.execute_batch(&migrations_table())?;
     // No VACUUM inside a transaction, and no statement may end it.
     conn.execute_batch("BEGIN")?;
@@ -1765,6 +1773,22 @@ mod tests {
         let vacuum = Migration { name: "x.sql".into(), sql: format!("VACUUM INTO '{}'", into.display()) };
         assert!(schema_made_by(&[m[0].clone(), vacuum]).is_err());
         assert!(!into.exists(), "no file made");
+    }
+
+    /// Issue 51 (a review of rules 1 and 10): the empty database a package's
+    /// migrations are checked on lives in the installing process's memory; a
+    /// migration piling up megabyte rows for its 2 s took gigabytes there.
+    /// It may grow to SCHEMA_MAX_PAGES, and is then full.
+    #[test]
+    fn migrations_checked_on_an_empty_database_cannot_fill_the_checking_process_s_memory() {
+        let pile = Migration {
+            name: "0002.sql".into(),
+            sql: "CREATE TABLE b (x); INSERT INTO b WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) \
+                  SELECT zeroblob(1000000) FROM c;"
+                .into(),
+        };
+        let e = format!("{:#}", schema_made_by(&[pile]).unwrap_err());
+        assert!(e.contains("full"), "refused as full, not at its deadline: {e}");
     }
 
     fn soon() -> Instant {

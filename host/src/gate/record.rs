@@ -71,6 +71,13 @@ const BATCH: usize = 4096;
 /// ([`Recorder::commit_here`] does not wait at all).
 const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// How many more times the writer's thread tries a commit that found the
+/// record locked by another connection for all of [`BUSY_WAIT`]: with it,
+/// the record is waited for up to 30 s before its rows are given up (an
+/// error in the log, and each waiting call answers that it could not be
+/// recorded).
+const BUSY_RETRIES: usize = 5;
+
 /// Whether `e` is SQLite's "the database is locked by another connection".
 fn is_busy(e: &anyhow::Error) -> bool {
     e.downcast_ref::<rusqlite::Error>()
@@ -461,7 +468,16 @@ fn writer(data: &Path, rx: mpsc::Receiver<Msg>, durability: Durability, shared: 
         let mut result = Ok(());
         if !rows.is_empty() {
             let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
-            result = commit(&mut s.conn, data, &rows, durability);
+            // Another connection holding the record's lock past BUSY_WAIT
+            // (another process on the root) is waited out a while longer:
+            // some of these rows are of writes already kept, whose callers
+            // went away (`hand_on`), and only this commit records them.
+            for attempt in 0..=BUSY_RETRIES {
+                result = commit(&mut s.conn, data, &rows, durability);
+                if !(attempt < BUSY_RETRIES && result.as_ref().is_err_and(is_busy)) {
+                    break;
+                }
+            }
             if result.is_err() {
                 // Open the file anew next time (it may have been moved).
                 s.conn = None;

@@ -237,6 +237,33 @@ mod tests {
         }
     }
 
+    /// Each bound is the bound: a section of exactly its most is packed and
+    /// read, one byte more is refused, whether packing or reading. (Found by
+    /// the mutation run of 2026-12-05: the limits' values and `>` were not
+    /// held by any test.)
+    #[test]
+    fn a_section_of_exactly_its_most_passes_and_one_byte_more_is_refused() {
+        let c = component();
+        let m = migrations();
+        assert_eq!((MAX_MANIFEST, MAX_MIGRATIONS, MAX_WIT, MAX_SIGNATURE), (262_144, 8_388_608, 256, 4096));
+        let at_most = "a".repeat(MAX_MANIFEST);
+        let packed = pack(&Contents { manifest_text: &at_most, ..contents(&c, &m) }).unwrap();
+        assert_eq!(read(&packed).unwrap().manifest_text.len(), MAX_MANIFEST);
+        let over = "a".repeat(MAX_MANIFEST + 1);
+        assert_eq!(
+            pack(&Contents { manifest_text: &over, ..contents(&c, &m) }),
+            Err(FormatError::TooBig { name: MANIFEST_SECTION, len: MAX_MANIFEST + 1, max: MAX_MANIFEST })
+        );
+        // Read: a WIT section of exactly its most, then one byte more.
+        for (len, ok) in [(MAX_WIT, true), (MAX_WIT + 1, false)] {
+            let mut b = c.clone();
+            push_section(&mut b, MANIFEST_SECTION, b"[app]");
+            push_section(&mut b, MIGRATIONS_SECTION, b"[]");
+            push_section(&mut b, WIT_SECTION, &vec![b'w'; len]);
+            assert_eq!(!matches!(read(&b), Err(FormatError::TooBig { .. })), ok, "{len}");
+        }
+    }
+
     #[test]
     fn autoapp_s_sections_come_last_once_each_in_order_and_bounded() {
         let c = component();

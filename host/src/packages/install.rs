@@ -120,7 +120,7 @@ pub fn pinned(app: &AppPaths) -> anyhow::Result<Option<Pinned>> {
 /// 32 bytes whose fingerprint is the one it states, and a time.
 pub fn check_pinned(text: &str) -> Result<Pinned, String> {
     let p: Pinned = serde_json::from_str(text).map_err(|e| format!("it is not a pinned publisher ({e})"))?;
-    sign::check_name(&p.name).map_err(|e| format!("its publisher's name is refused: {e}"))?;
+    sign::check_name_pinned(&p.name).map_err(|e| format!("its publisher's name is refused: {e}"))?;
     let key: [u8; 32] =
         hex::decode(&p.key).ok().and_then(|k| k.try_into().ok()).ok_or("its key is not 32 bytes in hex")?;
     if sign::fingerprint(&key) != p.fingerprint {

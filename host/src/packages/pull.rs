@@ -101,9 +101,10 @@ impl<'a> Pull<'a> {
             .map_err(|e| refused(format!("{} does not make an address ({e})", self.target)))
     }
 
-    /// Whether `url` is the registry the person named, as they named it.
+    /// Whether `url` is the registry the person named: its scheme, its host
+    /// (in any case) and its port (a default one written or not).
     fn is_registry(&self, url: &Url) -> bool {
-        url.scheme() == self.scheme && host_port(url).as_deref() == Some(self.registry())
+        url.scheme() == self.scheme && same_place(url, self.registry())
     }
 
     /// Refuses `url` unless a request may go there: HTTPS, or the very
@@ -151,10 +152,12 @@ impl<'a> Pull<'a> {
     async fn get(&mut self, url: Url, accept: &str) -> anyhow::Result<reqwest::Response> {
         let mut asked = false;
         loop {
-            let response = self.follow(url.clone(), accept).await?;
+            let (response, at) = self.follow(url.clone(), accept).await?;
             match response.status() {
                 s if s.is_success() => return Ok(response),
-                StatusCode::UNAUTHORIZED if !asked => {
+                // Only the registry itself is answered with a login: a host
+                // it redirected to that asks for one gets nothing.
+                StatusCode::UNAUTHORIZED if !asked && self.is_registry(&at) => {
                     asked = true;
                     let challenge = response
                         .headers()
@@ -184,7 +187,7 @@ impl<'a> Pull<'a> {
     /// Sends GET `url`, following at most [`MAX_REDIRECTS`] redirects: each
     /// must be allowed ([`Self::may_go`]), and only a request to the
     /// registry itself carries the login or its token.
-    async fn follow(&self, mut url: Url, accept: &str) -> anyhow::Result<reqwest::Response> {
+    async fn follow(&self, mut url: Url, accept: &str) -> anyhow::Result<(reqwest::Response, Url)> {
         for _ in 0..=MAX_REDIRECTS {
             self.may_go(&url, "a redirect to")?;
             let mut request = self.http.get(url.clone()).header(ACCEPT, accept);
@@ -197,7 +200,7 @@ impl<'a> Pull<'a> {
             }
             let response = request.send().await.map_err(|e| self.unreachable(&e))?;
             if !response.status().is_redirection() {
-                return Ok(response);
+                return Ok((response, url));
             }
             let next = response.headers().get(LOCATION).and_then(|l| l.to_str().ok()).and_then(|l| url.join(l).ok());
             url = next.ok_or_else(|| {
@@ -291,15 +294,13 @@ impl<'a> Pull<'a> {
     }
 }
 
-/// `host:port` of `url` as a reference names a registry (the port only
-/// when the address has one).
-fn host_port(url: &Url) -> Option<String> {
-    // An IPv6 host comes in brackets, as a reference writes it.
-    let host = url.host_str()?;
-    Some(match url.port() {
-        Some(p) => format!("{host}:{p}"),
-        None => host.to_string(),
-    })
+/// Whether `url` is at the place `registry` (`host` or `host:port`, as a
+/// reference names a registry) names: the same host in any case, the same
+/// port, a default port written or not.
+fn same_place(url: &Url, registry: &str) -> bool {
+    let Ok(named) = Url::parse(&format!("{}://{registry}/", url.scheme())) else { return false };
+    let host = |u: &Url| u.host_str().map(str::to_ascii_lowercase);
+    host(url).is_some() && host(url) == host(&named) && url.port_or_known_default() == named.port_or_known_default()
 }
 
 /// The body of `response`, at most `max` bytes: a longer one (by its
@@ -466,5 +467,10 @@ mod tests {
         assert!(p.is_registry(&Url::parse("https://ghcr.io/v2/x").unwrap()));
         assert!(!p.is_registry(&Url::parse("https://ghcr.io.evil/v2/x").unwrap()));
         assert!(!p.is_registry(&Url::parse("https://ghcr.io:444/v2/x").unwrap()));
+        // The place as named: any case, a default port written or not.
+        assert!(pull("GHCR.io:443/ada/notes:1.0").is_registry(&Url::parse("https://ghcr.io/v2/x").unwrap()));
+        assert!(pull("127.0.0.1:80/ada/notes:1.0").is_registry(&Url::parse("http://127.0.0.1/v2/x").unwrap()));
+        let p = pull("LocalHost:5000/ada/notes:1.0");
+        assert!(p.may_go(&Url::parse("http://localhost:5000/v2/x").unwrap(), "to").is_ok());
     }
 }

@@ -294,7 +294,9 @@ pub fn check_manifest(
             crate::elsewhere::named(&layer.media_type)
         )));
     }
-    if !layer.digest.starts_with("sha256:") || layer.digest.len() != "sha256:".len() + 64 {
+    // It becomes part of an address the login may go to: hex, nothing else.
+    let hex = layer.digest.strip_prefix("sha256:").unwrap_or_default();
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         return Err(not(format!("its layer's digest {} is not a SHA-256", crate::elsewhere::named(&layer.digest))));
     }
     let size = u64::try_from(layer.size).unwrap_or(u64::MAX);
@@ -473,5 +475,9 @@ mod tests {
         let mut md5 = manifest(&[(WASM_LAYER_MEDIA_TYPE, 1)], c);
         md5.layers[0].digest = "md5:abc".into();
         assert!(check_manifest(&t, &md5, 10).unwrap_err().to_string().contains("not a SHA-256"));
+        // A path where the hex should be: it would become the blob's address.
+        let mut path = manifest(&[(WASM_LAYER_MEDIA_TYPE, 1)], c);
+        path.layers[0].digest = format!("sha256:/../../{}", "a".repeat(58));
+        assert!(check_manifest(&t, &path, 10).unwrap_err().to_string().contains("not a SHA-256"));
     }
 }

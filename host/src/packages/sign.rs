@@ -124,14 +124,8 @@ pub fn config_dir() -> anyhow::Result<PathBuf> {
 /// quote (it would close the quotes the host puts around it), and not the
 /// word "fingerprint" (the host's word for the key).
 pub fn check_name(name: &str) -> Result<(), String> {
-    if name.trim().is_empty() {
-        return Err("a publisher's name may not be empty".into());
-    }
-    crate::elsewhere::text::within("publisher's name", name, MAX_NAME)?;
-    if name.chars().any(|c| c.is_control() || crate::elsewhere::text::is_format(c)) {
-        return Err("a publisher's name may hold no control or invisible format characters".into());
-    }
-    if let Some(c) = name.chars().find(|&c| c != ' ' && is_blank(c)) {
+    check_name_pinned(name)?;
+    if let Some(c) = name.chars().find(|&c| c != ' ' && (is_blank(c) || is_look_alike(c))) {
         return Err(format!(
             "a publisher's name may hold no blank or invisible character but a plain space (it holds U+{:04X})",
             c as u32
@@ -147,6 +141,34 @@ pub fn check_name(name: &str) -> Result<(), String> {
         return Err("a publisher's name may not hold the word \"fingerprint\": the host names the key by it".into());
     }
     Ok(())
+}
+
+/// What a name pinned already must be (`publisher.json`, in this root or a
+/// backup's): not empty, at most [`MAX_NAME`], no control or invisible format
+/// character. A pin made before [`check_name`] grew stricter keeps working;
+/// it is always said quoted after its fingerprint ([`who`]), escaped.
+pub fn check_name_pinned(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err("a publisher's name may not be empty".into());
+    }
+    crate::elsewhere::text::within("publisher's name", name, MAX_NAME)?;
+    if name.chars().any(|c| c.is_control() || crate::elsewhere::text::is_format(c)) {
+        return Err("a publisher's name may hold no control or invisible format characters".into());
+    }
+    Ok(())
+}
+
+/// Whether `c` imitates a double quote or spells an ASCII word in other
+/// forms: the typographic quotes and guillemets, the Latin ligatures (`ﬁ`),
+/// the fullwidth forms of ASCII — so that neither "fingerprint" nor the
+/// host's quotes can be written in these look-alikes. (Letters of other
+/// scripts that look Latin are not refused: the fingerprint, said first,
+/// is what names the key.)
+fn is_look_alike(c: char) -> bool {
+    matches!(c as u32,
+        0x201C..=0x201F | 0x2033 | 0x2036 | 0x301D..=0x301F | 0x00AB | 0x00BB
+        | 0xFB00..=0xFB06
+        | 0xFF01..=0xFF5E)
 }
 
 /// Whether `c` shows as blank space or as nothing at all: Unicode's white
@@ -446,6 +468,9 @@ mod tests {
             "Trusted  Apps",
             " Trusted",
             "Trusted \"Apps\": the same publisher",
+            "Trusted \u{201c}Apps\u{201d}",
+            "Trusted \u{ff02}Apps",
+            "Trusted (\u{fb01}ngerprint 12e5)",
         ] {
             assert!(check_name(name).is_err(), "{name:?}");
         }

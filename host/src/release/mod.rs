@@ -258,7 +258,7 @@ pub fn set_active(app: &AppPaths, id: &str) -> anyhow::Result<()> {
 
 /// The manifest of a written release.
 pub fn manifest(app: &AppPaths, id: &str) -> anyhow::Result<Manifest> {
-    manifest::load(&app.release(id).join(MANIFEST_FILE)).map_err(|e| anyhow::anyhow!("{e}"))
+    manifest::load_stored(&app.release(id).join(MANIFEST_FILE)).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// The migrations of a written release, in order.

@@ -97,6 +97,10 @@ impl Runtime {
         let output = work.0.join("compiled.cwasm");
         std::fs::write(&input, wasm).map_err(|e| format!("cannot prepare its compilation: {e}"))?;
         self.run_compiler(&work.0, &input, &output, budget)?;
+        // What the process left is a plain file it wrote, or nothing is kept.
+        if !std::fs::symlink_metadata(&output).is_ok_and(|m| m.file_type().is_file()) {
+            return Err("its compilation left no compiled file".to_string());
+        }
         // Placed in the cache only now, whole, by a rename.
         std::fs::rename(&output, &path).map_err(|e| format!("cannot keep its compiled code: {e}"))?;
         self.load_compiled(&path).map(Compiled).map_err(|e| {
@@ -170,11 +174,16 @@ impl Runtime {
                 "compiling it took longer than {secs} s (compile_deadline_secs in config.toml); an app's component compiles well inside that"
             )),
             Some(confine::CANNOT_CONFINE) => Err(format!("it could not be compiled in a confined process: {line}")),
+            // Its processor time ran out (SIGXCPU): its deadline, on every core.
+            Some(c) if c == 128 + libc::SIGXCPU => Err(format!(
+                "compiling it took longer than {secs} s (compile_deadline_secs in config.toml); an app's component compiles well inside that"
+            )),
             // An allocation refused at the limit ends the process (Rust's
-            // handler aborts: SIGABRT), or it says so first.
+            // handler aborts: SIGABRT; the kernel may kill it), or it says so first.
             _ if said.contains("memory allocation of") || said.contains("out of memory") => Err(over_memory),
-            Some(c) if c > 128 => Err(over_memory),
-            None => Err(over_memory),
+            Some(c) if c == 128 + libc::SIGABRT || c == 128 + libc::SIGKILL => Err(over_memory),
+            Some(c) if c > 128 => Err(format!("its compilation ended abnormally (signal {})", c - 128)),
+            None => Err("its compilation ended abnormally".to_string()),
             Some(_) if !line.is_empty() => Err(format!("the component is not valid: {line}")),
             Some(c) => Err(format!("its compilation ended with status {c}")),
         }
@@ -193,12 +202,30 @@ struct WorkFolder(PathBuf, Vec<PathBuf>);
 
 impl WorkFolder {
     fn make(cache_dir: &Path) -> anyhow::Result<WorkFolder> {
+        sweep(cache_dir);
         let made: Vec<PathBuf> = cache_dir.ancestors().take_while(|a| !a.exists()).map(Path::to_path_buf).collect();
         std::fs::create_dir_all(cache_dir).with_context(|| format!("cannot create {}", cache_dir.display()))?;
         let dir = cache_dir.join(format!(".compiling-{}-{}", std::process::id(), crate::secret::random_hex()));
         let folder = WorkFolder(dir, made);
         std::fs::create_dir(&folder.0).with_context(|| format!("cannot create {}", folder.0.display()))?;
         Ok(folder)
+    }
+}
+
+/// How old a work folder left by a process that died (a killed launcher)
+/// must be before another compilation takes it away: older than any
+/// deadline a compilation may have.
+const STALE: Duration = Duration::from_secs(24 * 3600);
+
+/// Takes away the work folders in `cache_dir` that a process which died
+/// while compiling left behind.
+fn sweep(cache_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(cache_dir) else { return };
+    for e in entries.flatten() {
+        let stale = e.metadata().and_then(|m| m.modified()).is_ok_and(|t| t.elapsed().unwrap_or_default() > STALE);
+        if e.file_name().to_string_lossy().starts_with(".compiling-") && stale {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 
