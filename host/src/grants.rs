@@ -94,7 +94,10 @@ pub fn asked_whole(root: &std::path::Path, manifest: &Manifest) -> Vec<AskedWhol
         };
         AskedWhole { name: format!("files:{}", f.name), whole, marked }
     });
-    let spawn = c.spawn.iter().map(|s| {
+    // Where programs run without Landlock (the person's `spawn_unconfined`),
+    // one granted any arguments can do anything the person can.
+    let unconfined = crate::config::Config::load(root).is_ok_and(|c| c.spawn_unconfined);
+    let spawn = c.spawn.iter().map(move |s| {
         let at = match crate::programs::find(&s.program) {
             Ok(p) => p.display().to_string(),
             Err(_) => format!("{} (not found here)", s.program),
@@ -102,7 +105,9 @@ pub fn asked_whole(root: &std::path::Path, manifest: &Manifest) -> Vec<AskedWhol
         AskedWhole {
             name: format!("spawn:{}", s.program),
             whole: format!("{at} with {}", crate::caps::spawn::pattern_said(&s.args)),
-            marked: None,
+            marked: (unconfined && s.args.is_none()).then(|| {
+                "programs run unconfined here (spawn_unconfined = true), so one told any arguments can reach everything you can".to_string()
+            }),
         }
     });
     network.chain(files).chain(spawn).collect()

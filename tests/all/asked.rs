@@ -120,3 +120,23 @@ fn a_program_s_argument_pattern_is_part_of_its_grant() {
     assert!(again.contains("with any arguments"), "{again}");
     ok(&root, home.path(), &["activate", "hostile", &v2]);
 }
+
+/// Where programs run without Landlock (`spawn_unconfined = true`), a program
+/// granted any arguments can reach everything the person can: it is marked,
+/// and `--all-asked` leaves it to be named (found by a review of rule 2).
+#[test]
+fn a_program_told_any_arguments_is_marked_where_programs_run_unconfined() {
+    let root = TestRoot::with_config("spawn_unconfined = true\n");
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    build_hostile(&root, ws.path(), r#"spawn = [{ program = "echo" }]"#, home.path());
+    let said = ok(&root, home.path(), &["explain", "hostile"]);
+    assert!(said.contains("MARKED: programs run unconfined here"), "{said}");
+    let e = run(&root, home.path(), &["grant", "hostile", "--all-asked"]);
+    assert_eq!(e.status.code(), Some(1), "{}", String::from_utf8_lossy(&e.stderr));
+    // Confined (the default), the same program is shown whole and not marked.
+    let other = TestRoot::new();
+    let ws2 = tempfile::tempdir().unwrap();
+    build_hostile(&other, ws2.path(), r#"spawn = [{ program = "echo" }]"#, home.path());
+    assert!(!ok(&other, home.path(), &["explain", "hostile"]).contains("MARKED"));
+}

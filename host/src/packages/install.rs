@@ -404,6 +404,45 @@ mod tests {
         assert!(!same_key("zz", "zz") && !same_key("00", "00"), "keys are 32 bytes of hex");
     }
 
+    /// The pin is read from the app's folder: none when there is no file, the
+    /// pin when it holds together, a refusal naming the file when damaged.
+    #[test]
+    fn an_app_s_pin_is_read_from_its_folder_or_said_damaged() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = AppPaths { id: AppId::parse("notes").unwrap(), dir: dir.path().to_path_buf() };
+        assert!(pinned(&paths).unwrap().is_none());
+        let key = [7u8; 32];
+        let text = text("Ada", &hex::encode(key), &sign::fingerprint(&key), "2026-12-01T10:00:00Z");
+        std::fs::write(dir.path().join(PUBLISHER_FILE), &text).unwrap();
+        assert_eq!(pinned(&paths).unwrap().unwrap().name, "Ada");
+        std::fs::write(dir.path().join(PUBLISHER_FILE), "{").unwrap();
+        assert!(pinned(&paths).unwrap_err().to_string().contains("is damaged"));
+        std::fs::remove_file(dir.path().join(PUBLISHER_FILE)).unwrap();
+        std::fs::create_dir(dir.path().join(PUBLISHER_FILE)).unwrap();
+        assert!(pinned(&paths).unwrap_err().to_string().contains("cannot read"), "a folder is no pin");
+    }
+
+    /// What `install` says after the publisher's name, for each standing.
+    #[test]
+    fn each_standing_is_said_in_its_own_words() {
+        let i = |standing| Installed {
+            app: "notes".into(),
+            release: "r".into(),
+            version: "0.1.0".into(),
+            new_app: false,
+            new_release: true,
+            origin: "f".into(),
+            publisher: None,
+            standing,
+        };
+        assert!(
+            i(Standing::FirstTime).standing_said().contains("the first time you install notes from this publisher")
+        );
+        assert_eq!(i(Standing::Same).standing_said(), ": the same publisher as the app you have");
+        assert!(i(Standing::Changed { from: "ab12".into() }).standing_said().contains("in place of ab12"));
+        assert_eq!(i(Standing::Unsigned).standing_said(), "");
+    }
+
     #[test]
     fn a_pinned_publisher_from_elsewhere_holds_together_or_is_refused() {
         let key = [7u8; 32];

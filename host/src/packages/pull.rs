@@ -33,7 +33,7 @@ use reqwest::{StatusCode, Url};
 use sha2::Digest as _;
 
 use super::install::refused;
-use super::registry::Target;
+use super::registry::{Target, source_chain};
 use crate::elsewhere::text;
 use crate::error::{ErrorKind, kinded};
 
@@ -325,17 +325,6 @@ pub async fn bounded(mut response: reqwest::Response, max: u64, what: &str, regi
         body.extend_from_slice(&chunk);
     }
     Ok(body)
-}
-
-fn source_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        s.push_str(": ");
-        s.push_str(&cause.to_string());
-        next = cause.source();
-    }
-    s
 }
 
 #[cfg(test)]

@@ -209,7 +209,8 @@ fn answered(registry: &str, e: &OciDistributionError) -> anyhow::Error {
     )
 }
 
-fn source_chain(e: &dyn std::error::Error) -> String {
+/// An error and its causes, on one line.
+pub(super) fn source_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut next = e.source();
     while let Some(cause) = next {
