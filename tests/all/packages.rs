@@ -301,6 +301,50 @@ fn a_migration_activation_would_refuse_is_refused_at_install_leaving_nothing() {
     assert_eq!(person.files(), before);
 }
 
+/// Issue 53, point 5: `autoapp apps` lists the apps of a root whether or
+/// not a launcher runs: id and name, the active release and version, where
+/// each came from (built, installed from a publisher, restored), the
+/// candidates waiting, and whether the launcher serves it.
+#[test]
+fn apps_lists_each_app_with_its_release_where_it_came_from_and_whether_it_is_served() {
+    let (_publisher, _out, file, fingerprint) = signed_notes_package("Ada");
+    let root = TestRoot::with_config("opener = \"none\"\n");
+    let empty = root.ok(&["apps"]);
+    assert!(empty.contains("no apps in"), "{empty}");
+    let release = root.install("notes");
+    root.ok(&["install", file.to_str().unwrap(), "--as", "ada-notes"]);
+    let dir = tempfile::tempdir().unwrap();
+    root.ok(&["backup", "notes", "--to", dir.path().to_str().unwrap()]);
+    let backup = std::fs::read_dir(dir.path()).unwrap().next().unwrap().unwrap().path();
+    root.ok(&["restore", backup.to_str().unwrap(), "--as", "notes-copy"]);
+    let listed = |r: &TestRoot| -> Vec<serde_json::Value> {
+        let all: serde_json::Value = serde_json::from_str(&r.ok(&["apps", "--json"])).unwrap();
+        all["apps"].as_array().unwrap().clone()
+    };
+    let of = |apps: &[serde_json::Value], id: &str| apps.iter().find(|a| a["id"] == id).unwrap().clone();
+    let apps = listed(&root);
+    assert_eq!(apps.len(), 3, "{apps:?}");
+    let notes = of(&apps, "notes");
+    assert_eq!(
+        (notes["came_from"].as_str(), notes["active"]["release"].as_str()),
+        (Some("built"), Some(release.as_str()))
+    );
+    assert_eq!((notes["candidates"].as_u64(), notes["served"].as_bool()), (Some(0), Some(false)));
+    let ada = of(&apps, "ada-notes");
+    assert_eq!((ada["came_from"].as_str(), ada["candidates"].as_u64()), (Some("installed"), Some(1)));
+    assert!(ada["active"].is_null() && ada["publisher"]["fingerprint"] == fingerprint.as_str(), "{ada}");
+    assert_eq!(of(&apps, "notes-copy")["came_from"], "restored");
+    let text = root.ok(&["apps"]);
+    assert!(text.contains("ada-notes") && text.contains(&format!("published by fingerprint {fingerprint}")), "{text}");
+    // With a launcher on the root, the apps with an active release are served.
+    let launcher = crate::support::Served::start(&root, &["open"]);
+    let _panel = launcher.tab("the Autoapp panel");
+    let apps = listed(&root);
+    assert_eq!(of(&apps, "notes")["served"], true);
+    assert_eq!(of(&apps, "ada-notes")["served"], false, "nothing active, nothing served");
+    launcher.stop();
+}
+
 /// A copy of the notes workspace in a temporary folder (manifest and
 /// migrations; the component comes built).
 pub(crate) fn notes_workspace() -> tempfile::TempDir {

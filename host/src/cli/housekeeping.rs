@@ -10,6 +10,47 @@ use crate::housekeeping::{self, said};
 use crate::release::short;
 use crate::root::Root;
 
+/// `autoapp apps`.
+pub(super) fn apps(root: Root, json: bool) -> Result<(), Failure> {
+    let lines = housekeeping::list::apps(&root).map_err(|e| format!("{e:#}"))?;
+    if json {
+        return print_json(&serde_json::json!({ "apps": lines }));
+    }
+    if lines.is_empty() {
+        say!("no apps in {}; `autoapp create <app>` makes one", root.dir().display());
+        return Ok(());
+    }
+    say!(
+        "{:<20} {:<14} {:<10} {:<10} {:<10} {:<7} name",
+        "app",
+        "active",
+        "version",
+        "came from",
+        "candidates",
+        "served"
+    );
+    for a in &lines {
+        let (release, version) = match &a.active {
+            Some(x) => (short(&x.release).to_string(), x.version.as_str()),
+            None => ("none".to_string(), "-"),
+        };
+        say!(
+            "{:<20} {:<14} {:<10} {:<10} {:<10} {:<7} {}",
+            a.id,
+            release,
+            version,
+            a.came_from,
+            a.candidates,
+            if a.served { "yes" } else { "no" },
+            a.name
+        );
+        if let Some(p) = &a.publisher {
+            say!("{:<20} published by {}", "", crate::packages::sign::who(&p.fingerprint, &p.name));
+        }
+    }
+    Ok(())
+}
+
 /// `autoapp backup <app> [--to FILE]`.
 pub(super) fn backup(root: Root, app: String, to: Option<PathBuf>, json: bool) -> Result<(), Failure> {
     let id = app_id(&app)?;

@@ -241,6 +241,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List the apps of this root, whether or not a launcher runs.
+    ///
+    /// Each app's id and name, its active release and version, where it came
+    /// from (built, installed from a publisher, restored), the candidates
+    /// waiting, and whether the running launcher serves it.
+    Apps {
+        #[arg(long)]
+        json: bool,
+    },
     /// Show how much disk each app uses: data, snapshots, releases, compiled code, previews, logs, trash.
     Space {
         /// One app [default: every app, and the whole root].
@@ -589,6 +598,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Backup { app, to, json } => housekeeping::backup(root, app, to, json),
         Command::Restore { file, as_id, json } => housekeeping::restore(root, file, as_id, json),
         Command::Space { app, json } => housekeeping::space(root, app, json),
+        Command::Apps { json } => housekeeping::apps(root, json),
         Command::Prune { app, dry_run, keep, trash, yes } => {
             housekeeping::prune(root, app, dry_run, crate::housekeeping::Options { keep, trash }, yes)
         }

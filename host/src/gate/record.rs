@@ -925,6 +925,23 @@ pub fn rebuild_from(data: &Path, from: &crate::elsewhere::sqlite::Foreign) -> an
     Ok(copied)
 }
 
+/// Whether the record of the data folder `data` holds a lifecycle action
+/// named `name` (`restore`, `install`, …); false when it has none or cannot
+/// be read.
+pub fn has_action(data: &Path, name: &str) -> bool {
+    let path = data.join(RUNS_FILE);
+    if !path.is_file() {
+        return false;
+    }
+    let Ok(conn) = crate::sqlite::open(&path, crate::sqlite::read_only()) else { return false };
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM runs WHERE effect = ?1 AND route = ?2)",
+        rusqlite::params![LIFECYCLE, name],
+        |r| r.get::<_, bool>(0),
+    )
+    .unwrap_or(false)
+}
+
 /// The record of the data folder `data`, oldest first (the newest `limit`).
 pub fn read(data: &Path, limit: usize) -> anyhow::Result<Vec<Row>> {
     let path = data.join(RUNS_FILE);

@@ -1,10 +1,12 @@
 //! What a person does to keep their data and their disk: backups that
 //! restore (`backup`), how much space each app holds (`space`), and removing
-//! what no rollback can use any more (`prune`). Each is the person's action
+//! what no rollback can use any more (`prune`); and the apps of a root as
+//! they stand (`list`, read only). Each is the person's action
 //! alone (channel `user`: the command line and the panel; no tool, no route)
 //! and each is recorded in the app's record.
 
 pub mod backup;
+pub mod list;
 pub mod prune;
 pub mod restore;
 pub mod space;
