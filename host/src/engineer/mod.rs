@@ -429,12 +429,9 @@ impl Engineer {
         blocking(move || {
             let root = apps.root();
             let mut list = Vec::new();
-            for id in root.app_ids()? {
-                let paths = root.app(&id);
-                let active = release::active(&paths).ok().flatten();
-                let all = release::list(&paths).unwrap_or_default();
-                let newest = active.clone().or_else(|| all.last().map(|r| r.id.clone()));
-                let name = newest.as_deref().and_then(|r| release::manifest(&paths, r).ok()).map(|m| m.name);
+            for crate::housekeeping::list::Seen { id, paths, active, all, name } in
+                crate::housekeeping::list::each(root)?
+            {
                 let candidates: Vec<Value> = all
                     .iter()
                     .rev()
@@ -444,7 +441,7 @@ impl Engineer {
                 let previews: Vec<String> =
                     crate::lifecycle::previews(&paths).unwrap_or_default().into_iter().map(|p| p.release).collect();
                 list.push(json!({
-                    "app": id, "name": name.unwrap_or_else(|| id.to_string()), "active": active,
+                    "app": id, "name": name, "active": active,
                     "candidates": candidates, "previews": previews,
                     "source": crate::packages::source_of(&paths, &all, active.as_ref()),
                 }));

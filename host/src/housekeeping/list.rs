@@ -35,16 +35,37 @@ pub struct Active {
     pub version: String,
 }
 
-/// Every app of `root`, by id.
-pub fn apps(root: &Root) -> anyhow::Result<Vec<AppLine>> {
-    let launcher = crate::root::running_launcher(root)?.is_some();
-    let mut lines = Vec::new();
+/// One app of a root as it stands: its folders, its active release, every
+/// release it has (oldest first) and the name its active (else newest)
+/// release gives it — what every listing of apps starts from (`apps`, the
+/// engineer's `apps_list`).
+pub struct Seen {
+    pub id: crate::manifest::AppId,
+    pub paths: crate::root::AppPaths,
+    pub active: Option<String>,
+    pub all: Vec<release::ReleaseInfo>,
+    pub name: String,
+}
+
+/// Every app of `root`, by id, as it stands.
+pub fn each(root: &Root) -> anyhow::Result<Vec<Seen>> {
+    let mut seen = Vec::new();
     for id in root.app_ids()? {
         let paths = root.app(&id);
         let active = release::active(&paths).ok().flatten();
         let all = release::list(&paths).unwrap_or_default();
         let newest = active.clone().or_else(|| all.last().map(|r| r.id.clone()));
         let name = newest.as_deref().and_then(|r| release::manifest(&paths, r).ok()).map(|m| m.name);
+        seen.push(Seen { name: name.unwrap_or_else(|| id.to_string()), id, paths, active, all });
+    }
+    Ok(seen)
+}
+
+/// Every app of `root`, by id.
+pub fn apps(root: &Root) -> anyhow::Result<Vec<AppLine>> {
+    let launcher = crate::root::running_launcher(root)?.is_some();
+    let mut lines = Vec::new();
+    for Seen { id, paths, active, all, name } in each(root)? {
         let source = crate::packages::source_of(&paths, &all, active.as_ref());
         let came_from = if source.kind == "package" {
             "installed"
@@ -56,7 +77,7 @@ pub fn apps(root: &Root) -> anyhow::Result<Vec<AppLine>> {
         let active_line = active.as_ref().and_then(|a| all.iter().find(|r| &r.id == a));
         lines.push(AppLine {
             id: id.to_string(),
-            name: name.unwrap_or_else(|| id.to_string()),
+            name,
             active: active_line.map(|r| Active { release: r.id.clone(), version: r.version.clone() }),
             came_from,
             publisher: source.publisher,
