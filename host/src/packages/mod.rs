@@ -167,7 +167,7 @@ impl std::fmt::Display for Location {
 
 /// The bytes of the package `source` names — at most `max`, a file's size
 /// checked before it is read, a registry's layer as it arrives
-/// ([`registry::fetch`]) — and where they came from, for the record. A
+/// ([`pull::fetch`]) — and where they came from, for the record. A
 /// registry's whole answer (manifest, token, layer) comes within `deadline`
 /// (`install_deadline_secs`), however slowly it sends (issue 51, rule 9).
 pub async fn fetch(
@@ -185,7 +185,7 @@ pub async fn fetch(
             Ok((bytes, format!("the file {name}")))
         }
         Location::Registry(target) => {
-            let fetched = tokio::time::timeout(deadline, registry::fetch(target, max, progress)).await.map_err(|_| {
+            let fetched = tokio::time::timeout(deadline, pull::fetch(target, max, progress)).await.map_err(|_| {
                 crate::error::kinded(
                     crate::error::ErrorKind::Denied,
                     format!(

@@ -12,7 +12,7 @@
 //! - the manifest is read as it arrives, at most [`MAX_MANIFEST`] bytes (a
 //!   longer one is refused before it is held), its digest computed here and
 //!   compared with a `…@sha256:` reference; the layer at most its size in the
-//!   manifest, hashed as it arrives (`registry::fetch`'s checks);
+//!   manifest, hashed as it arrives ([`fetch`]'s checks);
 //! - **where a request may go**: HTTPS anywhere; plain HTTP only to the very
 //!   loopback registry the person named (host and port). A redirect or a
 //!   token realm elsewhere in plain HTTP is refused, with a sentence;
@@ -292,6 +292,82 @@ impl<'a> Pull<'a> {
             ),
         )
     }
+}
+
+/// Fetches the package `target` names with the host's own client
+/// (the [`Pull`] of this module: the manifest at most `pull::MAX_MANIFEST` bytes, the
+/// login only where it belongs): its manifest, then its one layer, at most
+/// `max` bytes, hashed as it arrives and compared with the digest the
+/// manifest names.
+pub async fn fetch(
+    target: &Target,
+    max: u64,
+    progress: &(dyn Fn(&str) + Sync),
+) -> anyhow::Result<super::registry::Fetched> {
+    let login = match super::registry::auth(target.registry(), progress) {
+        oci_client::secrets::RegistryAuth::Basic(user, password) => Some(Login { user, password }),
+        _ => None,
+    };
+    let mut pull = Pull::new(target, login)?;
+    let read = pull.manifest().await?;
+    let manifest = super::registry::manifest_of(target, &read.bytes)?;
+    let digest = read.digest;
+    let layer = super::registry::check_manifest(target, &manifest, max)?;
+    let size = layer.size as u64;
+    progress(&format!("fetching {target} ({size} bytes, manifest {digest})"));
+    let mut response = pull.blob(&layer.digest).await?;
+    if response.content_length().is_some_and(|n| n > size) {
+        return Err(refused(format!(
+            "the registry {} sent more of {target} than the {size} bytes its manifest names",
+            target.registry()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    let mut hasher = sha2::Sha256::new();
+    let mut failed = None;
+    loop {
+        match response.chunk().await {
+            Ok(Some(c)) => {
+                if bytes.len() as u64 + c.len() as u64 > size {
+                    return Err(refused(format!(
+                        "the registry {} sent more of {target} than the {size} bytes its manifest names",
+                        target.registry()
+                    )));
+                }
+                hasher.update(&c);
+                bytes.extend_from_slice(&c);
+            }
+            Ok(None) => break,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let got = format!("sha256:{}", hex::encode(hasher.finalize()));
+    // Our own hash first: a lying blob gets this sentence whichever way the
+    // reading noticed it.
+    if bytes.len() as u64 == size && got != layer.digest {
+        return Err(refused(format!(
+            "the registry {} served a layer of {target} whose digest ({got}) differs from the one its manifest names ({}); nothing was placed",
+            target.registry(),
+            layer.digest
+        )));
+    }
+    if let Some(e) = failed {
+        return Err(kinded(
+            ErrorKind::Internal,
+            format!("fetching {target} failed: {}", text::cut(&text::one_line(&source_chain(&e)), 300)),
+        ));
+    }
+    if bytes.len() as u64 != size {
+        return Err(refused(format!(
+            "the registry {} sent {} bytes of {target}, and its manifest names {size}",
+            target.registry(),
+            bytes.len()
+        )));
+    }
+    Ok(super::registry::Fetched { bytes, digest })
 }
 
 /// Whether `url` is at the place `registry` (`host` or `host:port`, as a

@@ -41,7 +41,6 @@ use oci_client::secrets::RegistryAuth;
 use oci_wasm::{
     WASM_LAYER_MEDIA_TYPE, WASM_MANIFEST_CONFIG_MEDIA_TYPE, WASM_MANIFEST_MEDIA_TYPE, WasmClient, WasmConfig,
 };
-use sha2::Digest as _;
 
 use super::install::refused;
 use crate::elsewhere::text;
@@ -134,7 +133,7 @@ fn client(target: &Target) -> WasmClient {
 }
 
 /// The person's login for `registry`, if they have one; said in `note`.
-fn auth(registry: &str, note: &(dyn Fn(&str) + Sync)) -> RegistryAuth {
+pub(super) fn auth(registry: &str, note: &(dyn Fn(&str) + Sync)) -> RegistryAuth {
     use docker_credential::DockerCredential;
     let found =
         docker_credential::get_credential(registry).or_else(|_| docker_credential::get_podman_credential(registry));
@@ -309,81 +308,9 @@ pub fn check_manifest(
     Ok(layer.clone())
 }
 
-/// Fetches the package `target` names with the host's own client
-/// ([`super::pull`]: the manifest at most `pull::MAX_MANIFEST` bytes, the
-/// login only where it belongs): its manifest, then its one layer, at most
-/// `max` bytes, hashed as it arrives and compared with the digest the
-/// manifest names.
-pub async fn fetch(target: &Target, max: u64, progress: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Fetched> {
-    let login = match auth(target.registry(), progress) {
-        RegistryAuth::Basic(user, password) => Some(super::pull::Login { user, password }),
-        _ => None,
-    };
-    let mut pull = super::pull::Pull::new(target, login)?;
-    let read = pull.manifest().await?;
-    let manifest = manifest_of(target, &read.bytes)?;
-    let digest = read.digest;
-    let layer = check_manifest(target, &manifest, max)?;
-    let size = layer.size as u64;
-    progress(&format!("fetching {target} ({size} bytes, manifest {digest})"));
-    let mut response = pull.blob(&layer.digest).await?;
-    if response.content_length().is_some_and(|n| n > size) {
-        return Err(refused(format!(
-            "the registry {} sent more of {target} than the {size} bytes its manifest names",
-            target.registry()
-        )));
-    }
-    let mut bytes = Vec::with_capacity(size as usize);
-    let mut hasher = sha2::Sha256::new();
-    let mut failed = None;
-    loop {
-        match response.chunk().await {
-            Ok(Some(c)) => {
-                if bytes.len() as u64 + c.len() as u64 > size {
-                    return Err(refused(format!(
-                        "the registry {} sent more of {target} than the {size} bytes its manifest names",
-                        target.registry()
-                    )));
-                }
-                hasher.update(&c);
-                bytes.extend_from_slice(&c);
-            }
-            Ok(None) => break,
-            Err(e) => {
-                failed = Some(e);
-                break;
-            }
-        }
-    }
-    let got = format!("sha256:{}", hex::encode(hasher.finalize()));
-    // Our own hash first: a lying blob gets this sentence whichever way the
-    // reading noticed it.
-    if bytes.len() as u64 == size && got != layer.digest {
-        return Err(refused(format!(
-            "the registry {} served a layer of {target} whose digest ({got}) differs from the one its manifest names ({}); nothing was placed",
-            target.registry(),
-            layer.digest
-        )));
-    }
-    if let Some(e) = failed {
-        return Err(kinded(
-            ErrorKind::Internal,
-            format!("fetching {target} failed: {}", text::cut(&text::one_line(&source_chain(&e)), 300)),
-        ));
-    }
-    if bytes.len() as u64 != size {
-        return Err(refused(format!(
-            "the registry {} sent {} bytes of {target}, and its manifest names {size}",
-            target.registry(),
-            bytes.len()
-        )));
-    }
-    Ok(Fetched { bytes, digest })
-}
-
 /// The manifest in `bytes`: an image manifest, or the sentence (an index of
 /// several images is named as one).
-fn manifest_of(target: &Target, bytes: &[u8]) -> anyhow::Result<OciImageManifest> {
+pub(super) fn manifest_of(target: &Target, bytes: &[u8]) -> anyhow::Result<OciImageManifest> {
     let value: serde_json::Value = serde_json::from_slice(bytes)
         .map_err(|_| refused(format!("{target} is not a Wasm package: its manifest is not JSON")))?;
     let media = value.get("mediaType").and_then(serde_json::Value::as_str).unwrap_or_default();
