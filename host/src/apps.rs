@@ -1085,12 +1085,7 @@ mod tests {
         let deadline = Instant::now() + std::time::Duration::from_secs(30);
         let mut c = store.begin(Mode::ReadWrite, deadline)?;
         c.execute("INSERT INTO t (x) VALUES (?1)", vec![Value::Integer(x)]).await?;
-        let row = Arc::new(record::test_row(x as usize));
-        let step = Box::new(record::insert_beside(row.clone(), &recorder, &dir));
-        if !c.finish_with(true, Some(step)).await? {
-            recorder.write_durable(&dir, Arc::unwrap_or_clone(row)).await?;
-        }
-        Ok(())
+        write_call_end(c, recorder, dir, x).await
     }
 
     /// The writes `t` holds, and the request ids of the record's rows, sorted.

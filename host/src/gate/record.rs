@@ -35,8 +35,9 @@
 //!
 //! **Where a row waits for a lock.** Only the writer's thread (and a
 //! lifecycle action's connection, on the thread of the person's action)
-//! waits in SQLite's busy handler, for at most [`BUSY_WAIT`], when another
-//! connection holds the record's write lock. A call's row is never waited
+//! waits in SQLite's busy handler, [`BUSY_WAIT`] at a time, when another
+//! connection holds the record's write lock (the writer tries
+//! [`BUSY_RETRIES`] more times before it gives its rows up). A call's row is never waited
 //! for on a runtime's worker: [`Recorder::write_durable`] commits it there
 //! only when the lock is free at once, and otherwise the writer's thread
 //! does, while the call awaits it; the store's own insert beside a write
