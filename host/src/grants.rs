@@ -263,7 +263,7 @@ pub fn grant_newest(caller: &Caller, app: &AppPaths, which: Asked) -> anyhow::Re
             if !marked.is_empty() {
                 crate::tell!(
                     "not granted by --all-asked (it reaches your keys or Autoapp's own files; name it to grant it): {}",
-                    marked.join("; ")
+                    crate::elsewhere::text::terminal(&marked.join("; "))
                 );
             }
             names

@@ -31,8 +31,10 @@ pub(super) fn apps(root: Root, json: bool) -> Result<(), Failure> {
     );
     for a in &lines {
         let (release, version) = match &a.active {
-            Some(x) => (short(&x.release).to_string(), x.version.as_str()),
-            None => ("none".to_string(), "-"),
+            // A release's words, escaped: a release made before the manifest
+            // refused line breaks may hold one.
+            Some(x) => (short(&x.release).to_string(), crate::elsewhere::text::terminal(&x.version)),
+            None => ("none".to_string(), "-".into()),
         };
         say!(
             "{:<20} {:<14} {:<10} {:<10} {:<10} {:<7} {}",
@@ -42,7 +44,7 @@ pub(super) fn apps(root: Root, json: bool) -> Result<(), Failure> {
             a.came_from,
             a.candidates,
             if a.served { "yes" } else { "no" },
-            a.name
+            crate::elsewhere::text::terminal(&a.name)
         );
         if let Some(p) = &a.publisher {
             say!("{:<20} published by {}", "", crate::packages::sign::who(&p.fingerprint, &p.name));
