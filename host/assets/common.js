@@ -72,6 +72,7 @@ function Approvals(container, onCount) {
         el("div", { class: "what" },
           el("strong", { text: `${q.appId}: ${q.route}` }), " ",
           el("span", { class: "muted", text: `(${q.effect}) asked by ${q.caller} on channel ${q.channel}` }),
+          (q.keys && q.keys.length) ? el("div", { class: "keys", text: `uses your keys: ${q.keys.join("; ")}` }) : null,
           shown),
         left,
         el("button", { class: "primary approve", onclick: answer(true), text: "Approve" }),

@@ -142,8 +142,33 @@ function appCard(a) {
       el("button", { text: "Stop", onclick: () => act("stopping the preview", "/api/preview-stop", { app: a.id, release: p.release }) }))));
   }
 
-  if (a.asked.length) {
-    card.append(el("h3", { text: "Grants" }), ...a.asked.map((cap) => {
+  if (a.secrets && a.secrets.length) {
+    // The keys the app's requests carry: set here, never shown again.
+    card.append(el("h3", { text: "Keys" }), ...a.secrets.map((k) => {
+      const state = k.state === "set" ? `set on ${k.set_at}`
+        : k.state === "rebound" ? `MARKED: would send your key \`${k.name}\` to ${k.binding} — it was set for ${k.set_for}; set it again to allow that`
+        : k.state === "not declared" ? `set for ${k.set_for}, not declared by this release`
+        : "not set: its requests go without it";
+      const input = el("input", { type: "password", autocomplete: "off", class: "key-value", "aria-label": `the key ${k.name}`, placeholder: "paste the key" });
+      const row = el("div", { class: "row key", "data-key": k.name },
+        el("span", { class: k.state === "rebound" ? "status error marked" : "", text: `${k.name}${k.summary ? `: ${k.summary}` : ""}${k.binding ? ` — sent to ${k.binding}` : ""} — ${state}` }));
+      if (k.binding) {
+        row.append(input, el("button", { class: "key-set", text: k.state === "not set" ? "Set" : "Replace", onclick: () => {
+          const value = input.value;
+          input.value = "";
+          act(`setting the key ${k.name}`, "/api/secret", { app: a.id, name: k.name, value });
+        } }));
+      }
+      if (k.state !== "not set") {
+        row.append(el("button", { class: "key-remove", text: "Remove", onclick: () => act(`removing the key ${k.name}`, "/api/secret", { app: a.id, name: k.name, remove: true }) }));
+      }
+      return row;
+    }));
+  }
+
+  const grantable = a.asked.filter((cap) => !cap.startsWith("secret:"));
+  if (grantable.length) {
+    card.append(el("h3", { text: "Grants" }), ...grantable.map((cap) => {
       const granted = !a.not_granted.includes(cap);
       const whole = a.asked_whole.find((w) => w.name === cap);
       const as = granted && a.granted_as[cap] ? ` (${a.granted_as[cap]})` : "";

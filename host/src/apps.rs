@@ -74,6 +74,9 @@ pub struct Apps {
     first_write_waits: Arc<Mutex<std::collections::HashSet<(AppId, String)>>>,
     /// How spawned programs are contained, probed once.
     containment: std::sync::OnceLock<caps::spawn::Containment>,
+    /// Where the person's keys for this root are (`crate::secrets`), found
+    /// once; it remembers each value read, until the person sets it again.
+    vault: std::sync::OnceLock<Result<crate::secrets::Vault, String>>,
     /// Releases loaded for serving, by id.
     loaded: Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Arc<Loaded>>>>>,
     /// By data folder (as bytes: hashing a `Path` walks its components).
@@ -108,6 +111,7 @@ impl Apps {
             written: Mutex::default(),
             first_write_waits: Arc::default(),
             containment: std::sync::OnceLock::new(),
+            vault: std::sync::OnceLock::new(),
             loaded: Mutex::default(),
             stores,
         })
@@ -256,6 +260,15 @@ impl Apps {
     /// How spawned programs are contained on this machine, decided once.
     pub fn containment(&self) -> caps::spawn::Containment {
         self.containment.get_or_init(|| caps::spawn::Containment::decide(self.runtime.config())).clone()
+    }
+
+    /// The person's keys for this root (`crate::secrets::vault`).
+    pub(crate) fn vault(&self) -> anyhow::Result<&crate::secrets::Vault> {
+        let found = self.vault.get_or_init(|| {
+            crate::secrets::Vault::of(self.root.dir(), self.runtime.config().secrets_kept_in)
+                .map_err(|e| format!("{e:#}"))
+        });
+        found.as_ref().map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Forgets the open store of `data` and closes its record (before its
@@ -481,6 +494,11 @@ impl Apps {
                 return Err(e);
             }
         };
+        // The keys an external call would carry, named in its question.
+        let keys = match effect == Effect::External && !preview {
+            true => crate::secrets::named(&loaded.manifest),
+            false => Vec::new(),
+        };
         let knock = Knock {
             caller,
             app,
@@ -492,6 +510,7 @@ impl Apps {
             approved_for,
             tool: false,
             change: None,
+            keys: &keys,
         };
         let pass = match self.gate.guard(knock).await {
             Ok(pass) => pass,
@@ -638,9 +657,10 @@ impl Apps {
             Entry::Route { .. } => "route",
             Entry::View { .. } => "page",
         };
+        let keys = plan.network.keys_used();
         let (outcome, settle) = self.runtime.run(pass, &loaded.prepared, plan, entry).await;
         let owed_to = Owed { recorder: &self.recorder, data };
-        settled(app, kind, what, outcome, settle, row_of, owed_to).await
+        settled(app, kind, what, outcome, settle, row_of, owed_to, &keys).await
     }
 
     /// Everything one call is given, decided before it starts: the store in
@@ -690,13 +710,20 @@ impl Apps {
                 spawn: caps::spawn::CallSpawn::none(false),
             });
         }
-        let given =
-            self.given(app, &loaded.manifest).map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
+        // A preview runs against a copy of the data: no key of the person's
+        // goes out from it.
+        let preview = data != paths.data();
+        let given = self
+            .given(app, &loaded.manifest, preview)
+            .map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
+        let hands: Arc<dyn caps::network::KeyHands> = Arc::new(crate::secrets::outgoing::Keys::new(given.keys));
+        let network = caps::network::CallNetwork::new(given.network, deadline, caps::network::NetLimits::of(config))
+            .with_keys(hands.clone());
         Ok(CallPlan {
             deadline,
             store: call_store,
-            log,
-            network: caps::network::CallNetwork::new(given.network, deadline, caps::network::NetLimits::of(config)),
+            log: log.with_redactor(hands),
+            network,
             files: caps::files::CallFiles::new(given.folders),
             spawn: caps::spawn::CallSpawn::new(given.spawn, deadline, self.containment()),
         })
@@ -705,15 +732,19 @@ impl Apps {
     /// What an external call of `app` is given: each capability its release
     /// declares **and** the person granted, decided by the capability itself
     /// (read now, so a revocation holds from the next call on).
-    fn given(&self, app: &AppId, manifest: &Manifest) -> anyhow::Result<Given> {
+    fn given(&self, app: &AppId, manifest: &Manifest, preview: bool) -> anyhow::Result<Given> {
         let grants = crate::grants::load(&self.root.app(app))?;
+        let keys = match preview || manifest.capabilities.secret.is_empty() {
+            true => Vec::new(),
+            false => crate::secrets::given(self.vault()?, app, manifest, &grants.network)?,
+        };
         let declared = &manifest.capabilities;
         let network = caps::network::configure(&declared.network, &grants.network);
         let folders = caps::files::configure(&declared.files, &grants.files);
         let scratch = self.root.dir().join("cache").join("scratch");
         let config = self.runtime.config();
         let spawn = caps::spawn::configure(&declared.spawn, &grants.spawn, &folders, &network, config, scratch);
-        Ok(Given { network, folders, spawn })
+        Ok(Given { network, folders, spawn, keys })
     }
 }
 
@@ -867,6 +898,8 @@ struct Resolved {
 
 /// The capabilities one external call is given.
 struct Given {
+    /// The keys its requests carry, each to its own origin (`crate::secrets`).
+    keys: Vec<crate::secrets::Given>,
     network: Vec<crate::manifest::Origin>,
     folders: Vec<caps::files::Folder>,
     spawn: caps::spawn::Plan,
@@ -927,6 +960,7 @@ fn outcome_of<T>(result: &Result<T, CallError>) -> (&'static str, String) {
 
 /// What a call came to: its answer, or the error the caller hears; its store
 /// transaction is committed only on success.
+#[allow(clippy::too_many_arguments)]
 async fn settled(
     app: &AppId,
     kind: &str,
@@ -935,6 +969,7 @@ async fn settled(
     settle: crate::runtime::Settle,
     row_of: Option<&RowOf<'_>>,
     owed_to: Owed<'_>,
+    keys: &caps::network::KeysUsed,
 ) -> (Result<serde_json::Value, CallError>, Option<Row>) {
     if settle.log.dropped() > 0 {
         tracing::warn!(
@@ -964,7 +999,7 @@ async fn settled(
                 d.as_millis()
             ),
         )),
-        Outcome::Ok(text) => match serde_json::from_str::<serde_json::Value>(&text) {
+        Outcome::Ok(text) => match serde_json::from_str::<serde_json::Value>(&keys.hands.text(&text)) {
             Ok(v) => Ok(v),
             Err(_) => Err(CallError::new(
                 ErrorKind::Internal,
@@ -977,9 +1012,11 @@ async fn settled(
             format!("{app} was stopped in {kind} `{what}`: it {stopped}; nothing it wrote was kept"),
         )),
     };
+    // No key the call was given leaves in its error either.
+    let result = result.map_err(|e| CallError { message: keys.hands.text(&e.message).into_owned(), ..e });
     // Only a write's row can go in with its transaction: a read's is not
     // wrapped for it (no allocation on the read path).
-    let mut row = row_of.map(|f| f(&result));
+    let mut row = row_of.map(|f| f(&result)).map(|r| noted(r, keys));
     let writes = settle.store.mode() == caps::store::Mode::ReadWrite;
     let shared = row.take_if(|_| writes).map(Arc::new);
     let insert = shared.clone().map(|row| {
@@ -992,10 +1029,20 @@ async fn settled(
         Err(e) => {
             // Nothing was kept: the row says so.
             let failed = Err(CallError::new(ErrorKind::Internal, format!("{e:#}")));
-            let row = row_of.map(|f| f(&failed));
+            let row = row_of.map(|f| f(&failed)).map(|r| noted(r, keys));
             (failed, row)
         }
     }
+}
+
+/// A call's row, saying where the host replaced what the app put in a key's
+/// place.
+fn noted(mut row: Row, keys: &caps::network::KeysUsed) -> Row {
+    let said = keys.said();
+    if !said.is_empty() {
+        row.reason = if row.reason.is_empty() { said } else { format!("{}; {said}", row.reason) };
+    }
+    row
 }
 
 /// Where the row of a write goes when the write was kept without it and its

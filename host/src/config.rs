@@ -45,6 +45,32 @@ pub struct Config {
     pub compile_deadline_secs: u64,
     pub install_deadline_secs: u64,
     pub durability: Durability,
+    pub secrets_kept_in: SecretsKeptIn,
+}
+
+/// Where the keys the person sets for their apps are kept (`secrets_kept_in`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SecretsKeptIn {
+    /// The system's keyring when one answers, else a private file.
+    Auto,
+    /// The system's keyring, or nowhere (setting a key fails without one).
+    Keyring,
+    /// A file of mode 0600 in a 0700 folder of the person's configuration.
+    File,
+}
+
+/// The person's configuration folder: `$XDG_CONFIG_HOME/autoapp`, else
+/// `$HOME/.config/autoapp` (publisher keys, the keys apps use). Never under
+/// a root.
+pub fn person_dir() -> anyhow::Result<std::path::PathBuf> {
+    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|x| Path::new(x).is_absolute()) {
+        return Ok(std::path::PathBuf::from(x).join("autoapp"));
+    }
+    let home = std::env::var_os("HOME").filter(|h| Path::new(h).is_absolute()).context(
+        "neither XDG_CONFIG_HOME nor HOME names a folder, so there is no configuration folder to keep a key in; set one",
+    )?;
+    Ok(std::path::PathBuf::from(home).join(".config").join("autoapp"))
 }
 
 /// How durable an acknowledged write is, with the record of its decision

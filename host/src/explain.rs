@@ -38,6 +38,9 @@ pub struct Explanation {
     pub changes: Option<Changes>,
     /// Things a person should know before granting or activating.
     pub warnings: Vec<String>,
+    /// The keys the release declares, where each would go, and whether one
+    /// is set for that very place (`crate::secrets`): never a value.
+    pub secrets: Vec<crate::secrets::Listed>,
 }
 
 #[derive(Debug, Serialize)]
@@ -128,7 +131,12 @@ pub fn explain(app: &AppPaths, id: &str) -> anyhow::Result<Explanation> {
             )
         })
         .collect();
+    let secrets = match m.capabilities.secret.is_empty() {
+        true => Vec::new(),
+        false => crate::secrets::listed_here(app, &m)?.into_iter().filter(|l| l.binding.is_some()).collect(),
+    };
     Ok(Explanation {
+        secrets,
         warnings,
         app: app.id.to_string(),
         release: id.to_string(),
@@ -214,7 +222,9 @@ pub fn render(e: &Explanation) -> String {
     } else {
         let _ = writeln!(s, "\ncapabilities asked (each whole: what granting it gives):");
         for c in &e.capabilities {
+            let key = c.strip_prefix("secret:").and_then(|n| e.secrets.iter().find(|l| l.name == n));
             let mark = match e.granted_as.get(c) {
+                _ if key.is_some() => key.map(|k| key_said(&e.app, k)).unwrap_or_default(),
                 _ if e.not_granted.contains(c) => "not granted".to_string(),
                 // A path from grants.json: escaped like any text the host did not write.
                 Some(target) => format!("granted ({})", t(target)),
@@ -276,10 +286,36 @@ pub fn render(e: &Explanation) -> String {
     for w in &e.warnings {
         let _ = writeln!(s, "\nwarning: {}", t(w));
     }
-    if !e.not_granted.is_empty() {
-        let _ = writeln!(s, "\nbefore activating, grant: autoapp grant {} {}", e.app, t(&e.not_granted.join(" ")));
+    let grant: Vec<&str> = e.not_granted.iter().filter(|n| !n.starts_with("secret:")).map(String::as_str).collect();
+    if !grant.is_empty() {
+        let _ = writeln!(s, "\nbefore activating, grant: autoapp grant {} {}", e.app, t(&grant.join(" ")));
+    }
+    for k in e.secrets.iter().filter(|k| k.state == "rebound") {
+        let _ = writeln!(
+            s,
+            "\nbefore activating, set the key again for its new place: autoapp secret set {} {} --release {}",
+            e.app,
+            t(&k.name),
+            crate::release::short(&e.release)
+        );
     }
     s
+}
+
+/// A key's state where `explain` lists it (issue 52, rule 6: a key set for
+/// another place is marked, never given).
+fn key_said(app: &str, k: &crate::secrets::Listed) -> String {
+    use crate::elsewhere::text::terminal as t;
+    match k.state {
+        "set" => format!("set on {}", t(k.set_at.as_deref().unwrap_or("?"))),
+        "rebound" => format!(
+            "MARKED: would send your key `{}` to {} — it was set for {}; it is not given until you set it again",
+            t(&k.name),
+            t(k.binding.as_deref().unwrap_or("?")),
+            t(k.set_for.as_deref().unwrap_or("?"))
+        ),
+        _ => format!("not set (`autoapp secret set {app} {}`): its requests go without it", t(&k.name)),
+    }
 }
 
 #[cfg(test)]
@@ -324,11 +360,21 @@ mod tests {
                 ..Default::default()
             }),
             warnings: vec![forged.into()],
+            secrets: vec![crate::secrets::Listed {
+                name: forged.into(),
+                summary: Some(forged.into()),
+                binding: Some(forged.into()),
+                set_for: Some(forged.into()),
+                set_at: Some(forged.into()),
+                kept: None,
+                state: "rebound",
+            }],
         };
+        let e = Explanation { capabilities: vec![forged.into(), format!("secret:{forged}")], ..e };
         let text = render(&e);
         assert!(!text.contains('\u{1b}') && !text.contains('\u{202e}'), "{text}");
         assert!(!text.lines().any(|l| l.starts_with("publisher:")), "{text}");
         let ours: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
-        assert_eq!(ours.len(), 15, "one line for each of the host's: {text}");
+        assert_eq!(ours.len(), 17, "one line for each of the host's: {text}");
     }
 }

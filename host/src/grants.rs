@@ -61,6 +61,7 @@ pub fn asked(manifest: &Manifest) -> Vec<String> {
         .map(|o| format!("network:{o}"))
         .chain(c.files.iter().map(|f| format!("files:{}", f.name)))
         .chain(c.spawn.iter().map(|s| format!("spawn:{}", s.program)))
+        .chain(c.secret.iter().map(|s| format!("secret:{}", s.name)))
         .collect()
 }
 
@@ -110,7 +111,14 @@ pub fn asked_whole(root: &std::path::Path, manifest: &Manifest) -> Vec<AskedWhol
             }),
         }
     });
-    network.chain(files).chain(spawn).collect()
+    // A key is not granted but set (`autoapp secret set`): shown whole here
+    // so the person sees where it would go.
+    let secrets = c.secret.iter().map(|s| AskedWhole {
+        name: format!("secret:{}", s.name),
+        whole: format!("your key for {}, sent to {}", s.summary, s.binding),
+        marked: None,
+    });
+    network.chain(files).chain(spawn).chain(secrets).collect()
 }
 
 /// What each capability of `manifest` declares, as the release says it (no
@@ -127,6 +135,7 @@ pub fn declared_whole(manifest: &Manifest) -> Vec<String> {
             format!("files:{} ({}, {access})", f.name, f.path)
         }))
         .chain(c.spawn.iter().map(|s| format!("spawn:{} ({})", s.program, crate::caps::spawn::pattern_said(&s.args))))
+        .chain(c.secret.iter().map(|s| format!("secret:{} ({})", s.name, s.binding)))
         .collect()
 }
 
@@ -179,7 +188,7 @@ pub fn holds_keys(root: &std::path::Path, path: &std::path::Path) -> Option<Stri
         }
     }
     keys.push((real(root.to_path_buf()), "Autoapp's own files (every app's data, the control secret)"));
-    if let Ok(config) = crate::packages::sign::config_dir() {
+    if let Ok(config) = crate::config::person_dir() {
         keys.push((real(config), "Autoapp's configuration and your publisher key"));
     }
     keys.into_iter()
@@ -209,6 +218,9 @@ pub fn ungranted(app: &AppPaths, manifest: &Manifest) -> anyhow::Result<Vec<Stri
             out.push(format!("spawn:{}", s.program));
         }
     }
+    // A key set for another place is not this release's until the person
+    // sets it again (issue 52, rule 6).
+    out.extend(crate::secrets::rebound_of(app, manifest)?);
     Ok(out)
 }
 
@@ -250,7 +262,12 @@ pub fn grant_newest(caller: &Caller, app: &AppPaths, which: Asked) -> anyhow::Re
                 .iter()
                 .filter_map(|a| a.marked.as_ref().map(|why| format!("{} ({}: {why})", a.name, a.whole)))
                 .collect();
-            let names: Vec<String> = whole.into_iter().filter(|a| a.marked.is_none()).map(|a| a.name).collect();
+            // A key is set, not granted (`autoapp secret set`).
+            let names: Vec<String> = whole
+                .into_iter()
+                .filter(|a| a.marked.is_none() && !a.name.starts_with("secret:"))
+                .map(|a| a.name)
+                .collect();
             if !marked.is_empty() && names.is_empty() {
                 return Err(kinded(
                     ErrorKind::Denied,
@@ -356,6 +373,10 @@ pub fn resolve(app: &AppId, manifest: &Manifest, name: &str) -> anyhow::Result<H
         invalid(format!("`{}` is not a capability; write network:<origin>, files:<name> or spawn:<program> (see `autoapp explain {app}`)", name.escape_debug()))
     })?;
     match kind {
+        "secret" => Err(invalid(format!(
+            "a key is not granted but set by you, bound to where the release sends it: `autoapp secret set {app} {}`",
+            what.escape_debug()
+        ))),
         "network" => {
             let o = Origin::parse(what).map_err(|e| invalid(e.to_string()))?;
             if !manifest.capabilities.network.contains(&o) {

@@ -38,6 +38,7 @@ pub mod root;
 pub(crate) mod runtime;
 pub(crate) mod sanitize;
 pub(crate) mod secret;
+pub(crate) mod secrets;
 pub(crate) mod server;
 pub(crate) mod sqlite;
 pub(crate) mod template;

@@ -138,7 +138,17 @@ impl Apps {
             short(&id)
         );
         let manifest = release::manifest(&paths, &id)?;
-        let ungranted = crate::grants::ungranted(&paths, &manifest)?;
+        let (rebound, ungranted): (Vec<String>, Vec<String>) =
+            crate::grants::ungranted(&paths, &manifest)?.into_iter().partition(|n| n.starts_with("secret:"));
+        if let Some(name) = rebound.first().and_then(|n| n.strip_prefix("secret:")) {
+            let cap = manifest.capabilities.secret.iter().find(|c| c.name == name);
+            anyhow::bail!(
+                "release {} would send your key `{name}` to {}, but you set it for another place; set it again for this one with `autoapp secret set {app} {name} --release {}` and activate again",
+                short(&id),
+                cap.map(|c| c.binding.to_string()).unwrap_or_default(),
+                short(&id)
+            );
+        }
         if !ungranted.is_empty() {
             anyhow::bail!(
                 "release {} asks for {}, which nobody granted; grant it with `autoapp grant {app} {}` (or `--all-asked`) and activate again",
@@ -506,6 +516,11 @@ impl Apps {
             return recorded(&paths, caller, "remove", serde_json::json!({}), failed, |_| {
                 (String::new(), String::new())
             });
+        }
+        // Its keys go with it: an app made later under this id (another
+        // person's package) starts with none of them.
+        if let Err(e) = self.vault().and_then(|v| v.remove_all(app)) {
+            tracing::error!(%app, "cannot remove the keys of a removed app: {e:#}");
         }
         Ok(to)
     }

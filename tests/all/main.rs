@@ -21,6 +21,7 @@ mod packages;
 mod panel_create;
 mod plans;
 mod registry;
+mod secrets;
 mod support;
 mod tidy;
 mod workflows;

@@ -31,7 +31,9 @@ pub struct TestRoot {
 /// the checkout's WIT folder (`../../wit`), which a person's build may read
 /// only when the configuration names it.
 pub fn base_config() -> String {
-    format!("build_read = [{:?}]\n", repo().join("wit").display().to_string())
+    // Keys the tests set go to a file of the test's configuration folder,
+    // never into the keyring of whoever runs the tests.
+    format!("build_read = [{:?}]\nsecrets_kept_in = \"file\"\n", repo().join("wit").display().to_string())
 }
 
 impl TestRoot {
@@ -51,9 +53,9 @@ impl TestRoot {
     }
 
     /// `autoapp --root <root>`, ready for arguments. Its configuration folder
-    /// (publisher keys) and its registry logins are the test's too, never the
-    /// person's: `<root>/xdg-config`, `<root>/docker/config.json`,
-    /// `<root>/containers-auth.json`.
+    /// (publisher keys, the keys apps use) and its registry logins are the
+    /// test's too, never the person's: `<root>/xdg-config`,
+    /// `<root>/docker/config.json`, `<root>/containers-auth.json`.
     pub fn command(&self) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_autoapp"));
         c.arg("--root")
@@ -171,6 +173,8 @@ impl TestRoot {
             .expect("capabilities")
             .iter()
             .map(|c| c.as_str().expect("a capability's name").to_string())
+            // A key is set (`autoapp secret set`), not granted.
+            .filter(|c| !c.starts_with("secret:"))
             .collect();
         if !asked.is_empty() {
             let mut args = vec!["grant", name];

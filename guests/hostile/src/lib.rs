@@ -184,6 +184,21 @@ impl exports::autoapp::app::routes::Guest for Hostile {
                     Err(e) => json!({ "error": e }),
                 }
             }
+            "http.send" => {
+                let sent = http_send(&input);
+                let body = sent["body"].as_str().unwrap_or("").to_string();
+                match input["then"].as_str().unwrap_or("") {
+                    // What came back, everywhere an app can put words.
+                    "log" => {
+                        log::write(Level::Info, &format!("came back: {body} {}", sent["headers"]));
+                        eprintln!("came back: {body}");
+                    }
+                    "store" => mark(&format!("came back: {body} {}", sent["headers"]))?,
+                    "error" => return Err(AppError::Internal(format!("came back: {body}"))),
+                    _ => {}
+                }
+                sent
+            }
             "spawn.run" | "spawn.in-read" => {
                 let args: Vec<String> = input["args"]
                     .as_array()
@@ -305,4 +320,93 @@ fn http_get(url: &str) -> Result<(u16, Vec<u8>), String> {
         }
     }
     Ok((status, bytes))
+}
+
+/// Sends the request `input` describes (`url`, `method`, `headers` as
+/// `[[name, value]]`, `body`) through wasi:http and answers with everything
+/// that came back — status, headers, body — and, with `read_back`, what the
+/// request's own header handle holds after it was sent (a key the host put
+/// there must not show).
+fn http_send(input: &Json) -> Json {
+    use wasi::http::outgoing_handler;
+    use wasi::http::types::{Fields, Method, OutgoingBody, OutgoingRequest, Scheme};
+    use wasi::io::streams::StreamError;
+
+    let url = input["url"].as_str().unwrap_or("");
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return json!({ "error": "no scheme" });
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let fields = Fields::new();
+    for h in input["headers"].as_array().into_iter().flatten() {
+        let (Some(n), Some(v)) = (h[0].as_str(), h[1].as_str()) else { continue };
+        if let Err(e) = fields.append(n, v.as_bytes()) {
+            return json!({ "error": format!("header {n}: {e:?}") });
+        }
+    }
+    let request = OutgoingRequest::new(fields);
+    let method = if input["body"].is_string() { Method::Post } else { Method::Get };
+    let _ = request.set_method(&method);
+    let _ = request.set_scheme(Some(&if scheme == "https" { Scheme::Https } else { Scheme::Http }));
+    let _ = request.set_authority(Some(authority));
+    let _ = request.set_path_with_query(Some(path));
+    let own = request.headers();
+    if let Some(text) = input["body"].as_str() {
+        let body = request.body().expect("a request's body, once");
+        {
+            let out = body.write().expect("its stream, once");
+            let _ = out.blocking_write_and_flush(text.as_bytes());
+        }
+        let _ = OutgoingBody::finish(body, None);
+    }
+    let pending = match outgoing_handler::handle(request, None) {
+        Ok(p) => p,
+        Err(e) => return json!({ "error": format!("{e:?}") }),
+    };
+    let read_back = |own: &Fields| -> Json {
+        own.entries().into_iter().map(|(n, v)| json!([n, String::from_utf8_lossy(&v)])).collect()
+    };
+    let sent = if input["read_back"].as_bool() == Some(true) { read_back(&own) } else { json!(null) };
+    let response = loop {
+        if let Some(r) = pending.get() {
+            break r;
+        }
+        pending.subscribe().block();
+    };
+    let response = match response {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return json!({ "error": format!("{e:?}"), "sent": sent }),
+        Err(()) => return json!({ "error": "the response was taken twice" }),
+    };
+    let headers: Vec<Json> = response
+        .headers()
+        .entries()
+        .into_iter()
+        .map(|(n, v)| json!([n, String::from_utf8_lossy(&v)]))
+        .collect();
+    let status = response.status();
+    let mut bytes = Vec::new();
+    if let Ok(body) = response.consume() {
+        if let Ok(stream) = body.stream() {
+            loop {
+                match stream.blocking_read(64 * 1024) {
+                    Ok(chunk) => bytes.extend_from_slice(&chunk),
+                    Err(StreamError::Closed) => break,
+                    Err(StreamError::LastOperationFailed(e)) => {
+                        return json!({ "error": format!("body: {}", e.to_debug_string()) });
+                    }
+                }
+            }
+        }
+    }
+    json!({
+        "status": status,
+        "headers": headers,
+        "body": String::from_utf8_lossy(&bytes),
+        "sent": sent,
+        "sent_after": if input["read_back"].as_bool() == Some(true) { read_back(&own) } else { json!(null) },
+    })
 }

@@ -24,17 +24,25 @@ pub struct CallLog {
     written: u32,
     max: u32,
     dropped: u32,
+    /// Takes the keys the call was given out of each line.
+    redactor: Option<Arc<dyn super::network::KeyHands>>,
 }
 
 impl CallLog {
     pub fn new(app: &str, route: &str, max: u32, file: Option<PathBuf>) -> CallLog {
-        CallLog { app: app.to_string(), file, route: route.to_string(), written: 0, max, dropped: 0 }
+        CallLog { app: app.to_string(), file, route: route.to_string(), written: 0, max, dropped: 0, redactor: None }
     }
 
     /// A log that keeps no line: what code running while an instance is
     /// made (before any call is given it) writes to.
     pub fn none() -> CallLog {
         CallLog::new("", "", 0, None)
+    }
+
+    /// A log whose lines never hold the keys `redactor` takes out.
+    pub fn with_redactor(mut self, redactor: Arc<dyn super::network::KeyHands>) -> CallLog {
+        self.redactor = Some(redactor).filter(|r| !r.is_empty());
+        self
     }
 
     /// How many lines were dropped over the cap.
@@ -72,6 +80,10 @@ impl Host for CallLog {
             return;
         }
         log.written += 1;
+        let message = match &log.redactor {
+            Some(r) => r.text(&message).into_owned(),
+            None => message,
+        };
         let message = crate::sanitize::secrets(cut(&message));
         let (app, route) = (log.app.as_str(), log.route.as_str());
         let name = match level {

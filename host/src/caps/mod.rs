@@ -4,7 +4,8 @@
 //!
 //! - **what a release asks for** — `parse_declared`: its key of the
 //!   manifest's `[capabilities]`, parsed and checked, every problem with its
-//!   fix (`network`, `files`, `spawn`; [`parse`] calls them);
+//!   fix (`network`, `files`, `spawn`; [`parse`] calls them, and
+//!   `secret`'s, bound to `network`'s origins);
 //! - **what the person grants** — `resolve`: what a grant holds, found when
 //!   it is given (a folder's real path, a program's absolute path; an origin
 //!   is its own grant);
@@ -27,6 +28,7 @@ pub mod confine;
 pub mod files;
 pub mod log;
 pub mod network;
+pub mod secret;
 pub mod spawn;
 pub mod store;
 
@@ -40,6 +42,11 @@ pub struct Capabilities {
     pub network: Vec<network::Origin>,
     pub files: Vec<files::FilesCap>,
     pub spawn: Vec<spawn::SpawnCap>,
+    /// Keys the person sets, each bound to one of `network` and one place in
+    /// a request (`[[capabilities.secret]]`; the values are `crate::secrets`'):
+    /// the host adds them, the app never holds them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret: Vec<secret::SecretCap>,
 }
 
 impl Capabilities {
@@ -51,9 +58,11 @@ impl Capabilities {
 /// `[capabilities]` of a manifest: each capability parses and checks its own
 /// key.
 pub fn parse(t: &toml::Table, p: &mut Problems) -> Capabilities {
-    p.unknown_keys(t, "[capabilities]", &["network", "files", "spawn"]);
+    p.unknown_keys(t, "[capabilities]", &["network", "files", "spawn", "secret"]);
+    let network: Vec<network::Origin> = t.get("network").map(|v| network::parse_declared(v, p)).unwrap_or_default();
     Capabilities {
-        network: t.get("network").map(|v| network::parse_declared(v, p)).unwrap_or_default(),
+        secret: t.get("secret").map(|v| secret::parse_declared(v, &network, p)).unwrap_or_default(),
+        network,
         files: t.get("files").map(|v| files::parse_declared(v, p)).unwrap_or_default(),
         spawn: t.get("spawn").map(|v| spawn::parse_declared(v, p)).unwrap_or_default(),
     }

@@ -192,6 +192,137 @@ pub struct CallNetwork {
     allowed: Arc<Vec<Origin>>,
     deadline: Instant,
     limits: NetLimits,
+    /// What puts this call's keys into its requests, each to its own origin
+    /// only, and takes them out of what comes back.
+    keys: KeysUsed,
+}
+
+/// What a call's keys do on the way out and back: `crate::secrets` gives
+/// it (`caps` does not name it). A call without keys has [`NoKeys`].
+pub trait KeyHands: Send + Sync {
+    /// Whether the call has no key (then nothing is changed anywhere).
+    fn is_empty(&self) -> bool;
+    /// Puts each key bound to `scheme://host:port` into the request `head`
+    /// (whose URI is its path and query), after every check; says each place
+    /// where it replaced what the app put there.
+    fn add(&self, head: &mut http::request::Parts, scheme: &str, host: &str, port: u16) -> Result<Vec<String>, String>;
+    /// Takes every key out of a response's (or trailers') headers.
+    fn headers(&self, headers: &mut http::HeaderMap);
+    /// What takes every key out of one body read in chunks.
+    fn body(&self) -> Box<dyn KeyStream>;
+    /// Takes every key out of the app's own words (a log line, an answer,
+    /// an error).
+    fn text<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str>;
+}
+
+/// Takes keys out of a body read in chunks, even a key split across two.
+pub trait KeyStream: Send {
+    /// What of `chunk` (and what waited) can be given now; what could start a
+    /// key waits for the next chunk.
+    fn push(&mut self, chunk: &[u8]) -> Vec<u8>;
+    /// What still waited, at the body's end.
+    fn finish(&mut self) -> Vec<u8>;
+}
+
+/// The hands of a call without keys.
+pub struct NoKeys;
+
+impl KeyHands for NoKeys {
+    fn is_empty(&self) -> bool {
+        true
+    }
+    fn add(&self, _: &mut http::request::Parts, _: &str, _: &str, _: u16) -> Result<Vec<String>, String> {
+        Ok(Vec::new())
+    }
+    fn headers(&self, _: &mut http::HeaderMap) {}
+    fn body(&self) -> Box<dyn KeyStream> {
+        Box::new(NoKeys)
+    }
+    fn text<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
+impl KeyStream for NoKeys {
+    fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        chunk.to_vec()
+    }
+    fn finish(&mut self) -> Vec<u8> {
+        Vec::new()
+    }
+}
+
+/// A response with every key the call holds taken out of its status text,
+/// headers and body (across chunks) before the guest reads any of it. Its
+/// length changes with them, so a declared length goes.
+fn keys_out(mut response: http::Response<WasiBody>, hands: &Arc<dyn KeyHands>) -> http::Response<WasiBody> {
+    if hands.is_empty() {
+        return response;
+    }
+    response.extensions_mut().remove::<hyper::ext::ReasonPhrase>();
+    hands.headers(response.headers_mut());
+    response.headers_mut().remove(http::header::CONTENT_LENGTH);
+    let hands = hands.clone();
+    response.map(|b| KeysOut { inner: b, stream: hands.body(), hands, trailers: None, ended: false }.boxed_unsync())
+}
+
+/// A body with every key taken out as it is read ([`KeyStream`]).
+struct KeysOut {
+    inner: WasiBody,
+    stream: Box<dyn KeyStream>,
+    hands: Arc<dyn KeyHands>,
+    /// Trailers that came while bytes still waited: given next.
+    trailers: Option<http::HeaderMap>,
+    ended: bool,
+}
+
+impl Body for KeysOut {
+    type Data = Bytes;
+    type Error = HttpError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, HttpError>>> {
+        loop {
+            if let Some(t) = self.trailers.take() {
+                self.ended = true;
+                return Poll::Ready(Some(Ok(Frame::trailers(t))));
+            }
+            if self.ended {
+                return Poll::Ready(None);
+            }
+            let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Some(Ok(frame))) => frame,
+                Poll::Ready(None) => {
+                    self.ended = true;
+                    let rest = self.stream.finish();
+                    return Poll::Ready((!rest.is_empty()).then(|| Ok(Frame::data(Bytes::from(rest)))));
+                }
+            };
+            match frame.into_data() {
+                Ok(data) => {
+                    let out = self.stream.push(&data);
+                    if !out.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                    }
+                }
+                Err(frame) => {
+                    let Ok(mut trailers) = frame.into_trailers() else { continue };
+                    // What waited goes first, then the trailers, which end it.
+                    self.hands.headers(&mut trailers);
+                    self.trailers = Some(trailers);
+                    let rest = self.stream.finish();
+                    if !rest.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))));
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended && self.trailers.is_none()
+    }
 }
 
 impl CallNetwork {
@@ -201,12 +332,53 @@ impl CallNetwork {
             allowed: Arc::default(),
             deadline: Instant::now(),
             limits: NetLimits { request_max_bytes: 0, response_max_bytes: 0, connect_timeout: Duration::ZERO },
+            keys: KeysUsed::default(),
         }
     }
 
     /// A call that may reach `allowed` (declared ∩ granted) until `deadline`.
     pub fn new(allowed: Vec<Origin>, deadline: Instant, limits: NetLimits) -> CallNetwork {
-        CallNetwork { allowed: Arc::new(allowed), deadline, limits }
+        CallNetwork { allowed: Arc::new(allowed), deadline, limits, keys: KeysUsed::default() }
+    }
+
+    /// This call's requests to a key's origin carry it, and every key is
+    /// taken out of what comes back (`crate::secrets` makes the hands).
+    pub fn with_keys(mut self, hands: Arc<dyn KeyHands>) -> CallNetwork {
+        self.keys = KeysUsed { hands, replaced: Arc::default() };
+        self
+    }
+
+    /// The call's keys as its settling sees them.
+    pub fn keys_used(&self) -> KeysUsed {
+        self.keys.clone()
+    }
+}
+
+/// A call's keys: their hands, and where the host replaced what the app had
+/// put in a key's place (the record says so).
+#[derive(Clone)]
+pub struct KeysUsed {
+    pub hands: Arc<dyn KeyHands>,
+    replaced: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Default for KeysUsed {
+    fn default() -> KeysUsed {
+        KeysUsed { hands: Arc::new(NoKeys), replaced: Arc::default() }
+    }
+}
+
+impl KeysUsed {
+    /// What the record says of the places the host replaced; empty when none.
+    pub fn said(&self) -> String {
+        let replaced = self.replaced.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen: Vec<&str> = Vec::new();
+        for r in replaced.iter() {
+            if !seen.contains(&r.as_str()) {
+                seen.push(r);
+            }
+        }
+        seen.join("; ")
     }
 }
 
@@ -224,7 +396,8 @@ impl WasiHttpHooks for CallNetwork {
         let allowed = self.allowed.clone();
         let deadline = self.deadline;
         let limits = self.limits;
-        Box::new(async move { filtered_send(&allowed, deadline, limits, request, options).await })
+        let keys = self.keys.clone();
+        Box::new(async move { filtered_send(&allowed, deadline, limits, &keys, request, options).await })
     }
 }
 
@@ -303,6 +476,7 @@ async fn filtered_send(
     allowed: &[Origin],
     deadline: Instant,
     limits: NetLimits,
+    keys: &KeysUsed,
     mut request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
 ) -> Result<(http::Response<WasiBody>, ResponseFuture), HttpError> {
@@ -312,6 +486,15 @@ async fn filtered_send(
     let addrs = resolve(&to.host, to.port, remaining().min(limits.connect_timeout)).await?;
     check_addresses(to.origin, &to.host, &addrs)?;
     cap_request(&mut request, &uri, limits)?;
+    // Last, after every check: a key goes to its very origin only.
+    let scheme = if to.tls { "https" } else { "http" };
+    let (mut head, body) = request.into_parts();
+    let replaced = keys.hands.add(&mut head, scheme, &to.host, to.port).map_err(|e| HttpError::InternalError(Some(e)));
+    let request = http::Request::from_parts(head, body);
+    let replaced = replaced?;
+    if !replaced.is_empty() {
+        keys.replaced.lock().unwrap_or_else(|p| p.into_inner()).extend(replaced);
+    }
     let connect_timeout = options
         .and_then(|o| o.connect_timeout)
         .unwrap_or(limits.connect_timeout)
@@ -319,7 +502,9 @@ async fn filtered_send(
         .min(remaining());
     let first_byte_timeout = options.and_then(|o| o.first_byte_timeout).unwrap_or(remaining()).min(remaining());
     let io = connect(&to, addrs[0], connect_timeout).await?;
-    send(io, request, first_byte_timeout, limits.response_max_bytes).await
+    let (response, done) = send(io, request, first_byte_timeout, limits.response_max_bytes).await?;
+    // Every key out of what comes back, before the guest reads any of it.
+    Ok((keys_out(response, &keys.hands), done))
 }
 
 /// Where an admitted request goes: the granted origin it matched, and the

@@ -108,14 +108,27 @@ pub(super) fn restore(root: Root, file: PathBuf, as_id: Option<String>, json: bo
     if !r.grants_kept.is_empty() {
         say!("(`autoapp revoke {} CAPABILITY` takes any of them back)", r.app);
     }
-    if r.grant_again.is_empty() {
+    // A key is never in a backup: the ones its release uses are set here.
+    let paths = root.app(&app_id(&r.app)?);
+    let manifest = crate::release::manifest(&paths, &r.release)?;
+    let keys: Vec<String> = crate::secrets::listed_here(&paths, &manifest)?
+        .into_iter()
+        .filter(|k| k.binding.is_some() && k.state != "set")
+        .map(|k| k.name)
+        .collect();
+    let grant_again: Vec<&String> = r.grant_again.iter().filter(|g| !g.starts_with("secret:")).collect();
+    if grant_again.is_empty() {
         say!("everything its release asks for is granted; `autoapp open` serves it");
     } else {
+        let names: Vec<&str> = grant_again.iter().map(|g| g.as_str()).collect();
         say!(
             "on this computer these are not granted (a grant the backup held did not pass the check `autoapp grant` makes, or was never granted): {}",
-            r.grant_again.join(", ")
+            names.join(", ")
         );
-        say!("grant them again with `autoapp grant {} {}`", r.app, r.grant_again.join(" "));
+        say!("grant them again with `autoapp grant {} {}`", r.app, names.join(" "));
+    }
+    for k in keys {
+        say!("it uses a key you set, never kept in a backup: `autoapp secret set {} {k}`", r.app);
     }
     Ok(())
 }

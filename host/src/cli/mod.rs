@@ -6,6 +6,7 @@ mod demo;
 mod housekeeping;
 mod packages;
 mod plans;
+mod secrets;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -357,6 +358,18 @@ enum Command {
         #[arg(value_name = "CAPABILITY")]
         capabilities: Vec<String>,
     },
+    /// The keys your apps use to reach services: set, list, remove.
+    ///
+    /// A release declares each key it needs ([[capabilities.secret]]: a name, one of
+    /// its network origins, and the header or query parameter it goes in). You set
+    /// the value; the host keeps it in your system's keyring (else a private file of
+    /// your configuration folder, never under the root) and adds it to the app's
+    /// requests to that origin only, taking it out of everything that comes back.
+    /// The app never holds it; no agent, tool or workflow can read, set or remove it.
+    Secret {
+        #[command(subcommand)]
+        action: secrets::SecretAction,
+    },
     /// Take back capabilities granted to the app.
     Revoke {
         app: String,
@@ -570,6 +583,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Explain { app, release: which, json } => explain(root, app, which, json),
         Command::Grant { app, all_asked, capabilities } => grant(root, app, all_asked, capabilities),
         Command::Revoke { app, capabilities } => revoke(root, app, capabilities),
+        Command::Secret { action } => secrets::secret(root, action),
         Command::Activate { app, release, json } => activate(root, app, release, json),
         Command::Call { app, route, json_input, preview } => call(root, app, route, json_input, preview),
         Command::Preview { app, release } => preview(root, app, release),

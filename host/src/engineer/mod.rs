@@ -286,6 +286,7 @@ impl Engineer {
             approved_for: None,
             tool: true,
             change,
+            keys: &[],
         };
         let minutes = self.apps.gate().window().as_secs().div_ceil(60);
         let _ = progress.send(format!(

@@ -337,6 +337,9 @@ pub struct Question {
     /// What the call would change, as a unified diff (an engineer's edit),
     /// drawn as text.
     pub change: Option<String>,
+    /// The person's keys the call's requests would carry, with where each
+    /// goes (`weather → https://api.example, header Authorization`).
+    pub keys: Vec<String>,
     /// Whether the standing approval would answer a question like this one
     /// (the card offers "Allow, and stop asking" only then).
     pub standing_covers: bool,
@@ -390,6 +393,9 @@ pub struct Knock<'a> {
     pub tool: bool,
     /// What the call would change, for the person to read (a unified diff).
     pub change: Option<&'a str>,
+    /// The person's keys an external call's requests would carry, each with
+    /// where it goes (`crate::secrets`): the question names them.
+    pub keys: &'a [String],
 }
 
 /// Leave to run guest code. Only [`Gate::guard`] and [`Gate::view`] make one.
@@ -552,6 +558,7 @@ impl Gate {
             expires_at: rfc3339(wall + self.window),
             seconds_left: self.window.as_secs(),
             change: knock.change.map(str::to_string),
+            keys: knock.keys.to_vec(),
             standing_covers: standing_covers(&knock),
             deadline,
         };

@@ -27,6 +27,7 @@ fn knock<'a>(
         approved_for: None,
         tool: false,
         change: None,
+        keys: &[],
     }
 }
 
@@ -239,7 +240,7 @@ mod property {
 
     #[derive(Debug, Clone)]
     enum Op {
-        Call { channel: u8, effect: u8, preview: bool },
+        Call { channel: u8, effect: u8, preview: bool, keys: bool },
         Answer { pick: usize, release_ok: bool, hash_ok: bool, yes: bool },
         Wait { secs: u64 },
         Detach,
@@ -248,7 +249,8 @@ mod property {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            4 => (0u8..4, 0u8..3, any::<bool>()).prop_map(|(channel, effect, preview)| Op::Call { channel, effect, preview }),
+            4 => (0u8..4, 0u8..3, any::<bool>(), any::<bool>())
+                .prop_map(|(channel, effect, preview, keys)| Op::Call { channel, effect, preview, keys }),
             4 => (0usize..8, any::<bool>(), any::<bool>(), any::<bool>())
                 .prop_map(|(pick, release_ok, hash_ok, yes)| Op::Answer { pick, release_ok, hash_ok, yes }),
             2 => (0u64..400).prop_map(|secs| Op::Wait { secs }),
@@ -261,7 +263,9 @@ mod property {
         #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
         /// No write or external call on a channel other than the person's ever
-        /// passes without exactly one matching, unexpired, unconsumed approval.
+        /// passes without exactly one matching, unexpired, unconsumed approval;
+        /// a call whose requests would carry the person's keys (issue 52) is
+        /// held to the same, and its question names them.
         #[test]
         fn no_write_by_another_channel_passes_without_exactly_one_matching_approval(ops in proptest::collection::vec(op(), 1..40)) {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
@@ -273,10 +277,11 @@ mod property {
                 // request id → accepted approvals (a matching yes that the gate took).
                 let mut approvals: std::collections::HashMap<String, usize> = Default::default();
                 let mut calls = Vec::new();
+                let mut keyed = std::collections::HashSet::new();
                 let mut n = 0;
                 for op in ops {
                     match op {
-                        Op::Call { channel, effect, preview } => {
+                        Op::Call { channel, effect, preview, keys } => {
                             let (ch, ef) = (channels[channel as usize], effects[effect as usize]);
                             let g = gate.clone();
                             n += 1;
@@ -287,9 +292,15 @@ mod property {
                                 Channel::Mcp => Caller::control("m"),
                                 Channel::Workflow => Caller::workflow("w"),
                             };
+                            if keys {
+                                keyed.insert(input.to_string());
+                            }
                             let handle = tokio::spawn(async move {
                                 let a = app();
-                                g.guard(knock(&caller, &a, ef, preview, &input)).await.map(|p| (p.decision(), p.request_id().to_string()))
+                                let named = vec!["weather → https://api.weather.example, header Authorization".to_string()];
+                                let used: &[String] = if keys { &named } else { &[] };
+                                let k = Knock { keys: used, ..knock(&caller, &a, ef, preview, &input) };
+                                g.guard(k).await.map(|p| (p.decision(), p.request_id().to_string()))
                             });
                             calls.push((ch, ef, preview, handle));
                         }
@@ -297,6 +308,7 @@ mod property {
                             let pending = gate.pending();
                             if pending.is_empty() { continue; }
                             let q = &pending[pick % pending.len()];
+                            prop_assert_eq!(q.keys.is_empty(), !keyed.contains(&q.arguments.to_string()), "the question names the keys its call would carry");
                             let release = if release_ok { q.release_id.clone() } else { "other".into() };
                             let hash = if hash_ok { q.arguments_hash.clone() } else { "0".repeat(64) };
                             let r = gate.answer(&q.request_id, &release, &hash, yes);
@@ -639,6 +651,7 @@ async fn a_question_carries_its_change_and_whether_the_standing_approval_would_c
             tool: true,
             route: "source_edit",
             change: Some("-a\n+b\n"),
+            keys: &[],
             ..knock(&c, &a, Effect::Write, false, &i)
         };
         g.guard(k).await.map(|p| p.answered_by())

@@ -107,13 +107,7 @@ impl Key {
 /// The configuration folder keys live in: `$XDG_CONFIG_HOME/autoapp`, else
 /// `$HOME/.config/autoapp`.
 pub fn config_dir() -> anyhow::Result<PathBuf> {
-    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|x| Path::new(x).is_absolute()) {
-        return Ok(PathBuf::from(x).join("autoapp"));
-    }
-    let home = std::env::var_os("HOME").filter(|h| Path::new(h).is_absolute()).context(
-        "neither XDG_CONFIG_HOME nor HOME names a folder, so there is no configuration folder to keep a key in; set one",
-    )?;
-    Ok(PathBuf::from(home).join(".config").join("autoapp"))
+    crate::config::person_dir()
 }
 
 /// Checks a publisher's name: what every person who installs will read,

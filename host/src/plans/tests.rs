@@ -320,6 +320,7 @@ fn a_run_answers_only_its_tools_of_its_app_on_its_connection() {
                 approved_for: None,
                 tool,
                 change: None,
+                keys: &[],
             };
             p.answers(&knock)
         };

@@ -44,6 +44,7 @@ pub fn router(launcher: Arc<Launcher>, site: Arc<Site>) -> Router {
             .route("/api/activate", post(activate))
             .route("/api/grant", post(grant))
             .route("/api/revoke", post(revoke))
+            .route("/api/secret", post(secret))
             .route("/api/preview", post(preview))
             .route("/api/preview-stop", post(preview_stop))
             .route("/api/rollback", post(rollback))
@@ -299,6 +300,13 @@ async fn state(State(ctx): State<Ctx>) -> Response {
                 None => (Vec::new(), Vec::new(), Vec::new()),
             };
             let granted_as = crate::grants::targets(&crate::grants::load(&paths).unwrap_or_default());
+            // The keys the release declares and what is set: never a value.
+            let secrets = match &manifest {
+                Some(m) if !m.capabilities.secret.is_empty() => {
+                    crate::secrets::listed_here(&paths, m).unwrap_or_default()
+                }
+                _ => Vec::new(),
+            };
             let rollback = release::journal::activation(&paths).ok().flatten().and_then(|a| {
                 (Some(&a.release) == active.as_ref() && a.previous.is_some())
                     .then(|| json!({ "previous": a.previous, "written": a.first_write_at.is_some() }))
@@ -313,6 +321,7 @@ async fn state(State(ctx): State<Ctx>) -> Response {
                 "asked_whole": asked_whole,
                 "granted_as": granted_as,
                 "not_granted": not_granted,
+                "secrets": secrets,
                 "rollback": rollback,
                 "runs": crate::gate::record::read(&paths.data(), 20).unwrap_or_default(),
                 "plans": apps.plans().list(&id, PLANS_SHOWN).unwrap_or_default(),
@@ -438,6 +447,45 @@ async fn grant(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AppBody>) -> Re
         Ok(format!(
             "granted {}",
             crate::grants::grant_newest(&Caller::panel(), &apps.root().app(&id), which)?.join(", ")
+        ))
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+struct SecretBody {
+    app: String,
+    name: String,
+    /// The key itself, to set it; never echoed, logged or kept by the page.
+    #[serde(default)]
+    value: Option<String>,
+    #[serde(default)]
+    remove: bool,
+}
+
+/// The panel's Set, Replace and Remove of a key (`crate::secrets`): the
+/// person's action, on channel `user`, recorded without the value.
+async fn secret(State(ctx): State<Ctx>, axum::Json(b): axum::Json<SecretBody>) -> Response {
+    let id = match AppId::parse(&b.app) {
+        Ok(i) => i,
+        Err(e) => return error(ErrorKind::InvalidInput, e),
+    };
+    blocking(&ctx, move |apps| {
+        let vault = apps.vault()?;
+        if b.remove {
+            crate::secrets::remove(apps.root(), vault, &Caller::panel(), &id, &b.name)?;
+            return Ok(format!("removed the key {}: {id}'s requests go without it", b.name));
+        }
+        let value = crate::secrets::Value::new(b.value.unwrap_or_default());
+        crate::secrets::vault::check_value(value.expose())
+            .map_err(|e| crate::error::kinded(ErrorKind::InvalidInput, format!("{e:#}")))?;
+        let (cap, set) = crate::secrets::set(apps.root(), vault, &Caller::panel(), &id, &b.name, &value, None)?;
+        Ok(format!(
+            "set {}: sent only to {} ({}); kept in the {}",
+            cap.name,
+            cap.binding.origin,
+            cap.binding.place,
+            crate::secrets::kept_said(set.kept)
         ))
     })
     .await

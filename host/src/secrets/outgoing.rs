@@ -1,0 +1,379 @@
+//! A key on its way out and back: [`inject`] puts each value into a request to
+//! its very origin, where its binding says; [`Redactor`] takes every value the
+//! call was given out of what comes back (status text, headers, a body read
+//! in chunks) and out of the app's own words (log lines, answers, errors).
+//!
+//! What this cannot catch: a service that sends the key back encoded some
+//! other way than as its bytes or its percent-encoding (base64, reversed, one
+//! character at a time). A key is for an origin the person trusts.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use super::{Given, Place};
+use crate::caps::network::{KeyHands, KeyStream};
+
+/// A call's keys in the network filter's hands (`caps::network::KeyHands`).
+pub struct Keys {
+    given: Vec<Given>,
+    redactor: Arc<Redactor>,
+}
+
+impl Keys {
+    pub fn new(given: Vec<Given>) -> Keys {
+        let redactor = Arc::new(Redactor::new(&given));
+        Keys { given, redactor }
+    }
+}
+
+impl KeyHands for Keys {
+    fn is_empty(&self) -> bool {
+        self.given.is_empty()
+    }
+
+    fn add(&self, head: &mut http::request::Parts, scheme: &str, host: &str, port: u16) -> Result<Vec<String>, String> {
+        let replaced = inject(head, scheme, host, port, &self.given)?;
+        Ok(replaced
+            .into_iter()
+            .map(|r| format!("the host put the key {} in {}, replacing what the app put there", r.name, r.place))
+            .collect())
+    }
+
+    fn headers(&self, headers: &mut http::HeaderMap) {
+        self.redactor.headers(headers);
+    }
+
+    fn body(&self) -> Box<dyn KeyStream> {
+        Box::new(Stream { redactor: self.redactor.clone(), carry: Vec::new() })
+    }
+
+    fn text<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        self.redactor.text(text)
+    }
+}
+
+/// What [`inject`] did that the record should say: the app had put something
+/// in a place a key goes, and the host replaced it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replaced {
+    pub name: String,
+    pub place: String,
+}
+
+/// Puts each value of `given` bound to `scheme://host:port` where its
+/// binding says, replacing whatever the app put there. `request` is the
+/// head that goes out (its URI is its path and query). Values bound elsewhere are not
+/// touched: nothing of them goes to another origin.
+pub fn inject(
+    request: &mut http::request::Parts,
+    scheme: &str,
+    host: &str,
+    port: u16,
+    given: &[Given],
+) -> Result<Vec<Replaced>, String> {
+    let mut replaced = Vec::new();
+    for g in given.iter().filter(|g| g.binding.origin.matches(scheme, host, port) && !g.binding.origin.wildcard) {
+        match &g.binding.place {
+            Place::Header { header, format } => {
+                let name = http::HeaderName::from_bytes(header.as_bytes()).map_err(|_| format!("header {header}"))?;
+                let value = http::HeaderValue::from_str(&format.replacen("{}", g.value.expose(), 1))
+                    .map_err(|_| format!("the key {} cannot go in a header", g.name))?;
+                if request.headers.remove(&name).is_some() {
+                    replaced.push(Replaced { name: g.name.clone(), place: format!("header {header}") });
+                }
+                request.headers.insert(name, value);
+            }
+            Place::Query { query } => {
+                let uri = &request.uri;
+                let path = uri.path().to_string();
+                let mut pairs: Vec<&str> = uri.query().unwrap_or("").split('&').filter(|p| !p.is_empty()).collect();
+                let before = pairs.len();
+                pairs.retain(|p| decoded(p.split('=').next().unwrap_or("")) != query.as_bytes());
+                if pairs.len() != before {
+                    replaced.push(Replaced { name: g.name.clone(), place: format!("query parameter {query}") });
+                }
+                let ours = format!("{query}={}", encoded(g.value.expose(), true));
+                pairs.push(&ours);
+                let with = format!("{path}?{}", pairs.join("&"));
+                request.uri = http::Uri::builder()
+                    .path_and_query(with)
+                    .build()
+                    .map_err(|_| format!("the key {} cannot go in a query", g.name))?;
+            }
+        }
+    }
+    Ok(replaced)
+}
+
+/// `s` percent-encoded: every byte but the unreserved ones, in uppercase hex
+/// (or lowercase).
+pub fn encoded(s: &str, upper: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else if upper {
+            out.push_str(&format!("%{b:02X}"));
+        } else {
+            out.push_str(&format!("%{b:02x}"));
+        }
+    }
+    out
+}
+
+/// A query parameter's name percent-decoded (`+` as a space).
+fn decoded(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let hex = |c: u8| (c as char).to_digit(16);
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2]))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
+        }
+        out.push(if b[i] == b'+' { b' ' } else { b[i] });
+        i += 1;
+    }
+    out
+}
+
+/// Takes the values a call was given out of text and bytes: each value, as
+/// its bytes and percent-encoded (both cases of hex), becomes
+/// `[secret <name>]`.
+#[derive(Debug, Default)]
+pub struct Redactor {
+    /// (the bytes to find, what replaces them), longest first.
+    patterns: Vec<(Vec<u8>, Vec<u8>)>,
+    longest: usize,
+}
+
+impl Redactor {
+    pub fn new(given: &[Given]) -> Redactor {
+        let mut patterns: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for g in given {
+            let label = format!("[secret {}]", g.name).into_bytes();
+            let v = g.value.expose();
+            for form in [v.to_string(), encoded(v, true), encoded(v, false)] {
+                if !patterns.iter().any(|(p, _)| *p == form.as_bytes()) {
+                    patterns.push((form.into_bytes(), label.clone()));
+                }
+            }
+        }
+        patterns.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+        let longest = patterns.first().map(|(p, _)| p.len()).unwrap_or(0);
+        Redactor { patterns, longest }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    /// `bytes` with every value taken out.
+    pub fn bytes<'a>(&self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
+        if self.is_empty() {
+            return Cow::Borrowed(bytes);
+        }
+        let (out, used) = self.scan(bytes, true);
+        debug_assert_eq!(used, bytes.len());
+        match out {
+            None => Cow::Borrowed(bytes),
+            Some(o) => Cow::Owned(o),
+        }
+    }
+
+    /// `text` with every value taken out.
+    pub fn text<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        match self.bytes(text.as_bytes()) {
+            Cow::Borrowed(_) => Cow::Borrowed(text),
+            // A value and its label are ASCII, so what is between stays UTF-8.
+            Cow::Owned(o) => Cow::Owned(String::from_utf8_lossy(&o).into_owned()),
+        }
+    }
+
+    /// Scans `buf`: what it becomes (None: unchanged) and how many bytes of
+    /// it were decided. Unless `last`, the bytes at the end that could be the
+    /// start of a value are left for the next chunk.
+    fn scan(&self, buf: &[u8], last: bool) -> (Option<Vec<u8>>, usize) {
+        let mut out: Option<Vec<u8>> = None;
+        let mut i = 0;
+        while i < buf.len() {
+            if !last && buf.len() - i < self.longest {
+                break;
+            }
+            let rest = &buf[i..];
+            if let Some((p, label)) = self.patterns.iter().find(|(p, _)| rest.starts_with(p)) {
+                out.get_or_insert_with(|| buf[..i].to_vec()).extend_from_slice(label);
+                i += p.len();
+                continue;
+            }
+            if let Some(o) = out.as_mut() {
+                o.push(buf[i]);
+            }
+            i += 1;
+        }
+        (out, i)
+    }
+
+    /// The headers of what came back with every value taken out: a header
+    /// whose name holds one is dropped, a value holding one is rewritten.
+    pub fn headers(&self, headers: &mut http::HeaderMap) {
+        if self.is_empty() {
+            return;
+        }
+        let names: Vec<http::HeaderName> = headers.keys().cloned().collect();
+        for name in names {
+            // A header's name is kept in lowercase: compared so.
+            let lower = name.as_str().as_bytes();
+            if self.patterns.iter().any(|(p, _)| lower.windows(p.len()).any(|w| w.eq_ignore_ascii_case(p))) {
+                headers.remove(&name);
+                continue;
+            }
+            let values: Vec<http::HeaderValue> = headers.get_all(&name).iter().cloned().collect();
+            if values.iter().all(|v| matches!(self.bytes(v.as_bytes()), Cow::Borrowed(_))) {
+                continue;
+            }
+            headers.remove(&name);
+            for v in values {
+                let clean = self.bytes(v.as_bytes()).into_owned();
+                if let Ok(v) = http::HeaderValue::from_bytes(&clean) {
+                    headers.append(name.clone(), v);
+                }
+            }
+        }
+    }
+}
+
+/// A body read in chunks with every value taken out, even one split across
+/// two chunks: the bytes at a chunk's end that could start a value wait for
+/// the next (`caps::network`'s body asks it chunk by chunk).
+pub struct Stream {
+    redactor: Arc<Redactor>,
+    carry: Vec<u8>,
+}
+
+impl Stream {
+    fn take(&mut self, chunk: &[u8], last: bool) -> Vec<u8> {
+        let mut buf = std::mem::take(&mut self.carry);
+        buf.extend_from_slice(chunk);
+        let (out, used) = self.redactor.scan(&buf, last);
+        let out = out.unwrap_or_else(|| buf[..used].to_vec());
+        self.carry = buf[used..].to_vec();
+        out
+    }
+}
+
+impl KeyStream for Stream {
+    fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        self.take(chunk, false)
+    }
+
+    fn finish(&mut self) -> Vec<u8> {
+        self.take(&[], true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::caps::network::Origin;
+    use crate::caps::secret::Binding;
+
+    fn key(name: &str, origin: &str, place: Place, value: &str) -> Given {
+        Given {
+            name: name.into(),
+            binding: Binding { origin: Origin::parse(origin).unwrap(), place },
+            value: super::super::Value::new(value.into()),
+        }
+    }
+
+    fn bearer() -> Place {
+        Place::Header { header: "Authorization".into(), format: "Bearer {}".into() }
+    }
+
+    #[test]
+    fn a_key_goes_to_its_very_origin_in_its_place_replacing_the_app_s_own() {
+        let given = vec![
+            key("weather", "https://api.weather.example", bearer(), "s3cret-KEY/1"),
+            key("appid", "http://127.0.0.1:8080", Place::Query { query: "appid".into() }, "a b&c=d+e%"),
+        ];
+        let head = |uri: &str| http::Request::builder().uri(uri).body(()).unwrap().into_parts().0;
+        let mut r = head("/v1/now");
+        r.headers.insert("authorization", "Bearer mine".parse().unwrap());
+        let said = inject(&mut r, "https", "api.weather.example", 443, &given).unwrap();
+        assert_eq!(r.headers.get_all("authorization").iter().collect::<Vec<_>>(), ["Bearer s3cret-KEY/1"]);
+        assert_eq!(said, [Replaced { name: "weather".into(), place: "header Authorization".into() }]);
+        assert_eq!(r.uri, "/v1/now", "the other key stays away");
+
+        // Another origin, another port, another scheme of the same host: nothing.
+        for (scheme, host, port) in [
+            ("https", "api.weather.example.evil", 443),
+            ("https", "api.weather.example", 8443),
+            ("http", "api.weather.example", 443),
+            ("https", "evil.example", 443),
+        ] {
+            let mut r = head("/x?appid=1");
+            assert!(inject(&mut r, scheme, host, port, &given).unwrap().is_empty());
+            assert!(r.headers.is_empty(), "{scheme}://{host}:{port}");
+            assert_eq!(r.uri, "/x?appid=1");
+        }
+
+        // A query key: encoded, the app's own parameter of that name gone
+        // (however it encoded the name), the others kept.
+        let mut r = head("/q?city=Oslo&app%69d=forged&x=1&appid");
+        let said = inject(&mut r, "http", "127.0.0.1", 8080, &given).unwrap();
+        assert_eq!(r.uri, "/q?city=Oslo&x=1&appid=a%20b%26c%3Dd%2Be%25");
+        assert_eq!(said.len(), 1);
+        let mut r = head("/q");
+        assert!(inject(&mut r, "http", "127.0.0.1", 8080, &given).unwrap().is_empty());
+        assert_eq!(r.uri, "/q?appid=a%20b%26c%3Dd%2Be%25");
+    }
+
+    #[test]
+    fn every_form_of_a_key_is_taken_out_even_split_across_chunks() {
+        let given = vec![
+            key("weather", "https://api.weather.example", bearer(), "s3cret/KEY+1"),
+            key("other", "https://api.weather.example", Place::Query { query: "k".into() }, "another-key-value"),
+        ];
+        let r = Redactor::new(&given);
+        let text = "a s3cret/KEY+1 b s3cret%2FKEY%2B1 c s3cret%2fKEY%2b1 d another-key-value e s3cret/KEY+";
+        assert_eq!(
+            r.text(text),
+            "a [secret weather] b [secret weather] c [secret weather] d [secret other] e s3cret/KEY+"
+        );
+        assert!(matches!(r.text("nothing here"), Cow::Borrowed(_)));
+
+        // Every way of cutting the text into chunks gives the same.
+        let whole = text.as_bytes();
+        for cut in 0..=whole.len() {
+            for cut2 in cut..=whole.len() {
+                let mut stream = Keys::new(given.clone()).body();
+                let mut out = Vec::new();
+                for c in [&whole[..cut], &whole[cut..cut2], &whole[cut2..]] {
+                    out.extend(stream.push(c));
+                }
+                out.extend(stream.finish());
+                assert_eq!(String::from_utf8_lossy(&out), r.text(text), "cut at {cut} and {cut2}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_header_holding_a_key_is_rewritten_and_one_named_by_it_dropped() {
+        let given = vec![key("weather", "https://api.weather.example", bearer(), "s3cret-KEY-1")];
+        let r = Redactor::new(&given);
+        let mut h = http::HeaderMap::new();
+        h.append("location", "https://elsewhere.example/?k=s3cret-KEY-1".parse().unwrap());
+        h.append("x-echo", "one".parse().unwrap());
+        h.append("x-echo", "Bearer s3cret-KEY-1".parse().unwrap());
+        h.append("s3cret-KEY-1", "x".parse().unwrap());
+        r.headers(&mut h);
+        assert_eq!(h["location"], "https://elsewhere.example/?k=[secret weather]");
+        assert_eq!(h.get_all("x-echo").iter().collect::<Vec<_>>(), ["one", "Bearer [secret weather]"]);
+        assert_eq!(h.len(), 3, "{h:?}");
+    }
+}
