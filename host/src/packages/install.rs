@@ -174,18 +174,30 @@ pub fn read_file(file: &Path, max: u64) -> anyhow::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Installs the package `bytes` (read from `origin`) as a candidate release
-/// of its app (made when it has none). Nothing is placed unless every check
-/// passed.
-pub fn install(
+/// A package that passed every check but its component's: what `install`
+/// places once the component passes too.
+struct Checked<'a> {
+    package: format::Package<'a>,
+    publisher: Option<Publisher>,
+    manifest: crate::manifest::Manifest,
+    id: AppId,
+    paths: AppPaths,
+    existing: bool,
+    standing: Standing,
+}
+
+/// Every check of a package that needs no compiler, in order: its sections,
+/// its signature (or the person's `--unsigned`), its WIT version, its
+/// manifest as a build checks it, its migrations against the manifest's list
+/// and run as activation would, the app it would become a candidate of, the
+/// publisher it stands as.
+fn checked<'a>(
     root: &Root,
     runtime: &Runtime,
-    caller: &Caller,
-    bytes: &[u8],
-    origin: &str,
+    bytes: &'a [u8],
     options: &Options<'_>,
     progress: &dyn Fn(&str),
-) -> anyhow::Result<Installed> {
+) -> anyhow::Result<Checked<'a>> {
     let package = format::read(bytes).map_err(|e| refused(format!("this is not a package Autoapp installs: {e}")))?;
     progress("read Autoapp's sections: the manifest, the migrations, the WIT version");
     let publisher = sign::verify(&package).map_err(|e| refused(format!("the package is refused: {e}")))?;
@@ -239,6 +251,24 @@ pub fn install(
             publisher.as_ref().map_or("not signed".to_string(), |p| format!("signed by fingerprint {}", p.fingerprint))
         )));
     }
+    Ok(Checked { package, publisher, manifest, id, paths, existing, standing })
+}
+
+/// Installs the package `bytes` (read from `origin`) as a candidate release
+/// of its app (made when it has none). Nothing is placed unless every check
+/// passed.
+pub fn install(
+    root: &Root,
+    runtime: &Runtime,
+    caller: &Caller,
+    bytes: &[u8],
+    origin: &str,
+    options: &Options<'_>,
+    progress: &dyn Fn(&str),
+) -> anyhow::Result<Installed> {
+    let Checked { package, publisher, manifest, id, paths, existing, standing } =
+        checked(root, runtime, bytes, options, progress)?;
+
     // The component last: compiling it is the dearest check.
     crate::build::check_component(root, runtime, package.component, crate::build::Came::Elsewhere, progress)
         .map_err(|e| refused(format!("the package's component is refused: {e}")))?;
@@ -458,5 +488,84 @@ mod tests {
         assert!(check_pinned(&text("Ada", &hex_key, &fp, &long)).is_err());
         let extra = text("Ada", &hex_key, &fp, at).replace('}', r#","trusted":true}"#);
         assert!(check_pinned(&extra).unwrap_err().contains("not a pinned publisher"));
+    }
+
+    const MANIFEST: &str = "[app]\nid = \"notes\"\nname = \"Notes\"\nversion = \"0.1.0\"\n\n[[route]]\nname = \"n\"\neffect = \"read\"\nsummary = \"s\"\n";
+
+    fn package(manifest: &str, wit: &str, key: Option<&sign::Key>) -> Vec<u8> {
+        let component = wat::parse_str("(component)").unwrap();
+        let bytes =
+            format::pack(&format::Contents { component: &component, manifest_text: manifest, migrations: &[], wit })
+                .unwrap();
+        match key {
+            Some(k) => sign::sign(bytes, k),
+            None => bytes,
+        }
+    }
+
+    /// Every check before the component's, each with its sentence, on a root
+    /// where nothing is placed (issue 51's mutation criterion: these were
+    /// seen only by the end-to-end tests).
+    #[test]
+    fn every_check_before_the_component_refuses_with_its_own_sentence() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        let runtime = Runtime::new(&crate::config::Config::default()).unwrap();
+        let keys = tempfile::tempdir().unwrap();
+        let ada = sign::new_key(keys.path(), "Ada").unwrap();
+        let ours = crate::bindings::WIT_PACKAGE;
+        let opts = |unsigned, publisher| Options { as_id: None, unsigned, publisher };
+        let check = |bytes: &[u8], o: &Options<'_>| checked(&root, &runtime, bytes, o, &|_| {}).map(|c| c.standing);
+        let said = |r: anyhow::Result<Standing>| r.map_err(|e| format!("{e:#}"));
+
+        let unsigned = package(MANIFEST, ours, None);
+        assert!(said(check(&unsigned, &opts(false, None))).unwrap_err().contains("install it with --unsigned"));
+        assert_eq!(said(check(&unsigned, &opts(true, None))), Ok(Standing::Unsigned));
+        let signed = package(MANIFEST, ours, Some(&ada));
+        assert_eq!(said(check(&signed, &opts(false, None))), Ok(Standing::FirstTime));
+
+        let other_wit = package(MANIFEST, "autoapp:app@9.9.9", Some(&ada));
+        assert!(said(check(&other_wit, &opts(false, None))).unwrap_err().contains("was built against"));
+        let listed = format!("{MANIFEST}\n[data]\nmigrations = [\"migrations/0001.sql\"]\n");
+        let missing = package(&listed, ours, Some(&ada));
+        assert!(said(check(&missing, &opts(false, None))).unwrap_err().contains("are not the ones its manifest lists"));
+        let fp = ada.fingerprint();
+        let wrong = "0".repeat(fp.len());
+        assert!(said(check(&signed, &opts(false, Some(&wrong)))).unwrap_err().contains("--publisher names"));
+        assert_eq!(said(check(&signed, &opts(false, Some(&fp)))), Ok(Standing::FirstTime));
+        assert!(
+            said(check(b"not a package", &opts(true, None))).unwrap_err().contains("not a package Autoapp installs")
+        );
+
+        // An app of that id here that is another app: refused before its pin.
+        let paths = root.app(&AppId::parse("notes").unwrap());
+        let release = paths.releases().join("a".repeat(64));
+        std::fs::create_dir_all(&release).unwrap();
+        let info = crate::release::ReleaseInfo {
+            id: "a".repeat(64),
+            app: "news".into(),
+            version: "1.0.0".into(),
+            created_at: "2026-12-01T10:00:00Z".into(),
+            component_sha256: "0".repeat(64),
+            component_bytes: 0,
+            source: "cargo".into(),
+        };
+        std::fs::write(release.join(crate::release::RELEASE_FILE), serde_json::to_string(&info).unwrap()).unwrap();
+        assert!(said(check(&signed, &opts(false, None))).unwrap_err().contains("is another app"));
+        // The same app, built by the person: not a stranger's to update.
+        let info = crate::release::ReleaseInfo { app: "notes".into(), ..info };
+        std::fs::write(release.join(crate::release::RELEASE_FILE), serde_json::to_string(&info).unwrap()).unwrap();
+        assert!(said(check(&signed, &opts(false, None))).unwrap_err().contains("--as <new-id>"));
+    }
+
+    #[test]
+    fn a_package_file_is_read_whole_within_its_bound_or_refused_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("p.wasm");
+        std::fs::write(&file, [7u8; 100]).unwrap();
+        assert_eq!(read_file(&file, 100).unwrap(), vec![7u8; 100]);
+        let over = format!("{:#}", read_file(&file, 99).unwrap_err());
+        assert!(over.contains("is 100 bytes; a package may be at most 99 bytes"), "{over}");
+        assert!(read_file(&dir.path().join("none"), 100).is_err());
     }
 }

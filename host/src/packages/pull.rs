@@ -490,6 +490,27 @@ mod tests {
         );
     }
 
+    /// A registry that refuses the login it asked for is asked once, not
+    /// again and again: the person hears they were refused.
+    #[test]
+    fn a_registry_that_refuses_the_login_is_asked_once() {
+        let (registry, heads) = server("127.0.0.1", |_| {
+            "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"r\"\r\nContent-Length: 0\r\n\r\n".into()
+        });
+        let e = run(with_login(&format!("{registry}/ada/notes:1")).manifest()).err().unwrap().to_string();
+        assert!(e.contains("refused you access") && e.contains("docker login"), "{e}");
+        let heads = heads.lock().unwrap();
+        assert_eq!(heads.len(), 2, "once without the login, once with it: {heads:?}");
+        assert!(!heads[0].contains("Basic ") && heads[1].contains("Basic YWRhOnMzY3JldA=="), "{heads:?}");
+        // Without a login there is nothing to answer a Basic challenge with.
+        let (registry, heads) = server("127.0.0.1", |_| {
+            "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"r\"\r\nContent-Length: 0\r\n\r\n".into()
+        });
+        let e = run(pull(&format!("{registry}/ada/notes:1")).manifest()).err().unwrap().to_string();
+        assert!(e.contains("refused you access"), "{e}");
+        assert_eq!(heads.lock().unwrap().len(), 1);
+    }
+
     #[test]
     fn a_manifest_longer_than_the_bound_is_refused_declared_or_not() {
         for declared in [true, false] {
