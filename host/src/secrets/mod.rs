@@ -325,6 +325,48 @@ mod tests {
     use super::*;
     use crate::gate::Caller;
 
+    /// Issue 52, rule 6: a value goes only to the binding it was set for,
+    /// and only to an origin the person granted.
+    #[test]
+    fn a_value_goes_only_to_the_binding_it_was_set_for() {
+        let config = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let vault = Vault::at(config.path(), root.path(), crate::config::SecretsKeptIn::File);
+        let app = AppId::parse("weather").unwrap();
+        let manifest = |origin: &str, header: &str| {
+            crate::manifest::parse(
+                &format!(
+                    "[app]\nid = \"weather\"\nname = \"W\"\nversion = \"0.1.0\"\n\n[[route]]\nname = \"now\"\neffect = \"external\"\nsummary = \"s\"\n\n[capabilities]\nnetwork = [\"{origin}\"]\n\n[[capabilities.secret]]\nname = \"weather\"\norigin = \"{origin}\"\nheader = \"{header}\"\nsummary = \"k\"\n"
+                ),
+                "autoapp.toml",
+            )
+            .unwrap()
+        };
+        let here = manifest("https://api.weather.example", "X-Key");
+        let origin = here.capabilities.network.clone();
+        // Not set: nothing given, nothing rebound.
+        assert!(given(&vault, &app, &here, &origin).unwrap().is_empty());
+        assert!(rebound(&here, &vault.list(&app).unwrap()).is_empty());
+        assert_eq!(standing(&here, &vault.list(&app).unwrap())[0].1, Standing::NotSet);
+        // Set for this binding: given, to a granted origin only.
+        let value = Value::new("0123456789abcdef".into());
+        vault.set(&app, "weather", &here.capabilities.secret[0].binding, &value).unwrap();
+        let got = given(&vault, &app, &here, &origin).unwrap();
+        assert_eq!((got.len(), got[0].name.as_str(), got[0].value.expose()), (1, "weather", "0123456789abcdef"));
+        assert!(given(&vault, &app, &here, &[]).unwrap().is_empty(), "its origin not granted");
+        assert!(matches!(standing(&here, &vault.list(&app).unwrap())[0].1, Standing::Set { .. }));
+        // A release that moves it (another origin, or another header): not given, rebound.
+        for moved in
+            [manifest("https://elsewhere.example", "X-Key"), manifest("https://api.weather.example", "X-Other")]
+        {
+            let granted = moved.capabilities.network.clone();
+            assert!(given(&vault, &app, &moved, &granted).unwrap().is_empty());
+            assert_eq!(rebound(&moved, &vault.list(&app).unwrap()), ["secret:weather"]);
+            assert!(matches!(standing(&moved, &vault.list(&app).unwrap())[0].1, Standing::Rebound { .. }));
+        }
+        assert_eq!(named(&here), ["weather → https://api.weather.example, header X-Key"]);
+    }
+
     #[test]
     fn only_the_person_sets_or_removes_a_key() {
         let root_dir = tempfile::tempdir().unwrap();

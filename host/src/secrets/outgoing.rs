@@ -331,6 +331,42 @@ mod tests {
         let mut r = head("/q");
         assert!(inject(&mut r, "http", "127.0.0.1", 8080, &given).unwrap().is_empty());
         assert_eq!(r.uri, "/q?appid=a%20b%26c%3Dd%2Be%25");
+        // Names decoded as a service decodes them: `appi%64` is `appid`;
+        // `%41ppid` (Appid), `app+id` (app id), a cut `%6` or a `%zz` are not.
+        let mut r = head("/q?appi%64=1&%41ppid=2&app+id=3&appid%6=4&app%zzid=5");
+        assert_eq!(inject(&mut r, "http", "127.0.0.1", 8080, &given).unwrap().len(), 1);
+        assert_eq!(r.uri, "/q?%41ppid=2&app+id=3&appid%6=4&app%zzid=5&appid=a%20b%26c%3Dd%2Be%25");
+        assert_eq!(decoded("a%2"), b"a%2");
+        assert_eq!(decoded("a%2B+b"), b"a+ b");
+    }
+
+    /// What the network filter is handed: nothing for a call without keys;
+    /// for one with them, what the record says, headers, body and words.
+    #[test]
+    fn a_call_s_keys_are_handed_to_the_filter_whole() {
+        assert!(Keys::new(Vec::new()).is_empty());
+        let keys = Keys::new(vec![key("weather", "https://api.weather.example", bearer(), "s3cret-KEY-1")]);
+        assert!(!keys.is_empty());
+        let mut r = http::Request::builder().uri("/").body(()).unwrap().into_parts().0;
+        r.headers.insert("authorization", "Bearer mine".parse().unwrap());
+        assert_eq!(
+            keys.add(&mut r, "https", "api.weather.example", 443).unwrap(),
+            ["the host put the key weather in header Authorization, replacing what the app put there"]
+        );
+        assert!(
+            keys.add(&mut r, "https", "api.weather.example", 443).unwrap().len() == 1,
+            "its own now, replaced again"
+        );
+        let mut h = http::HeaderMap::new();
+        h.insert("x-echo", "s3cret-KEY-1".parse().unwrap());
+        keys.headers(&mut h);
+        assert_eq!(h["x-echo"], "[secret weather]");
+        assert_eq!(keys.text("log: s3cret-KEY-1"), "log: [secret weather]");
+        let mut body = keys.body();
+        let mut out = body.push(b"s3cret-");
+        out.extend(body.push(b"KEY-1 and more"));
+        out.extend(body.finish());
+        assert_eq!(out, b"[secret weather] and more");
     }
 
     #[test]
