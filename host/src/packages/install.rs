@@ -567,5 +567,9 @@ mod tests {
         let over = format!("{:#}", read_file(&file, 99).unwrap_err());
         assert!(over.contains("is 100 bytes; a package may be at most 99 bytes"), "{over}");
         assert!(read_file(&dir.path().join("none"), 100).is_err());
+        // A file that holds more than its size says (one that grows while
+        // it is read does the same): refused, not cut short.
+        let grew = format!("{:#}", read_file(Path::new("/proc/self/status"), 10).unwrap_err());
+        assert!(grew.contains("grew past 10 bytes"), "{grew}");
     }
 }

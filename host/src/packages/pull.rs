@@ -511,6 +511,45 @@ mod tests {
         assert_eq!(heads.lock().unwrap().len(), 1);
     }
 
+    /// The layer as the manifest names it, or a sentence: more bytes than it
+    /// names (declared, or as they arrive), fewer, or other bytes.
+    #[test]
+    fn a_layer_is_taken_only_as_its_manifest_names_it() {
+        use oci_wasm::{WASM_LAYER_MEDIA_TYPE, WASM_MANIFEST_CONFIG_MEDIA_TYPE, WASM_MANIFEST_MEDIA_TYPE};
+        let blob = b"the package's bytes".to_vec();
+        let digest = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&blob)));
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": WASM_MANIFEST_MEDIA_TYPE,
+            "config": { "mediaType": WASM_MANIFEST_CONFIG_MEDIA_TYPE, "digest": format!("sha256:{}", "0".repeat(64)), "size": 2 },
+            "layers": [{ "mediaType": WASM_LAYER_MEDIA_TYPE, "digest": digest, "size": blob.len() }],
+        })
+        .to_string();
+        let fetch_with = |layer: &'static str| {
+            let manifest = manifest.clone();
+            let (registry, _) = server("127.0.0.1", move |head| {
+                if head.lines().next().unwrap_or_default().contains("/manifests/") {
+                    format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{manifest}", manifest.len())
+                } else {
+                    layer.to_string()
+                }
+            });
+            let target = super::super::registry::parse(&format!("{registry}/ada/notes:1")).unwrap();
+            run(fetch(&target, 1 << 20, &|_| {})).map_err(|e| format!("{e:#}"))
+        };
+        let got = fetch_with("HTTP/1.1 200 OK\r\nContent-Length: 19\r\n\r\nthe package's bytes").unwrap();
+        assert_eq!(got.bytes, blob);
+        assert_eq!(got.digest, format!("sha256:{}", hex::encode(sha2::Sha256::digest(manifest.as_bytes()))));
+        let said = |layer| fetch_with(layer).unwrap_err();
+        assert!(said("HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\nthe package's bytes!").contains("sent more of"));
+        assert!(said("HTTP/1.1 200 OK\r\n\r\nthe package's bytes and more").contains("sent more of"));
+        assert!(
+            said("HTTP/1.1 200 OK\r\nContent-Length: 19\r\n\r\nthe package's BYTES")
+                .contains("differs from the one its manifest names")
+        );
+        assert!(said("HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nthe pac").contains("sent 7 bytes"));
+    }
+
     #[test]
     fn a_manifest_longer_than_the_bound_is_refused_declared_or_not() {
         for declared in [true, false] {

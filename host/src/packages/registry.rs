@@ -341,6 +341,8 @@ mod tests {
             "ghcr.io/you/notes@sha256:0000000000000000000000000000000000000000000000000000000000000000",
         ] {
             assert!(parse(ok).is_ok(), "{ok}: {:?}", parse(ok).err());
+            // Said back whole, as the person wrote it (every sentence names it so).
+            assert_eq!(parse(ok).unwrap().to_string(), ok);
         }
         for (bad, says) in [
             ("notes:1.0", "neither a package file"),
