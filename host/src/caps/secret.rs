@@ -320,6 +320,18 @@ mod tests {
         )
         .expect_err("one place, one name");
         assert!(twice.iter().any(|p| p.contains("both go to")), "{twice:?}");
+        // One query parameter holds one key; two parameters hold two.
+        let query = |a: &str, b: &str| {
+            parse(&format!(
+                "[[secret]]\nname = \"a\"\norigin = \"https://api.weather.example\"\nquery = \"{a}\"\nsummary = \"s\"\n\
+                 [[secret]]\nname = \"b\"\norigin = \"https://api.weather.example\"\nquery = \"{b}\"\nsummary = \"s\"\n"
+            ))
+        };
+        assert!(query("k", "k").unwrap_err().iter().any(|p| p.contains("both go to")));
+        assert_eq!(query("k", "key").unwrap().len(), 2);
+        assert!(
+            !Place::Query { query: "k".into() }.same_spot(&Place::Header { header: "k".into(), format: "{}".into() })
+        );
         assert!(twice.iter().any(|p| p.contains("declared twice")), "{twice:?}");
     }
 }

@@ -266,13 +266,24 @@ pub fn install(
     options: &Options<'_>,
     progress: &dyn Fn(&str),
 ) -> anyhow::Result<Installed> {
-    let Checked { package, publisher, manifest, id, paths, existing, standing } =
-        checked(root, runtime, bytes, options, progress)?;
-
+    let checked = checked(root, runtime, bytes, options, progress)?;
     // The component last: compiling it is the dearest check.
-    crate::build::check_component(root, runtime, package.component, crate::build::Came::Elsewhere, progress)
+    crate::build::check_component(root, runtime, checked.package.component, crate::build::Came::Elsewhere, progress)
         .map_err(|e| refused(format!("the package's component is refused: {e}")))?;
-    // Every check passed: place it.
+    placed(root, caller, checked, origin, options)
+}
+
+/// Places a package that passed every check as a candidate (its app's
+/// folder made when it is new; gone again when placing fails), and records
+/// the install.
+fn placed(
+    root: &Root,
+    caller: &Caller,
+    checked: Checked<'_>,
+    origin: &str,
+    options: &Options<'_>,
+) -> anyhow::Result<Installed> {
+    let Checked { package, publisher, manifest, id, paths, existing, standing } = checked;
     if !existing {
         std::fs::create_dir_all(root.apps_dir())?;
         match std::fs::create_dir(&paths.dir) {
@@ -556,6 +567,40 @@ mod tests {
         let info = crate::release::ReleaseInfo { app: "notes".into(), ..info };
         std::fs::write(release.join(crate::release::RELEASE_FILE), serde_json::to_string(&info).unwrap()).unwrap();
         assert!(said(check(&signed, &opts(false, None))).unwrap_err().contains("--as <new-id>"));
+    }
+
+    /// What follows the checks: a new app's folder made, the candidate and
+    /// the pin written, the install recorded; an app that appeared meanwhile
+    /// refused.
+    #[test]
+    fn a_checked_package_is_placed_whole_or_refused_when_its_app_appeared() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        let runtime = Runtime::new(&crate::config::Config::default()).unwrap();
+        let keys = tempfile::tempdir().unwrap();
+        let ada = sign::new_key(keys.path(), "Ada").unwrap();
+        let bytes = package(MANIFEST, crate::bindings::WIT_PACKAGE, Some(&ada));
+        let opts = Options { as_id: None, unsigned: false, publisher: None };
+        let caller = Caller::command_line();
+        let check = || checked(&root, &runtime, &bytes, &opts, &|_| {}).unwrap();
+
+        // An app of that id appeared while the package was checked.
+        let first = check();
+        std::fs::create_dir_all(&first.paths.dir).unwrap();
+        let e = placed(&root, &caller, first, "f", &opts).unwrap_err();
+        assert_eq!(crate::error::kind_of(&e), ErrorKind::Conflict, "{e:#}");
+        assert!(format!("{e:#}").contains("appeared while the package was checked"));
+        std::fs::remove_dir(root.app(&AppId::parse("notes").unwrap()).dir).unwrap();
+
+        let paths = root.app(&AppId::parse("notes").unwrap());
+
+        // Placed: the candidate, the pin, the record's row.
+        let i = placed(&root, &caller, check(), "notes.wasm", &opts).unwrap();
+        assert!(i.new_app && i.new_release && i.standing == Standing::FirstTime);
+        assert_eq!(crate::release::list(&paths).unwrap().len(), 1);
+        assert_eq!(pinned(&paths).unwrap().unwrap().fingerprint, ada.fingerprint());
+        let rows = crate::gate::record::read(&paths.data(), 5).unwrap();
+        assert!(rows.iter().any(|r| r.route == "install"), "{rows:?}");
     }
 
     #[test]
