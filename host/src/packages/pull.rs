@@ -550,6 +550,24 @@ mod tests {
         assert!(said("HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nthe pac").contains("sent 7 bytes"));
     }
 
+    /// `bounded` at its very bound: exactly `max` bytes pass, one more is
+    /// refused, whether it was declared or arrives in one piece.
+    #[test]
+    fn a_body_of_exactly_its_bound_passes_and_one_byte_more_does_not() {
+        let answer = |len: usize, declared: bool| {
+            let mut r = http::Response::builder();
+            if declared {
+                r = r.header(CONTENT_LENGTH, len);
+            }
+            reqwest::Response::from(r.body(vec![b'x'; len]).unwrap())
+        };
+        for declared in [true, false] {
+            assert_eq!(run(bounded(answer(8, declared), 8, "it", "r")).unwrap().len(), 8);
+            let e = run(bounded(answer(9, declared), 8, "it", "r")).unwrap_err().to_string();
+            assert!(e.contains("it longer than 8 bytes"), "{declared}: {e}");
+        }
+    }
+
     #[test]
     fn a_manifest_longer_than_the_bound_is_refused_declared_or_not() {
         for declared in [true, false] {

@@ -356,6 +356,9 @@ mod tests {
         }
         let long = format!("ghcr.io/{}:1", "a".repeat(MAX_REFERENCE));
         assert!(parse(&long).unwrap_err().contains("longer than"));
+        let most = format!("ghcr.io/{}:1", "a".repeat(MAX_REFERENCE - "ghcr.io/:1".len()));
+        assert_eq!(most.len(), MAX_REFERENCE);
+        assert!(!parse(&most).unwrap_err().contains("longer than"), "{:?}", parse(&most).err());
     }
 
     #[test]
