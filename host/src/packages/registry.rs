@@ -361,6 +361,56 @@ mod tests {
         assert!(!parse(&most).unwrap_err().contains("longer than"), "{:?}", parse(&most).err());
     }
 
+    /// What a registry answered `publish` (through oci-client) is one
+    /// sentence of the right kind each.
+    #[test]
+    fn each_registry_answer_is_said_as_what_it_means() {
+        use oci_client::errors::{OciEnvelope, OciError};
+        let target = parse("127.0.0.1:5000/ada/notes:1").unwrap();
+        let said = |e: OciDistributionError| {
+            let e = registry_error(&target, &e);
+            (crate::error::kind_of(&e), e.to_string())
+        };
+        let envelope = |code: OciErrorCode| OciDistributionError::RegistryError {
+            envelope: OciEnvelope {
+                errors: vec![OciError { code, message: String::new(), detail: serde_json::Value::Null }],
+            },
+            url: "u".into(),
+        };
+        let server = |code: u16| OciDistributionError::ServerError { code, url: "u".into(), message: "m".into() };
+        let has_no = (ErrorKind::NotFound, "the registry 127.0.0.1:5000 has no 127.0.0.1:5000/ada/notes:1".to_string());
+        for e in [
+            OciDistributionError::ImageManifestNotFoundError("x".into()),
+            envelope(OciErrorCode::ManifestUnknown),
+            envelope(OciErrorCode::BlobUnknown),
+            server(404),
+        ] {
+            assert_eq!(said(e), has_no);
+        }
+        for e in [
+            OciDistributionError::UnauthorizedError { url: "u".into() },
+            OciDistributionError::AuthenticationFailure("x".into()),
+            envelope(OciErrorCode::Denied),
+            server(401),
+            server(403),
+        ] {
+            let (kind, text) = said(e);
+            assert_eq!(kind, ErrorKind::Denied);
+            assert!(text.contains("refused you access") && text.contains("docker login 127.0.0.1:5000"), "{text}");
+        }
+        let (kind, text) = said(OciDistributionError::ImageIndexParsingNoPlatformResolverError);
+        assert!(kind == ErrorKind::Denied && text.contains("is an index of several images"), "{text}");
+        for e in
+            [envelope(OciErrorCode::SizeInvalid), server(500), OciDistributionError::GenericError(Some("g".into()))]
+        {
+            let (kind, text) = said(e);
+            assert!(
+                kind == ErrorKind::Internal && text.starts_with("the registry 127.0.0.1:5000 answered: "),
+                "{text}"
+            );
+        }
+    }
+
     #[test]
     fn only_loopback_registries_are_spoken_to_over_plain_http() {
         for yes in ["127.0.0.1:5000", "localhost", "LOCALHOST:80", "[::1]:5000", "127.3.2.1"] {
