@@ -398,6 +398,12 @@ mod tests {
             assert_eq!(kind, ErrorKind::Denied);
             assert!(text.contains("refused you access") && text.contains("docker login 127.0.0.1:5000"), "{text}");
         }
+        let lying = OciDistributionError::DigestError(oci_client::errors::DigestError::VerificationError {
+            expected: "sha256:aa".into(),
+            actual: "sha256:bb".into(),
+        });
+        let (kind, text) = said(lying);
+        assert!(kind == ErrorKind::Denied && text.contains("with a digest that does not match"), "{text}");
         let (kind, text) = said(OciDistributionError::ImageIndexParsingNoPlatformResolverError);
         assert!(kind == ErrorKind::Denied && text.contains("is an index of several images"), "{text}");
         for e in
