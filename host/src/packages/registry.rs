@@ -361,6 +361,41 @@ mod tests {
         assert!(!parse(&most).unwrap_err().contains("longer than"), "{:?}", parse(&most).err());
     }
 
+    /// A manifest is an image manifest or a sentence: an index (by its media
+    /// type, a Docker list, or a `manifests` list) is named as one; what is
+    /// not JSON, or not a manifest, is refused.
+    #[test]
+    fn a_manifest_is_read_as_an_image_manifest_or_refused() {
+        let target = parse("127.0.0.1:5000/ada/notes:1").unwrap();
+        let said = |text: &str| manifest_of(&target, text.as_bytes()).map(|_| ()).map_err(|e| e.to_string());
+        for index in [
+            r#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}"#,
+            r#"{"schemaVersion":2,"mediaType":"application/vnd.docker.distribution.manifest.list.v2+json"}"#,
+            r#"{"schemaVersion":2,"manifests":[]}"#,
+        ] {
+            assert!(said(index).unwrap_err().contains("is an index of several images"), "{index}");
+        }
+        assert!(said("not json").unwrap_err().contains("its manifest is not JSON"));
+        assert!(said(r#"{"schemaVersion":2}"#).unwrap_err().contains("is not an image manifest"));
+        let good = r#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"c","digest":"sha256:00","size":1},"layers":[]}"#;
+        assert_eq!(said(good), Ok(()));
+        // An error is said with every cause after it, on one line.
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("the registry went away")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let outer = Outer(std::io::Error::other("the cause"));
+        assert_eq!(source_chain(&outer), "the registry went away: the cause");
+    }
+
     /// What a registry answered `publish` (through oci-client) is one
     /// sentence of the right kind each.
     #[test]

@@ -335,6 +335,17 @@ pub fn verify(package: &Package<'_>) -> Result<Option<Publisher>, SignatureError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A key shows its name and fingerprint when debugged, never its secret.
+    #[test]
+    fn a_key_debugs_as_its_name_and_fingerprint_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = new_key(dir.path(), "Ada").unwrap();
+        let shown = format!("{key:?}");
+        assert_eq!(shown, format!("Key {{ name: \"Ada\", fingerprint: {:?} }}", key.fingerprint()));
+        let secret = hex::encode(key.signing.to_bytes());
+        assert!(!shown.contains(&secret));
+    }
     use crate::packages::format::{Contents, pack, push_section, read};
     use crate::release::Migration;
 
