@@ -10,7 +10,7 @@ use crate::root::Root;
 
 /// `autoapp key new|show`.
 pub(super) fn key(action: String, name: Option<String>, json: bool) -> Result<(), Failure> {
-    let dir = sign::config_dir()?;
+    let dir = crate::config::person_dir()?;
     let key = if action == "new" {
         let name = match name {
             Some(n) => n,
@@ -56,7 +56,7 @@ fn signing_key(sign: bool) -> Result<Option<sign::Key>, Failure> {
     if !sign {
         return Ok(None);
     }
-    let dir = sign::config_dir()?;
+    let dir = crate::config::person_dir()?;
     match sign::load(&dir)? {
         Some(k) => Ok(Some(k)),
         None => fail(format!(

@@ -104,12 +104,6 @@ impl Key {
     }
 }
 
-/// The configuration folder keys live in: `$XDG_CONFIG_HOME/autoapp`, else
-/// `$HOME/.config/autoapp`.
-pub fn config_dir() -> anyhow::Result<PathBuf> {
-    crate::config::person_dir()
-}
-
 /// Checks a publisher's name: what every person who installs will read,
 /// always after the host's own words and the key's fingerprint, and quoted
 /// ([`who`]). So that it can never pass for them, a name holds no control
