@@ -446,6 +446,10 @@ mod tests {
         let e = load(dir.path()).unwrap_err().to_string();
         assert!(e.contains("may be read by others"), "{e}");
         assert!(load(tempfile::tempdir().unwrap().path()).unwrap().is_none());
+        // A folder that cannot be read is said so, not taken for "no key".
+        let not_a_folder = dir.path().join(KEY_FILE);
+        let e = load(&not_a_folder).unwrap_err().to_string();
+        assert!(e.contains("cannot read"), "{e}");
     }
 
     #[test]
