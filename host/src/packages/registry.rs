@@ -115,12 +115,19 @@ fn client(target: &Target) -> WasmClient {
     // reqwest's rustls needs a process-wide provider: ring, the one the rest
     // of the host uses. Installing twice is harmless (the first one stays).
     let _ = rustls::crypto::ring::default_provider().install_default();
+    WasmClient::new(oci_client::Client::new(client_config(target)))
+}
+
+/// How `publish` speaks to the registry of `target`: HTTPS (plain HTTP only
+/// to a loopback registry), no index resolved to one of its images, bounded
+/// waits, our name.
+fn client_config(target: &Target) -> ClientConfig {
     let protocol = if is_loopback(target.registry()) {
         ClientProtocol::HttpsExcept(vec![target.registry().to_string()])
     } else {
         ClientProtocol::Https
     };
-    let config = ClientConfig {
+    ClientConfig {
         protocol,
         // An index (several platforms) is no Wasm artifact: refuse it.
         platform_resolver: None,
@@ -128,8 +135,7 @@ fn client(target: &Target) -> WasmClient {
         read_timeout: Some(Duration::from_secs(60)),
         user_agent: concat!("autoapp/", env!("CARGO_PKG_VERSION")),
         ..ClientConfig::default()
-    };
-    WasmClient::new(oci_client::Client::new(config))
+    }
 }
 
 /// The person's login for `registry`, if they have one; said in `note`.
@@ -394,6 +400,20 @@ mod tests {
         }
         let outer = Outer(std::io::Error::other("the cause"));
         assert_eq!(source_chain(&outer), "the registry went away: the cause");
+    }
+
+    #[test]
+    fn publish_speaks_https_but_to_a_loopback_registry_and_resolves_no_index() {
+        let local = client_config(&parse("127.0.0.1:5000/ada/notes:1").unwrap());
+        assert!(matches!(&local.protocol, ClientProtocol::HttpsExcept(l) if l == &["127.0.0.1:5000".to_string()]));
+        let remote = client_config(&parse("ghcr.io/ada/notes:1").unwrap());
+        assert!(matches!(remote.protocol, ClientProtocol::Https));
+        assert!(remote.platform_resolver.is_none(), "an index is refused, not resolved to one of its images");
+        assert_eq!(
+            (remote.connect_timeout, remote.read_timeout),
+            (Some(Duration::from_secs(15)), Some(Duration::from_secs(60)))
+        );
+        assert!(remote.user_agent.starts_with("autoapp/"));
     }
 
     /// What a registry answered `publish` (through oci-client) is one
