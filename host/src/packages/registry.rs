@@ -459,6 +459,19 @@ mod tests {
         });
         let (kind, text) = said(lying);
         assert!(kind == ErrorKind::Denied && text.contains("with a digest that does not match"), "{text}");
+        // A registry nobody answers at: one sentence saying so.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let refused_connection = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(reqwest::Client::new().get("http://127.0.0.1:1/").send())
+            .unwrap_err();
+        let (kind, text) = said(OciDistributionError::RequestError(refused_connection));
+        assert!(
+            kind == ErrorKind::Internal && text.starts_with("cannot reach the registry 127.0.0.1:5000: "),
+            "{text}"
+        );
         let (kind, text) = said(OciDistributionError::ImageIndexParsingNoPlatformResolverError);
         assert!(kind == ErrorKind::Denied && text.contains("is an index of several images"), "{text}");
         for e in
