@@ -124,15 +124,19 @@ pub fn named(manifest: &Manifest) -> Vec<String> {
     manifest.capabilities.secret.iter().map(|s| format!("{} → {}", s.name, s.binding)).collect()
 }
 
+/// The vault of the root `app` is in, as its configuration keeps keys.
+fn vault_of(app: &crate::root::AppPaths) -> anyhow::Result<Vault> {
+    let root = app.dir.parent().and_then(std::path::Path::parent).unwrap_or(&app.dir);
+    Vault::of(root, crate::config::Config::load(root)?.secrets_kept_in)
+}
+
 /// Which secrets of `manifest` were set for another binding, on the root of
 /// `app` (see [`rebound`]); none when it declares none.
 pub fn rebound_of(app: &crate::root::AppPaths, manifest: &Manifest) -> anyhow::Result<Vec<String>> {
     if manifest.capabilities.secret.is_empty() {
         return Ok(Vec::new());
     }
-    let root = app.dir.parent().and_then(std::path::Path::parent).unwrap_or(&app.dir);
-    let config = crate::config::Config::load(root)?;
-    Ok(rebound(manifest, &Vault::of(root, config.secrets_kept_in)?.list(&app.id)?))
+    Ok(rebound(manifest, &vault_of(app)?.list(&app.id)?))
 }
 
 /// One secret as `autoapp secret list` and the panel show it: never a value.
@@ -199,10 +203,7 @@ pub fn list(
 /// What `manifest` declares beside what is set for `app` on its root (what
 /// `explain` shows); none when it declares none and nothing is set.
 pub fn listed_here(app: &crate::root::AppPaths, manifest: &Manifest) -> anyhow::Result<Vec<Listed>> {
-    let root = app.dir.parent().and_then(std::path::Path::parent).unwrap_or(&app.dir);
-    let config = crate::config::Config::load(root)?;
-    let vault = Vault::of(root, config.secrets_kept_in)?;
-    Ok(listed(manifest, &vault.list(&app.id)?))
+    Ok(listed(manifest, &vault_of(app)?.list(&app.id)?))
 }
 
 fn listed(manifest: &Manifest, set: &std::collections::BTreeMap<String, Set>) -> Vec<Listed> {
