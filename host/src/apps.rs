@@ -440,6 +440,42 @@ impl Apps {
         self.recorder.write(&self.root.app(app).data(), row);
     }
 
+    /// Refuses a call to a route the release does not have, recorded too: a
+    /// caller probing for routes leaves a trace. The name is the caller's, so
+    /// it is kept escaped and short.
+    #[allow(clippy::too_many_arguments)]
+    fn no_such_route(
+        &self,
+        caller: &Caller,
+        app: &AppId,
+        release_id: &str,
+        data: &Path,
+        loaded: &Loaded,
+        route: &str,
+        started: Instant,
+    ) -> CallError {
+        let names: Vec<&str> = loaded.manifest.routes.iter().map(|r| r.name.as_str()).collect();
+        let asked: String = route.escape_debug().take(crate::manifest::MAX_ROUTE_NAME + 16).collect();
+        self.recorder.write(
+            data,
+            Row {
+                decision: Decision::Refused.as_str().to_string(),
+                reason: "no such route".into(),
+                outcome: "not-run".into(),
+                duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+                ..Row::of(caller, app, release_id, &asked, "unknown")
+            },
+        );
+        CallError::new(
+            ErrorKind::NotFound,
+            format!(
+                "{app} has no route `{}`; its routes are {}",
+                route.escape_debug(),
+                if names.is_empty() { "none".to_string() } else { names.join(", ") }
+            ),
+        )
+    }
+
     async fn call_with(
         &self,
         caller: &Caller,
@@ -453,28 +489,7 @@ impl Apps {
         let Resolved { release: release_id, data, preview } = self.resolve_target(app, target)?;
         let loaded = self.load(app, &release_id).await?;
         let Some(r) = loaded.manifest.route(route) else {
-            let names: Vec<&str> = loaded.manifest.routes.iter().map(|r| r.name.as_str()).collect();
-            // Recorded too: a caller probing for routes leaves a trace. The
-            // name is the caller's, so it is kept escaped and short.
-            let asked: String = route.escape_debug().take(crate::manifest::MAX_ROUTE_NAME + 16).collect();
-            self.recorder.write(
-                &data,
-                Row {
-                    decision: Decision::Refused.as_str().to_string(),
-                    reason: "no such route".into(),
-                    outcome: "not-run".into(),
-                    duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-                    ..Row::of(caller, app, &release_id, &asked, "unknown")
-                },
-            );
-            return Err(CallError::new(
-                ErrorKind::NotFound,
-                format!(
-                    "{app} has no route `{}`; its routes are {}",
-                    route.escape_debug(),
-                    if names.is_empty() { "none".to_string() } else { names.join(", ") }
-                ),
-            ));
+            return Err(self.no_such_route(caller, app, &release_id, &data, &loaded, route, started));
         };
         let effect = r.effect;
         let row = |decision: Decision, reason: &str, outcome: &str, request_id: &str, hash: &str| Row {

@@ -141,6 +141,32 @@ impl AppPaths {
     }
 }
 
+/// Renames `from` to `to` unless `to` exists (atomically: never replaces;
+/// the error is `EEXIST` when it does).
+pub fn rename_new(from: &Path, to: &Path) -> std::io::Result<()> {
+    let flags = rustix::fs::RenameFlags::NOREPLACE;
+    match rustix::fs::renameat_with(rustix::fs::CWD, from, rustix::fs::CWD, to, flags) {
+        Ok(()) => Ok(()),
+        // A filesystem without it (NFS, FUSE: a USB drive, sshfs): a hard
+        // link never replaces either; where links are not had, a look first.
+        Err(rustix::io::Errno::INVAL) => {
+            let exists = || std::io::Error::from_raw_os_error(libc::EEXIST);
+            if from.is_file() {
+                match std::fs::hard_link(from, to) {
+                    Ok(()) => return std::fs::remove_file(from),
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(exists()),
+                    Err(_) => {}
+                }
+            }
+            if std::fs::symlink_metadata(to).is_ok() {
+                return Err(exists());
+            }
+            std::fs::rename(from, to)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Writes `bytes` to `path` so that a reader sees the old content or the new,
 /// never a torn file: a temporary file in the same folder, synced, renamed over
 /// the target, and the folder synced.

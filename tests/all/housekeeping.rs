@@ -677,6 +677,55 @@ fn prunes_dry_run_lists_exactly_what_prune_removes_and_a_rollback_after_it_still
     assert_eq!(std::fs::read_dir(&trash).unwrap().count(), 0);
 }
 
+/// `prune --builds`: a workspace's build output (what cargo writes) goes
+/// only when asked, never while a build holds it, and never through a link.
+#[test]
+fn prune_builds_removes_a_workspaces_build_output_only_when_asked_and_no_build_holds_it() {
+    let root = TestRoot::new();
+    root.ok(&["create", "hello"]);
+    let ws = root.path().join("apps/hello/workspace");
+    let target = ws.join("target");
+    let out_dir = target.join("wasm32-wasip2/release");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    std::fs::write(out_dir.join("hello.wasm"), vec![7u8; 64 << 10]).unwrap();
+    let lock = std::fs::File::create(out_dir.join(".cargo-lock")).unwrap();
+    let build_line = |out: &str| listed(out).into_iter().find(|l| l.contains("the workspace's build output"));
+
+    // Without --builds, build output is not prune's.
+    assert!(build_line(&root.ok(&["prune", "hello", "--dry-run"])).is_none());
+
+    // A build holds cargo's lock: kept, and said why.
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    let busy = root.ok(&["prune", "hello", "--builds", "--dry-run"]);
+    assert!(busy.contains("keep    hello build target: a build is using it now"), "{busy}");
+    assert!(build_line(&busy).is_none(), "{busy}");
+    let said = root.ok(&["prune", "hello", "--builds", "--yes"]);
+    assert!(said.contains("nothing to remove"), "{said}");
+    assert!(out_dir.join("hello.wasm").exists());
+
+    // The build ended: listed with what it frees, then removed, and recorded.
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::Unlock).unwrap();
+    let dry = root.ok(&["prune", "hello", "--builds", "--dry-run"]);
+    let line = build_line(&dry).unwrap_or_else(|| panic!("{dry}"));
+    assert!(line.contains(&target.display().to_string()) && line.contains("65.5 kB"), "{line}");
+    let done = root.ok(&["prune", "hello", "--builds", "--yes"]);
+    assert_eq!(listed(&done), listed(&dry), "prune removes exactly the dry run's list");
+    assert!(done.contains("1 workspace build folder"), "{done}");
+    assert!(!target.exists() && !ws.join(".pruning-target").exists());
+    assert!(ws.join("Cargo.toml").exists() && ws.join("src/lib.rs").exists(), "the workspace itself stays");
+    let record = root.ok(&["runs", "hello", "--json", "--limit", "1"]);
+    assert!(record.contains("\"prune\"") && record.contains("1 workspace build folder"), "{record}");
+
+    // A `target` that is a link is not the workspace's own: kept, and what
+    // it points to untouched.
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("keep.txt"), "the person's").unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), &target).unwrap();
+    let linked = root.ok(&["prune", "hello", "--builds", "--yes"]);
+    assert!(linked.contains("the workspace's target is a link"), "{linked}");
+    assert!(elsewhere.path().join("keep.txt").exists() && target.is_symlink());
+}
+
 #[test]
 fn a_prune_during_an_activation_is_refused_and_removes_nothing() {
     let n = notes_with(&["one"]);

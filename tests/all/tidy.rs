@@ -167,6 +167,50 @@ fn the_host_modules_depend_on_each_other_without_a_cycle() {
     assert!(cycles.is_empty(), "modules that depend on each other:\n{}", cycles.join("\n"));
 }
 
+/// The sibling rooms a room's code names: for `housekeeping::restore`, the
+/// `super::backup` and `crate::housekeeping::backup` it reaches (with or
+/// without a `{…}` list), when `known` has such a module.
+fn rooms_named(module: &str, code: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
+    let Some((parent, _)) = module.rsplit_once("::") else { return BTreeSet::new() };
+    let ident = |s: &str| s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>();
+    let mut out = BTreeSet::new();
+    let crate_path = format!("crate::{parent}::");
+    for prefix in ["super::", crate_path.as_str()] {
+        for (i, _) in code.match_indices(prefix) {
+            // `crate::a::super::` is not a thing; `x::super::` (a longer path) is not ours.
+            if prefix == "super::" && code[..i].ends_with("::") {
+                continue;
+            }
+            let rest = &code[i + prefix.len()..];
+            let items: Vec<String> = match rest.strip_prefix('{') {
+                Some(list) => {
+                    list[..list.find('}').unwrap_or(list.len())].split(',').map(|x| ident(x.trim())).collect()
+                }
+                None => vec![ident(rest)],
+            };
+            for item in items {
+                let room = format!("{parent}::{item}");
+                if room != module && known.contains(&room) {
+                    out.insert(room);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_rooms_of_one_module_depend_on_each_other_without_a_cycle() {
+    let modules = host_modules();
+    let known: BTreeSet<String> = modules.iter().map(|(m, _)| m.clone()).collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, code) in &modules {
+        graph.entry(module.clone()).or_default().extend(rooms_named(module, code, &known));
+    }
+    let cycles = cycles(&graph);
+    assert!(cycles.is_empty(), "rooms that depend on each other:\n{}", cycles.join("\n"));
+}
+
 /// The external crates that carry a concern, and the only modules that may
 /// name them (ARCHITECTURE.md, "Deliberately absent").
 const CONFINED: &[(&str, &[&str])] = &[
@@ -264,6 +308,10 @@ fn the_tidy_reader_finds_what_it_looks_for() {
             g
         });
     assert!(cycles(&graph).contains(&"a → b → c → a".to_string()), "{:?}", cycles(&graph));
+    let known: BTreeSet<String> = ["h::backup", "h::restore", "h::list"].map(String::from).into();
+    let named = rooms_named("h::restore", "use super::{backup::Entry, list};\nfn f() { crate::h::list::x(); }", &known);
+    assert_eq!(named, ["h::backup", "h::list"].map(String::from).into());
+    assert!(rooms_named("h::backup", "use super::said; use crate::other::restore;", &known).is_empty());
     let src = Path::new("/r/host/src");
     assert_eq!(module_of(src, Path::new("/r/host/src/caps/store.rs")), "caps::store");
     assert_eq!(module_of(src, Path::new("/r/host/src/gate/mod.rs")), "gate");

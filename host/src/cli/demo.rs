@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use super::{block_on, build_app, open_apps};
+use super::releases::build_app;
+use super::{block_on, open_apps};
 use crate::gate::Caller;
 use crate::manifest::AppId;
 use crate::release;

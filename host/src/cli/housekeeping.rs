@@ -178,7 +178,7 @@ pub(super) fn space(root: Root, app: Option<String>, json: bool) -> Result<(), F
     Ok(())
 }
 
-/// `autoapp prune [<app>] [--dry-run] [--keep N] [--trash] [--yes]`.
+/// `autoapp prune [<app>] [--dry-run] [--keep N] [--trash] [--builds] [--yes]`.
 pub(super) fn prune(
     root: Root,
     app: Option<String>,

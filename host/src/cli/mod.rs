@@ -1,11 +1,19 @@
-//! The command line: argument parsing and printing, glue over the library.
-//! Every call made here is channel `user`: a process running as the person is
-//! the person.
+//! The command line: the argument types and the dispatch, glue over the
+//! library. Each command's work and printing is in the room of its kin:
+//! `releases` (create to remove), `grants` (grant, revoke, standing), `calls`
+//! (call, runs, workflows), `launcher` (open, serve, status, stop, mcp),
+//! `housekeeping` (apps, backup, restore, space, prune, logs), `packages`
+//! (key, pack, publish, install), `plans`, `secrets` and `demo`. Every call
+//! made here is channel `user`: a process running as the person is the person.
 
+mod calls;
 mod demo;
+mod grants;
 mod housekeeping;
+mod launcher;
 mod packages;
 mod plans;
+mod releases;
 mod secrets;
 
 use std::path::PathBuf;
@@ -14,14 +22,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use serde::Serialize;
 
-use crate::apps::{Apps, Target};
+use crate::apps::Apps;
 use crate::config::Config;
 use crate::gate::Caller;
-use crate::lifecycle::RollbackHow;
 use crate::manifest::AppId;
-use crate::release::short;
 use crate::root::Root;
-use crate::{grants, release, template};
 
 /// Autoapp runs your applications as WebAssembly components on your own
 /// computer, and keeps you in charge of what they — and the AI agents that
@@ -278,6 +283,11 @@ enum Command {
         /// Also empty the trash (removed apps).
         #[arg(long)]
         trash: bool,
+        /// Also remove each workspace's build output (<workspace>/target): no candidate
+        /// needs it (each release holds its own component) and `autoapp build` makes it
+        /// again. Kept while a build is using it.
+        #[arg(long)]
+        builds: bool,
         /// Do not ask on the terminal.
         #[arg(long)]
         yes: bool,
@@ -572,33 +582,35 @@ fn run(cli: Cli) -> Result<(), Failure> {
     for r in crate::lifecycle::recover(&root).map_err(|e| format!("{e:#}"))? {
         tell!("autoapp: recovered {}: an interrupted {:?} (at step {:?}) was {}", r.app, r.op, r.step, r.outcome);
     }
-    for said in crate::housekeeping::backup::recover(&root, &Caller::command_line()).map_err(|e| format!("{e:#}"))? {
+    for said in crate::housekeeping::recover(&root, &Caller::command_line()).map_err(|e| format!("{e:#}"))? {
         tell!("autoapp: recovered: {said}");
     }
     match cli.command {
-        Command::Create { app, at } => create(root, app, at),
-        Command::Wit { out } => wit(out),
-        Command::Build { app, component, json } => build(root, app, component, json),
-        Command::Candidates { app, json } => candidates(root, app, json),
-        Command::Explain { app, release: which, json } => explain(root, app, which, json),
-        Command::Grant { app, all_asked, capabilities } => grant(root, app, all_asked, capabilities),
-        Command::Revoke { app, capabilities } => revoke(root, app, capabilities),
+        Command::Create { app, at } => releases::create(root, app, at),
+        Command::Wit { out } => releases::wit(out),
+        Command::Build { app, component, json } => releases::build(root, app, component, json),
+        Command::Candidates { app, json } => releases::candidates(root, app, json),
+        Command::Explain { app, release: which, json } => releases::explain(root, app, which, json),
+        Command::Grant { app, all_asked, capabilities } => grants::grant(root, app, all_asked, capabilities),
+        Command::Revoke { app, capabilities } => grants::revoke(root, app, capabilities),
         Command::Secret { action } => secrets::secret(root, action),
-        Command::Activate { app, release, json } => activate(root, app, release, json),
-        Command::Call { app, route, json_input, preview } => call(root, app, route, json_input, preview),
-        Command::Preview { app, release } => preview(root, app, release),
-        Command::PreviewStop { app, release } => preview_stop(root, app, release),
-        Command::Rollback { app, downgrade, restore, yes, json } => rollback(root, app, downgrade, restore, yes, json),
-        Command::Remove { app, confirm } => remove(root, app, confirm),
-        Command::Runs { app, limit, json } => runs(root, app, limit, json),
-        Command::Workflows { app, json } => workflows(root, app, json),
-        Command::Workflow { action, app, name } => workflow(root, action, app, name),
-        Command::Open => open(root),
-        Command::Serve { app } => serve(root, app),
-        Command::Status { json } => status(root, json),
-        Command::Stop => stop(root),
-        Command::Mcp { app, engineer } => mcp(root, app, engineer),
-        Command::Standing { action, json } => standing(root, action, json),
+        Command::Activate { app, release, json } => releases::activate(root, app, release, json),
+        Command::Call { app, route, json_input, preview } => calls::call(root, app, route, json_input, preview),
+        Command::Preview { app, release } => releases::preview(root, app, release),
+        Command::PreviewStop { app, release } => releases::preview_stop(root, app, release),
+        Command::Rollback { app, downgrade, restore, yes, json } => {
+            releases::rollback(root, app, downgrade, restore, yes, json)
+        }
+        Command::Remove { app, confirm } => releases::remove(root, app, confirm),
+        Command::Runs { app, limit, json } => calls::runs(root, app, limit, json),
+        Command::Workflows { app, json } => calls::workflows(root, app, json),
+        Command::Workflow { action, app, name } => calls::workflow(root, action, app, name),
+        Command::Open => launcher::open(root),
+        Command::Serve { app } => launcher::serve(root, app),
+        Command::Status { json } => launcher::status(root, json),
+        Command::Stop => launcher::stop(root),
+        Command::Mcp { app, engineer } => launcher::mcp(root, app, engineer),
+        Command::Standing { action, json } => grants::standing(root, action, json),
         Command::Plans { app, json } => plans::list(root, app, json),
         Command::Plan { action, app, plan } => plans::act(root, action, app, plan),
         Command::Key { action, name, json } => packages::key(action, name, json),
@@ -613,495 +625,18 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Restore { file, as_id, json } => housekeeping::restore(root, file, as_id, json),
         Command::Space { app, json } => housekeeping::space(root, app, json),
         Command::Apps { json } => housekeeping::apps(root, json),
-        Command::Prune { app, dry_run, keep, trash, yes } => {
-            housekeeping::prune(root, app, dry_run, crate::housekeeping::Options { keep, trash }, yes)
+        Command::Prune { app, dry_run, keep, trash, builds, yes } => {
+            housekeeping::prune(root, app, dry_run, crate::housekeeping::Options { keep, trash, builds }, yes)
         }
         Command::Logs { app, follow, json, since, lines } => housekeeping::logs(root, app, follow, json, since, lines),
         Command::Demo => demo::run(&root).map_err(|e| Failure { code: 1, message: format!("{e:#}") }),
     }
 }
 
-/// `autoapp create`.
-fn create(root: Root, app: String, at: Option<PathBuf>) -> Result<(), Failure> {
-    let id = app_id(&app)?;
-    let c = template::create(&Caller::command_line(), &root, &id, at.as_deref())?;
-    if c.adopted {
-        say!("registered {} with its existing workspace {}", c.app, c.workspace.display());
-    } else {
-        say!("created {} in {}", c.app, c.workspace.display());
-    }
-    say!("next: edit it, then `autoapp build {}`", c.app);
-    Ok(())
-}
-
-/// `autoapp wit`.
-fn wit(out: PathBuf) -> Result<(), Failure> {
-    let files = template::write_wit(&out)?;
-    say!("wrote {} files of {} to {}", files.len(), crate::bindings::WIT_PACKAGE, out.display());
-    Ok(())
-}
-
-/// `autoapp build`.
-fn build(root: Root, app: String, component: Option<PathBuf>, json: bool) -> Result<(), Failure> {
-    let id = app_id(&app)?;
-    let apps = open_apps(&root)?;
-    // Ctrl+C reaches the build's supervisor, which stops the whole build.
-    let stop = crate::build::Stop::default();
-    let from = match component.as_deref() {
-        Some(file) => crate::build::Source::Component(file),
-        None => {
-            crate::build::Source::Cargo { target_dir: None, by: crate::build::By::Person, also_read: &[], stop: &stop }
-        }
-    };
-    let built = build_app(&apps, &id, from)?;
-    if json {
-        print_json(&serde_json::json!({
-            "app": built.info.app, "release": built.info.id, "version": built.info.version,
-            "new": built.new, "source": built.info.source,
-        }))
-    } else {
-        let what = if built.new { "built" } else { "already built (identical inputs)" };
-        say!("{id} {} {what}: candidate {}", built.info.version, built.info.id);
-        say!("activate it with `autoapp activate {id} {}`", short(&built.info.id));
-        Ok(())
-    }
-}
-
-/// `autoapp candidates`.
-fn candidates(root: Root, app: String, json: bool) -> Result<(), Failure> {
-    let id = app_id(&app)?;
-    let paths = root.app(&id);
-    if !paths.exists() {
-        return fail(crate::error::no_such_app(&id));
-    }
-    let active = release::active(&paths)?;
-    let all = release::list(&paths)?;
-    let candidates: Vec<&release::ReleaseInfo> = all.iter().filter(|r| Some(&r.id) != active.as_ref()).collect();
-    let source = crate::packages::source_of(&paths, &all, active.as_ref());
-    if json {
-        let active = all.iter().find(|r| Some(&r.id) == active.as_ref());
-        return print_json(&serde_json::json!({ "active": active, "candidates": candidates, "source": source }));
-    }
-    match all.iter().find(|r| Some(&r.id) == active.as_ref()) {
-        Some(a) => say!("active: {} {} (built {})", short(&a.id), a.version, a.created_at),
-        None => say!("active: none"),
-    }
-    if let Some(p) = source.publisher {
-        say!("publisher: {}, pinned at its first signed install", crate::packages::sign::who(&p.fingerprint, &p.name));
-    }
-    if candidates.is_empty() {
-        say!("no candidates; `autoapp build {id}` makes one");
-    } else {
-        say!("{:<14} {:<10} {:<28} source", "candidate", "version", "built");
-        for r in candidates {
-            say!("{:<14} {:<10} {:<28} {}", short(&r.id), r.version, r.created_at, r.source);
-        }
-    }
-    Ok(())
-}
-
-/// `autoapp explain`.
-fn explain(root: Root, app: String, which: Option<String>, json: bool) -> Result<(), Failure> {
-    let id = app_id(&app)?;
-    let paths = root.app(&id);
-    if !paths.exists() {
-        return fail(crate::error::no_such_app(&id));
-    }
-    let rid = match which {
-        Some(p) => release::resolve(&paths, &p)?,
-        None => match release::list(&paths)?.pop() {
-            Some(r) => r.id,
-            None => {
-                return fail(format!("{id} has no release yet; build one with `autoapp build {id}`"));
-            }
-        },
-    };
-    let e = crate::explain::explain(&paths, &rid)?;
-    // What the kernel can enforce on a spawned program, when the release runs any.
-    // The same answer the runtime gives (the kernel, and the
-    // configuration's `landlock` and `spawn_unconfined`).
-    let spawn = (!release::manifest(&paths, &rid)?.capabilities.spawn.is_empty())
-        .then(|| Config::load(root.dir()).map(|c| crate::caps::spawn::Containment::decide(&c).describe()))
-        .transpose()?;
-    if json {
-        let mut v = serde_json::to_value(&e).map_err(|e| e.to_string())?;
-        v["spawn_containment"] = serde_json::json!(spawn);
-        print_json(&v)
-    } else {
-        say_inline!("{}", crate::explain::render(&e));
-        if let Some(s) = spawn {
-            say!("\nspawned programs: {s}");
-        }
-        Ok(())
-    }
-}
-
-/// `autoapp grant`.
-fn grant(root: Root, app: String, all_asked: bool, capabilities: Vec<String>) -> Result<(), Failure> {
-    let id = app_id(&app)?;
-    let paths = root.app(&id);
-    let which = match (all_asked, capabilities.is_empty()) {
-        (true, _) => grants::Asked::All,
-        (false, false) => grants::Asked::Named(capabilities),
-        (false, true) => {
-            return Err(Failure {
-                code: 2,
-                message: "name the capabilities to grant (network:<origin>, files:<name>, spawn:<program>) or pass --all-asked".into(),
-            });
-        }
-    };
-    for line in grants::grant_newest(&Caller::command_line(), &paths, which)? {
-        say!("granted {line}");
-    }
-    Ok(())
-}
-
-/// `autoapp revoke`.
-fn revoke(root: Root, app: String, capabilities: Vec<String>) -> Result<(), Failure> {
-    let id = app_id(&app)?;
-    for line in grants::revoke(&Caller::command_line(), &root.app(&id), &capabilities)? {
-        say!("revoked {line}");
-    }
-    Ok(())
-}
-
-/// `autoapp activate`.
-fn activate(root: Root, app: String, release: String, json: bool) -> Result<(), Failure> {
-    let id = app_id(&app)?;
-    let apps = open_apps(&root)?;
-    if let Ok(rid) = release::resolve(&root.app(&id), &release) {
-        if let Ok(e) = crate::explain::explain(&root.app(&id), &rid) {
-            for w in e.warnings {
-                tell!("warning: {w}");
-            }
-        }
-        // A launcher running on this root loads the release before the
-        // switch: its first call after it pays nothing of that.
-        crate::control::prepare_in_running_launcher(&root, &id, &rid);
-    }
-    let a = apps.activate(&Caller::command_line(), &id, &release).map_err(|e| format!("{e:#}"))?;
-    if json {
-        print_json(&a)
-    } else {
-        say!("activated {} {} ({})", a.app, short(&a.release), a.migrations_said());
-        Ok(())
-    }
-}
-
-/// `autoapp call`.
-fn call(
-    root: Root,
-    app: String,
-    route: String,
-    json_input: Option<String>,
-    preview: Option<String>,
-) -> Result<(), Failure> {
-    let id = app_id(&app)?;
-    let apps = open_apps(&root)?;
-    let input = json_input.unwrap_or_else(|| "{}".to_string());
-    let target = match preview {
-        None => Target::Active,
-        Some(p) if p.is_empty() => Target::Preview(None),
-        Some(p) => Target::Preview(Some(p)),
-    };
-    let answer = block_on(apps.call_at(&Caller::command_line(), &id, &target, &route, &input))?;
-    print_json(&answer.output)
-}
-
-/// `autoapp preview`.
-fn preview(root: Root, app: String, release: Option<String>) -> Result<(), Failure> {
-    let id = app_id(&app)?;
-    let apps = open_apps(&root)?;
-    let (p, new) = apps.preview(&Caller::command_line(), &id, release.as_deref()).map_err(|e| format!("{e:#}"))?;
-    if new {
-        say!("previewing {id} {} on a copy of its data (external routes are refused)", short(&p.release));
-    } else {
-        say!("{id} {} is already being previewed (since {})", short(&p.release), p.started_at);
-    }
-    say!("call it with `autoapp call {id} ROUTE --preview`; stop it with `autoapp preview-stop {id}`");
-    Ok(())
-}
-
-/// `autoapp preview-stop`.
-fn preview_stop(root: Root, app: String, release: Option<String>) -> Result<(), Failure> {
-    let id = app_id(&app)?;
-    let apps = open_apps(&root)?;
-    for r in apps.preview_stop(&Caller::command_line(), &id, release.as_deref()).map_err(|e| format!("{e:#}"))? {
-        say!("stopped the preview of {id} {} and removed its copy of the data", short(&r));
-    }
-    Ok(())
-}
-
-/// `autoapp rollback`.
-fn rollback(
-    root: Root,
-    app: String,
-    downgrade: Option<String>,
-    restore: bool,
-    yes: bool,
-    json: bool,
-) -> Result<(), Failure> {
-    let id = app_id(&app)?;
-    // A rollback moves the data folder; a running launcher holds it open.
-    if let Some(f) = crate::control::running(&root)? {
-        return fail(format!(
-            "a launcher (pid {}) is serving this root and holds {id}'s data open; roll back from the panel, or stop the launcher with `autoapp stop` first",
-            f.pid
-        ));
-    }
-    let apps = open_apps(&root)?;
-    let how = match (downgrade, restore) {
-        (Some(r), _) => RollbackHow::Downgrade(r),
-        (None, true) => RollbackHow::Restore { yes },
-        (None, false) => RollbackHow::Plain,
-    };
-    let r = apps.rollback(&Caller::command_line(), &id, how).map_err(|e| format!("{e:#}"))?;
-    if json {
-        return print_json(&r);
-    }
-    say!("{id} is back on release {}", short(&r.release));
-    if let Some(aside) = r.set_aside {
-        say!("the data it replaced is kept in {}", root.app(&id).dir.join(aside).display());
-    }
-    Ok(())
-}
-
-/// `autoapp remove`.
-fn remove(root: Root, app: String, confirm: String) -> Result<(), Failure> {
-    let id = app_id(&app)?;
-    if confirm != app {
-        return fail(format!("to remove {id}, give its id again: `autoapp remove {id} --yes {id}`"));
-    }
-    let apps = open_apps(&root)?;
-    let to = apps.remove(&Caller::command_line(), &id).map_err(|e| format!("{e:#}"))?;
-    say!("moved {id} to {}", to.display());
-    Ok(())
-}
-
-/// `autoapp runs`.
-fn runs(root: Root, app: String, limit: usize, json: bool) -> Result<(), Failure> {
-    let id = app_id(&app)?;
-    let paths = root.app(&id);
-    if !paths.exists() {
-        return fail(crate::error::no_such_app(&id));
-    }
-    let rows = crate::gate::record::read(&paths.data(), limit)?;
-    if json {
-        return print_json(&rows);
-    }
-    if rows.is_empty() {
-        say!("no calls recorded for {id} yet");
-        return Ok(());
-    }
-    say!(
-        "{:<20} {:<8} {:<14} {:<16} {:<9} {:<10} {:<17} {:<8} {:>8}  {:<12} reason",
-        "time",
-        "channel",
-        "caller",
-        "route",
-        "effect",
-        "decision",
-        "answered by",
-        "outcome",
-        "ms",
-        "arguments"
-    );
-    for r in rows {
-        say!(
-            "{:<20} {:<8} {:<14} {:<16} {:<9} {:<10} {:<17} {:<8} {:>8.1}  {:<12} {}",
-            r.time,
-            r.channel,
-            r.caller.chars().take(14).collect::<String>(),
-            r.route,
-            r.effect,
-            r.decision,
-            r.answered_by,
-            r.outcome,
-            r.duration_ms,
-            r.arguments_hash.get(..12).unwrap_or("-"),
-            r.reason
-        );
-    }
-    Ok(())
-}
-
-/// `autoapp workflows`.
-fn workflows(root: Root, app: String, json: bool) -> Result<(), Failure> {
-    let id = app_id(&app)?;
-    let list = crate::workflows::status(&root, &id, chrono::Local::now()).map_err(|e| format!("{e:#}"))?;
-    if json {
-        return print_json(&list);
-    }
-    if list.is_empty() {
-        say!("the active release of {id} has no workflows ([[workflow]] in autoapp.toml)");
-        return Ok(());
-    }
-    for w in list {
-        let approval = match (w.needs_approval, w.approved) {
-            (false, _) => "runs without approval (a read)".to_string(),
-            (true, true) => "approved for this release".to_string(),
-            (true, false) => {
-                format!("not approved: each run asks (`autoapp workflow approve {id} {}`)", w.name)
-            }
-        };
-        say!("{}  route {} ({}), {}", w.name, w.route, w.effect, w.schedule);
-        say!("  next run: {}", w.next_run.as_deref().unwrap_or("never"));
-        match &w.last_run {
-            Some(l) => say!(
-                "  last run: {} {} {}{}",
-                l.time,
-                l.decision,
-                l.outcome,
-                if l.reason.is_empty() { String::new() } else { format!(" ({})", l.reason) }
-            ),
-            None => say!("  last run: none yet"),
-        }
-        say!("  {approval}");
-    }
-    Ok(())
-}
-
-/// `autoapp workflow`.
-fn workflow(root: Root, action: String, app: String, name: String) -> Result<(), Failure> {
-    let id = app_id(&app)?;
-    let message = match action.as_str() {
-        "approve" => crate::workflows::approve(&Caller::command_line(), &root, &id, &name),
-        _ => crate::workflows::revoke(&Caller::command_line(), &root, &id, &name),
-    }
-    .map_err(|e| format!("{e:#}"))?;
-    say!("{message}");
-    Ok(())
-}
-
-/// `autoapp open`.
-fn open(root: Root) -> Result<(), Failure> {
-    if crate::control::running(&root)?.is_some() {
-        let answer = block_on(async {
-            let mut c = crate::control::Client::connect(&root).await?;
-            c.request(&serde_json::json!({ "type": "panel" })).await
-        })
-        .map_err(|e| format!("{e:#}"))?;
-        if answer["ok"] != true {
-            return fail(answer["error"]["message"].as_str().unwrap_or("the launcher refused").to_string());
-        }
-        match answer["url"].as_str() {
-            Some(url) => say!("Autoapp is already running; open the panel: {url}"),
-            None => say!("Autoapp is already running; the panel was opened in your browser"),
-        }
-        return Ok(());
-    }
-    let config = Config::load(root.dir())?;
-    block_on(crate::launcher::run(root, config, None)).map_err(|e| format!("{e:#}"))?;
-    Ok(())
-}
-
-/// `autoapp serve`.
-fn serve(root: Root, app: String) -> Result<(), Failure> {
-    let id = app_id(&app)?;
-    if let Some(f) = crate::control::running(&root)? {
-        return fail(format!(
-            "a launcher (pid {}) is already running on this root and serves its apps; use `autoapp open`",
-            f.pid
-        ));
-    }
-    let config = Config::load(root.dir())?;
-    block_on(crate::launcher::run(root, config, Some(id))).map_err(|e| format!("{e:#}"))?;
-    Ok(())
-}
-
-/// `autoapp status`.
-fn status(root: Root, json: bool) -> Result<(), Failure> {
-    let answer = block_on(async {
-        let mut c = crate::control::Client::connect(&root).await?;
-        c.request(&serde_json::json!({ "type": "status" })).await
-    })
-    .map_err(|e| format!("{e:#}"))?;
-    if json {
-        return print_json(&answer);
-    }
-    let serving: Vec<&str> = answer["serving"].as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
-    say!(
-        "Autoapp is running: pid {}, since {}, serving {}",
-        answer["pid"],
-        answer["startedAt"].as_str().unwrap_or("?"),
-        if serving.is_empty() { "no app".to_string() } else { serving.join(", ") }
-    );
-    if let Some(spawn) = answer["spawnedPrograms"].as_str() {
-        say!("spawned programs: {spawn}");
-    }
-    if let Some(pages) = answer["pagesOpen"].as_u64() {
-        say!("pages open that can answer a question: {pages}");
-    }
-    Ok(())
-}
-
-/// `autoapp stop`.
-fn stop(root: Root) -> Result<(), Failure> {
-    let answer = block_on(async {
-        let mut c = crate::control::Client::connect(&root).await?;
-        c.request(&serde_json::json!({ "type": "stop" })).await
-    })
-    .map_err(|e| format!("{e:#}"))?;
-    if answer["ok"] != true {
-        return fail("the launcher refused to stop");
-    }
-    say!("the launcher is stopping");
-    Ok(())
-}
-
-/// `autoapp mcp`.
-fn mcp(root: Root, app: Option<String>, engineer: bool) -> Result<(), Failure> {
-    match (app, engineer) {
-        (None, true) => block_on(crate::mcp::serve_engineer(root)).map_err(|e| format!("{e:#}"))?,
-        (Some(app), false) => block_on(crate::mcp::serve(root, app_id(&app)?)).map_err(|e| format!("{e:#}"))?,
-        _ => {
-            return Err(Failure {
-                code: 2,
-                message: "give either an app (`autoapp mcp notes`) or --engineer, not both".into(),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// `autoapp standing on|off|status`.
-fn standing(root: Root, action: String, json: bool) -> Result<(), Failure> {
-    use crate::gate::standing;
-    if action != "status" {
-        standing::set(&root, &Caller::command_line(), action == "on").map_err(|e| format!("{e:#}"))?;
-    }
-    let since = standing::since(&standing::file(&root));
-    if json {
-        return print_json(&serde_json::json!({ "standing": since.is_some(), "since": since }));
-    }
-    match since {
-        Some(ms) => {
-            let when = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
-            say!(
-                "standing approval is on (since {}): the engineer's edits, builds and previews run without asking; `autoapp standing off` asks again",
-                humantime::format_rfc3339_seconds(when)
-            );
-        }
-        None => say!(
-            "standing approval is off: every edit, build and preview of the engineer asks you first; `autoapp standing on` lets it work without asking"
-        ),
-    }
-    Ok(())
-}
-
 /// The service over `root`, with its configuration.
 pub fn open_apps(root: &Root) -> Result<Apps, Failure> {
     let config = Config::load(root.dir())?;
     Ok(Apps::new(root.clone(), &config).map_err(|e| format!("{e:#}"))?)
-}
-
-/// Builds `id`, printing progress to stderr.
-fn build_app(apps: &Apps, id: &AppId, from: crate::build::Source<'_>) -> Result<crate::build::Built, Failure> {
-    tell!("building {id}");
-    crate::build::build(apps.root(), apps.runtime(), id, from, &progress).map_err(|e| match e {
-        crate::build::BuildError::Other(e) => Failure { code: 1, message: format!("{e:#}") },
-        e => Failure { code: 1, message: e.to_string() },
-    })
 }
 
 /// Runs a future on a runtime made for one command.

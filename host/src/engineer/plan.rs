@@ -96,6 +96,104 @@ fn shown(plan: &Plan) -> Value {
     v
 }
 
+/// A plan tool's input, read, and the app it is about (for its record row).
+fn parsed(tool: &str, args: &Value, plans: &crate::plans::Plans) -> anyhow::Result<(Option<AppId>, Input)> {
+    let named = |app: &str| AppId::parse(app).map_err(|e| kinded(ErrorKind::InvalidInput, e));
+    let of_plan = |id: u64| plans.get(id).ok().and_then(|p| AppId::parse(&p.app).ok());
+    Ok(match tool {
+        "plan_open" => {
+            let i: inputs::PlanOpen = parse(tool, args)?;
+            (Some(named(&i.app)?), Input::Open(i))
+        }
+        "plan_task" => {
+            let i: inputs::PlanTask = parse(tool, args)?;
+            (of_plan(i.plan), Input::Task(i))
+        }
+        "plan_submit" => {
+            let i: inputs::PlanRef = parse(tool, args)?;
+            (of_plan(i.plan), Input::Submit(i))
+        }
+        "plan_read" => {
+            let i: inputs::PlanRead = parse(tool, args)?;
+            let app = match (&i.app, i.plan) {
+                (Some(a), _) => Some(named(a)?),
+                (None, Some(id)) => of_plan(id),
+                (None, None) => {
+                    return Err(kinded(ErrorKind::InvalidInput, "plan_read: name an `app` or a `plan`"));
+                }
+            };
+            (app, Input::Read(i))
+        }
+        "plan_task_done" => {
+            let i: inputs::PlanTaskDone = parse(tool, args)?;
+            (of_plan(i.plan), Input::Done(i))
+        }
+        _ => {
+            let i: inputs::PlanFinish = parse(tool, args)?;
+            (of_plan(i.plan), Input::Finish(i))
+        }
+    })
+}
+
+/// Does what a plan tool (other than `plan_start`) asks, off the runtime's
+/// threads: `on` is the app it is about, `author` the agent's connection.
+fn answered(
+    apps: &crate::apps::Apps,
+    plans: &crate::plans::Plans,
+    on: Option<AppId>,
+    c: &Caller,
+    author: Option<&crate::gate::Connection>,
+    input: Input,
+) -> anyhow::Result<Answer> {
+    let by = || {
+        author.ok_or_else(|| {
+            kinded(ErrorKind::InvalidInput, "a plan belongs to its agent's connection; this caller has none")
+        })
+    };
+    Ok(match input {
+        Input::Open(i) => {
+            let app = on.expect("plan_open names its app");
+            let touches = touches(apps, &app, i.touches.as_ref())?;
+            let summary = i.summary.as_deref().unwrap_or("");
+            let plan = plans.open(&app, by()?.clone(), c.label(), &i.request, summary, touches)?;
+            let missing = plan.touches.iter().filter(|t| !t.exists).count();
+            let note = if missing == 0 {
+                String::new()
+            } else {
+                format!(
+                    " {missing} of the things it touches do not exist in {app} now; the person will see them marked."
+                )
+            };
+            json!({ "message": format!("opened plan {} of {app} (a draft). Add tasks with plan_task, then plan_submit.{note}", plan.id), "plan": shown(&plan) })
+        }
+        Input::Task(i) => {
+            let plan = plans.add_task(i.plan, by()?, &i.title, i.detail.as_deref().unwrap_or(""))?;
+            json!({ "message": format!("plan {} has {} task(s)", plan.id, plan.tasks.len()), "plan": shown(&plan) })
+        }
+        Input::Submit(i) => {
+            let plan = plans.submit(i.plan, by()?)?;
+            json!({ "message": format!("submitted plan {} to the person; ask them to start it with plan_start. Until they answer, changes of {} are refused", plan.id, plan.app), "plan": shown(&plan) })
+        }
+        Input::Read(i) => match (on, i.plan) {
+            (_, Some(id)) => json!({ "plan": shown(&plans.get(id)?) }),
+            (Some(app), None) => {
+                let list: Vec<Value> = plans.list(&app, PLANS_READ)?.iter().map(shown).collect();
+                json!({ "plans": list })
+            }
+            (None, None) => unreachable!("refused above"),
+        },
+        Input::Done(i) => {
+            let plan = plans.task_done(i.plan, c.connection(), i.task, i.note.as_deref().unwrap_or(""))?;
+            let left = plan.tasks.iter().filter(|t| !t.done).count();
+            json!({ "message": format!("task {} of plan {} is done; {left} left", i.task, plan.id), "plan": shown(&plan) })
+        }
+        Input::Finish(i) => {
+            let plan = plans.finish(i.plan, c, &i.outcome)?;
+            json!({ "message": format!("finished plan {}; the next change of {} asks the person again", plan.id, plan.app), "plan": shown(&plan) })
+        }
+    })
+}
+
 impl Engineer {
     /// Runs one of the tools of [`specs`].
     pub(super) async fn plan_tool(
@@ -109,43 +207,7 @@ impl Engineer {
             return self.plan_start(caller, spec, &args, progress).await;
         }
         let plans = self.apps.plans().clone();
-        let tool = spec.name;
-        // The app the tool is about, for its record row.
-        let named = |app: &str| AppId::parse(app).map_err(|e| kinded(ErrorKind::InvalidInput, e));
-        let of_plan = |id: u64| plans.get(id).ok().and_then(|p| AppId::parse(&p.app).ok());
-        let (app, input) = match tool {
-            "plan_open" => {
-                let i: inputs::PlanOpen = parse(tool, &args)?;
-                (Some(named(&i.app)?), Input::Open(i))
-            }
-            "plan_task" => {
-                let i: inputs::PlanTask = parse(tool, &args)?;
-                (of_plan(i.plan), Input::Task(i))
-            }
-            "plan_submit" => {
-                let i: inputs::PlanRef = parse(tool, &args)?;
-                (of_plan(i.plan), Input::Submit(i))
-            }
-            "plan_read" => {
-                let i: inputs::PlanRead = parse(tool, &args)?;
-                let app = match (&i.app, i.plan) {
-                    (Some(a), _) => Some(named(a)?),
-                    (None, Some(id)) => of_plan(id),
-                    (None, None) => {
-                        return Err(kinded(ErrorKind::InvalidInput, "plan_read: name an `app` or a `plan`"));
-                    }
-                };
-                (app, Input::Read(i))
-            }
-            "plan_task_done" => {
-                let i: inputs::PlanTaskDone = parse(tool, &args)?;
-                (of_plan(i.plan), Input::Done(i))
-            }
-            _ => {
-                let i: inputs::PlanFinish = parse(tool, &args)?;
-                (of_plan(i.plan), Input::Finish(i))
-            }
-        };
+        let (app, input) = parsed(spec.name, &args, &plans)?;
         if let Some(app) = &app
             && !self.apps.root().app(app).exists()
         {
@@ -153,50 +215,7 @@ impl Engineer {
         }
         let (apps, on, c) = (self.apps.clone(), app.clone(), caller.clone());
         let author = caller.connection().cloned();
-        let result = blocking(move || -> anyhow::Result<Answer> {
-            let by = || author.as_ref().ok_or_else(|| kinded(ErrorKind::InvalidInput, "a plan belongs to its agent's connection; this caller has none"));
-            Ok(match input {
-                Input::Open(i) => {
-                    let app = on.expect("plan_open names its app");
-                    let touches = touches(&apps, &app, i.touches.as_ref())?;
-                    let summary = i.summary.as_deref().unwrap_or("");
-                    let plan = plans.open(&app, by()?.clone(), c.label(), &i.request, summary, touches)?;
-                    let missing = plan.touches.iter().filter(|t| !t.exists).count();
-                    let note = if missing == 0 {
-                        String::new()
-                    } else {
-                        format!(" {missing} of the things it touches do not exist in {app} now; the person will see them marked.")
-                    };
-                    json!({ "message": format!("opened plan {} of {app} (a draft). Add tasks with plan_task, then plan_submit.{note}", plan.id), "plan": shown(&plan) })
-                }
-                Input::Task(i) => {
-                    let plan = plans.add_task(i.plan, by()?, &i.title, i.detail.as_deref().unwrap_or(""))?;
-                    json!({ "message": format!("plan {} has {} task(s)", plan.id, plan.tasks.len()), "plan": shown(&plan) })
-                }
-                Input::Submit(i) => {
-                    let plan = plans.submit(i.plan, by()?)?;
-                    json!({ "message": format!("submitted plan {} to the person; ask them to start it with plan_start. Until they answer, changes of {} are refused", plan.id, plan.app), "plan": shown(&plan) })
-                }
-                Input::Read(i) => match (on, i.plan) {
-                    (_, Some(id)) => json!({ "plan": shown(&plans.get(id)?) }),
-                    (Some(app), None) => {
-                        let list: Vec<Value> = plans.list(&app, PLANS_READ)?.iter().map(shown).collect();
-                        json!({ "plans": list })
-                    }
-                    (None, None) => unreachable!("refused above"),
-                },
-                Input::Done(i) => {
-                    let plan = plans.task_done(i.plan, c.connection(), i.task, i.note.as_deref().unwrap_or(""))?;
-                    let left = plan.tasks.iter().filter(|t| !t.done).count();
-                    json!({ "message": format!("task {} of plan {} is done; {left} left", i.task, plan.id), "plan": shown(&plan) })
-                }
-                Input::Finish(i) => {
-                    let plan = plans.finish(i.plan, &c, &i.outcome)?;
-                    json!({ "message": format!("finished plan {}; the next change of {} asks the person again", plan.id, plan.app), "plan": shown(&plan) })
-                }
-            })
-        })
-        .await;
+        let result = blocking(move || answered(&apps, &plans, on, &c, author.as_ref(), input)).await;
         if let Some(app) = &app {
             self.ran(caller, spec, app, "plan", None, &args, &result).await;
             if result.is_ok() && spec.name != "plan_read" {

@@ -451,6 +451,10 @@ pub enum AnswerError {
     Mismatch(&'static str),
 }
 
+/// What the gate answered a call: a decision and who answered, or a
+/// refusal with its reason.
+type Answer = Result<(Decision, AnsweredBy), (Decision, AnsweredBy, String)>;
+
 /// The gate of one launcher process.
 pub struct Gate {
     state: Mutex<State>,
@@ -490,85 +494,60 @@ impl Gate {
         let request_id = new_request_id();
         let canonical = canonical_json(knock.input);
         let arguments_hash = hash_of_canonical(&canonical);
-        let refuse = |decision: Decision, answered_by: AnsweredBy, reason: String| Refusal {
-            decision,
-            answered_by,
-            reason,
-            request_id: request_id.clone(),
-            arguments_hash: arguments_hash.clone(),
+        let answer = match self.answered_at_the_door(&knock) {
+            Some(answer) => answer,
+            None => self.ask(&knock, &request_id, &arguments_hash).await,
         };
-        let rule = rule(knock.caller.channel(), knock.effect, knock.preview);
-        let stood_in = match rule {
-            Rule::Ask => self.stand_ins.iter().find_map(|s| s.answers(&knock)),
-            _ => None,
-        };
-        match rule {
+        match answer {
+            Ok((decision, answered_by)) => {
+                Ok(Pass { decision, answered_by, request_id, arguments_hash, input: canonical })
+            }
+            Err((decision, answered_by, reason)) => {
+                Err(Refusal { decision, answered_by, reason, request_id, arguments_hash })
+            }
+        }
+    }
+
+    /// The answer the rule gives without asking the person, if it gives one:
+    /// allowed, refused, a workflow the person approved for this release
+    /// ahead of time, or a stand-in's yes. `None`: the person is asked.
+    fn answered_at_the_door(&self, knock: &Knock<'_>) -> Option<Answer> {
+        match rule(knock.caller.channel(), knock.effect, knock.preview) {
             Rule::Allow => {
                 // Nobody is asked; a call the person made is the person's own.
                 let answered_by =
                     if knock.caller.channel() == Channel::User { AnsweredBy::Person } else { AnsweredBy::Nobody };
-                return Ok(Pass {
-                    decision: Decision::Allowed,
-                    answered_by,
-                    request_id: request_id.clone(),
-                    arguments_hash: arguments_hash.clone(),
-                    input: canonical,
-                });
+                Some(Ok((Decision::Allowed, answered_by)))
             }
-            Rule::Refuse(why) => return Err(refuse(Decision::Refused, AnsweredBy::Nobody, why)),
+            Rule::Refuse(why) => Some(Err((Decision::Refused, AnsweredBy::Nobody, why))),
             Rule::Ask if knock.caller.channel() == Channel::Workflow && knock.approved_for == Some(knock.release) => {
                 // The person said yes to this workflow of this release ahead
                 // of time; the runner checked the route and the input hash.
-                return Ok(Pass {
-                    decision: Decision::Confirmed,
-                    answered_by: AnsweredBy::Person,
-                    request_id: request_id.clone(),
-                    arguments_hash: arguments_hash.clone(),
-                    input: canonical,
-                });
+                Some(Ok((Decision::Confirmed, AnsweredBy::Person)))
             }
-            Rule::Ask if let Some(by) = stood_in => {
+            Rule::Ask => {
                 // A stand-in the person set answers yes, here, before any
                 // card: nothing waits, and the record says who answered.
+                let by = self.stand_ins.iter().find_map(|s| s.answers(knock))?;
                 tracing::info!(app = %knock.app, "the {by} approved {} for {}", knock.route, knock.app);
-                return Ok(Pass {
-                    decision: Decision::Confirmed,
-                    answered_by: by,
-                    request_id: request_id.clone(),
-                    arguments_hash: arguments_hash.clone(),
-                    input: canonical,
-                });
+                Some(Ok((Decision::Confirmed, by)))
             }
-            Rule::Ask => {}
         }
-        let now = tokio::time::Instant::now();
-        let deadline = now + self.window;
-        let wall = SystemTime::now();
-        let question = Question {
-            request_id: request_id.clone(),
-            app_id: knock.app.to_string(),
-            release_id: knock.release.to_string(),
-            route: knock.route.to_string(),
-            effect: knock.effect,
-            arguments_hash: arguments_hash.clone(),
-            arguments: knock.input.clone(),
-            channel: knock.caller.channel(),
-            caller: knock.caller.label().to_string(),
-            asked_at: rfc3339(wall),
-            expires_at: rfc3339(wall + self.window),
-            seconds_left: self.window.as_secs(),
-            change: knock.change.map(str::to_string),
-            keys: knock.keys.to_vec(),
-            standing_covers: standing_covers(&knock),
-            deadline,
-        };
+    }
+
+    /// Asks the person (a question to every page of the app and the panel)
+    /// and waits for the answer, up to the approval window. Refused at once
+    /// when no page could be asked.
+    async fn ask(&self, knock: &Knock<'_>, request_id: &str, arguments_hash: &str) -> Answer {
+        let deadline = tokio::time::Instant::now() + self.window;
+        let question = self.question(knock, request_id, arguments_hash, deadline);
         let (tx, rx) = oneshot::channel();
         {
             let mut st = self.state.lock().expect("gate state");
             let attached = st.attached.get(&None).copied().unwrap_or(0) > 0
                 || st.attached.get(&Some(knock.app.clone())).copied().unwrap_or(0) > 0;
             if !attached {
-                return Err(refuse(
+                return Err((
                     Decision::Refused,
                     AnsweredBy::Nobody,
                     format!(
@@ -577,33 +556,25 @@ impl Gate {
                     ),
                 ));
             }
-            st.pending.insert(request_id.clone(), Waiting { question: question.clone(), reply: tx });
+            st.pending.insert(request_id.to_string(), Waiting { question: question.clone(), reply: tx });
         }
         let _ = self.events.send(GateEvent::Asked { question: Box::new(question) });
         // A call that stops waiting (its caller went away) takes its question along.
-        let cleanup = PendingGuard { gate: self, request_id: &request_id };
+        let cleanup = PendingGuard { gate: self, request_id };
         let reply = tokio::time::timeout_at(deadline, rx).await;
         drop(cleanup);
         let minutes = self.window.as_secs().div_ceil(60);
         match reply {
-            Ok(Ok(Reply::Yes)) => Ok(Pass {
-                decision: Decision::Confirmed,
-                answered_by: AnsweredBy::Person,
-                request_id: request_id.clone(),
-                arguments_hash: arguments_hash.clone(),
-                input: canonical,
-            }),
-            Ok(Ok(Reply::No)) => {
-                Err(refuse(Decision::Denied, AnsweredBy::Person, "the person declined this call".into()))
-            }
-            Ok(Ok(Reply::Mismatch(what))) => Err(refuse(
+            Ok(Ok(Reply::Yes)) => Ok((Decision::Confirmed, AnsweredBy::Person)),
+            Ok(Ok(Reply::No)) => Err((Decision::Denied, AnsweredBy::Person, "the person declined this call".into())),
+            Ok(Ok(Reply::Mismatch(what))) => Err((
                 Decision::Denied,
                 AnsweredBy::Person,
                 format!("the answer named another {what} than this call, which counts as a denial; ask again"),
             )),
             Ok(Err(_)) | Err(_) => {
-                self.forget(&request_id, "expired");
-                Err(refuse(
+                self.forget(request_id, "expired");
+                Err((
                     Decision::Denied,
                     AnsweredBy::Nobody,
                     format!(
@@ -612,6 +583,35 @@ impl Gate {
                     ),
                 ))
             }
+        }
+    }
+
+    /// The question the person reads for `knock`, open until `deadline`.
+    fn question(
+        &self,
+        knock: &Knock<'_>,
+        request_id: &str,
+        arguments_hash: &str,
+        deadline: tokio::time::Instant,
+    ) -> Question {
+        let wall = SystemTime::now();
+        Question {
+            request_id: request_id.to_string(),
+            app_id: knock.app.to_string(),
+            release_id: knock.release.to_string(),
+            route: knock.route.to_string(),
+            effect: knock.effect,
+            arguments_hash: arguments_hash.to_string(),
+            arguments: knock.input.clone(),
+            channel: knock.caller.channel(),
+            caller: knock.caller.label().to_string(),
+            asked_at: rfc3339(wall),
+            expires_at: rfc3339(wall + self.window),
+            seconds_left: self.window.as_secs(),
+            change: knock.change.map(str::to_string),
+            keys: knock.keys.to_vec(),
+            standing_covers: standing_covers(knock),
+            deadline,
         }
     }
 

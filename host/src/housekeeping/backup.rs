@@ -1,12 +1,5 @@
-//! `autoapp backup` and `autoapp restore`.
-//!
-//! A backup is one file: a tar archive compressed with zstd, whose first entry
-//! is `backup.json` (format, version, app, when, the active release, and every
-//! other entry's size and SHA-256), then `data/*.sqlite` (each a consistent
-//! copy made with SQLite's online backup while the app may be serving and
-//! writing), `release/…` (the active release's folder: component, manifest,
-//! migrations, release.json), `grants.json`, and `publisher.json` for an app
-//! installed from a signed package (the publisher its installs are pinned to).
+//! `autoapp backup`: one app's data, active release, grants and pinned
+//! publisher, written to one file whose format is `housekeeping::backup_file`'s.
 //!
 //! `housekeeping::restore` reads such a file back, as data from elsewhere.
 
@@ -17,56 +10,20 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
+use super::backup_file::{EXTENSION, Entry, FORMAT, GRANTS, MANIFEST, Manifest, PUBLISHER, VERSION};
+
 use crate::caps::store;
 use crate::error::{ErrorKind, kinded};
 use crate::gate::Caller;
 use crate::gate::record::recorded;
 use crate::manifest::AppId;
 use crate::release::{self, journal};
-use crate::root::{AppPaths, Root, sync_dir, write_atomic};
+use crate::root::{AppPaths, Root, rename_new, sync_dir, write_atomic};
 
-/// What `backup.json` calls the format.
-pub const FORMAT: &str = "autoapp-backup";
-/// The version this Autoapp writes and the newest it reads.
-pub const VERSION: u32 = 1;
-/// The file name's ending.
-pub const EXTENSION: &str = "autoapp-backup";
-
-pub(super) const MANIFEST: &str = "backup.json";
-pub(super) const GRANTS: &str = "grants.json";
-pub(super) const PUBLISHER: &str = crate::packages::install::PUBLISHER_FILE;
-/// The most `backup.json` may be.
-pub(super) const MAX_MANIFEST: u64 = 4 << 20;
 /// In a backup's copy folder: where its partial file is (for recovery).
 const PARTIAL_NOTE: &str = "partial";
 /// Where the app's last backup is said.
 const LAST_BACKUP: &str = "last-backup.json";
-
-/// `backup.json`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Manifest {
-    pub format: String,
-    pub version: u32,
-    /// The Autoapp that wrote it.
-    pub autoapp: String,
-    pub app: String,
-    /// The app the release is of, when not `app` (an app installed or
-    /// restored under another id, `--as`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub release_of: Option<String>,
-    pub taken_at: String,
-    /// The active release when it was taken.
-    pub release: String,
-    pub files: Vec<Entry>,
-}
-
-/// One file of a backup.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Entry {
-    pub path: String,
-    pub bytes: u64,
-    pub sha256: String,
-}
 
 /// What a backup did.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -141,41 +98,7 @@ fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>, progress: &dyn
         std::fs::create_dir_all(staging.join("data"))?;
         write_atomic(&staging.join(PARTIAL_NOTE), partial.to_string_lossy().as_bytes())?;
         let taken_at = humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string();
-        // The data first: each database as of one moment, while the app may write.
-        let mut files: Vec<(String, PathBuf)> = Vec::new();
-        let mut names: Vec<String> = std::fs::read_dir(paths.data())
-            .with_context(|| format!("cannot read {}", paths.data().display()))?
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".sqlite"))
-            .collect();
-        names.sort();
-        for name in names {
-            let copy = staging.join("data").join(&name);
-            store::back_up_file(&paths.data().join(&name), &copy)?;
-            let bytes = std::fs::metadata(&copy).map(|m| m.len()).unwrap_or(0);
-            progress(&format!("copied data/{name} ({})", super::said(bytes)));
-            files.push((format!("data/{name}"), copy));
-        }
-        journal::pause("backup:copied");
-        let dir = paths.release(&release);
-        for rel in release::files_of(&dir)? {
-            files.push((format!("release/{rel}"), dir.join(&rel)));
-        }
-        // A copy, so that what is hashed is what is written even if a grant changes meanwhile.
-        let grants = paths.dir.join(GRANTS);
-        if grants.is_file() {
-            let copy = staging.join(GRANTS);
-            std::fs::copy(&grants, &copy).context("cannot copy the grants")?;
-            files.push((GRANTS.to_string(), copy));
-        }
-        // The publisher pinned at the app's first install: a copy, for the same reason.
-        let pin = paths.dir.join(PUBLISHER);
-        if pin.is_file() {
-            let copy = staging.join(PUBLISHER);
-            std::fs::copy(&pin, &copy).context("cannot copy the pinned publisher")?;
-            files.push((PUBLISHER.to_string(), copy));
-        }
+        let files = gather(paths, &release, &staging, progress)?;
         let release_of = release::manifest(paths, &release)?.id.to_string();
         let mut entries = Vec::new();
         for (name, path) in &files {
@@ -192,40 +115,10 @@ fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>, progress: &dyn
             release: release.clone(),
             files: entries,
         };
-        let out = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&partial)
-            .with_context(|| format!("cannot create {}", partial.display()))?;
         progress(&format!("writing {}", file.display()));
-        let mut tar = tar::Builder::new(zstd::Encoder::new(out, 3)?);
-        let text = serde_json::to_vec_pretty(&manifest)?;
-        append(&mut tar, MANIFEST, &mut text.as_slice(), text.len() as u64)?;
-        for (name, path) in &files {
-            let f = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-            let len = f.metadata()?.len();
-            append(&mut tar, name, &mut f.take(len), len)?;
-        }
-        let out = tar.into_inner()?.finish()?;
-        out.sync_all()?;
-        drop(out);
+        write_archive(&partial, &manifest, &files)?;
         journal::fault("backup:written");
-        // Never over a file that appeared meanwhile; a name of ours moves on
-        // to the next number instead (two backups in one second).
-        let mut named = file.clone();
-        for n in 2.. {
-            match rename_new(&partial, &named) {
-                Ok(()) => break,
-                Err(e) if ours && e.raw_os_error() == Some(libc::EEXIST) && n < 100 => {
-                    let stem = file.file_stem().unwrap_or_default().to_string_lossy();
-                    named = file.with_file_name(format!("{stem}-{n}.{EXTENSION}"));
-                }
-                Err(e) => return Err(e).with_context(|| format!("cannot name the backup {}", named.display())),
-            }
-        }
-        if let Some(parent) = named.parent() {
-            sync_dir(parent)?;
-        }
+        let named = name_new(&partial, &file, ours)?;
         let bytes = std::fs::metadata(&named)?.len();
         Ok(BackedUp { app: app.to_string(), file: named, bytes, release: release.clone(), taken_at })
     })();
@@ -238,6 +131,90 @@ fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>, progress: &dyn
             "no backup of {app} was written, and nothing of it is left (when the disk is full: free some space, or choose another folder with --to)"
         ))
     })
+}
+
+/// What a backup holds, each with where its bytes are now: the data first
+/// (each database as of one moment, copied into `staging` while the app may
+/// write), the release's files, and copies of the grants and the pinned
+/// publisher (so that what is hashed is what is written even if a grant
+/// changes meanwhile).
+fn gather(
+    paths: &AppPaths,
+    release: &str,
+    staging: &Path,
+    progress: &dyn Fn(&str),
+) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let mut files: Vec<(String, PathBuf)> = Vec::new();
+    let mut names: Vec<String> = std::fs::read_dir(paths.data())
+        .with_context(|| format!("cannot read {}", paths.data().display()))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".sqlite"))
+        .collect();
+    names.sort();
+    for name in names {
+        let copy = staging.join("data").join(&name);
+        store::back_up_file(&paths.data().join(&name), &copy)?;
+        let bytes = std::fs::metadata(&copy).map(|m| m.len()).unwrap_or(0);
+        progress(&format!("copied data/{name} ({})", super::said(bytes)));
+        files.push((format!("data/{name}"), copy));
+    }
+    journal::pause("backup:copied");
+    let dir = paths.release(release);
+    for rel in release::files_of(&dir)? {
+        files.push((format!("release/{rel}"), dir.join(&rel)));
+    }
+    for (name, what) in [(GRANTS, "the grants"), (PUBLISHER, "the pinned publisher")] {
+        let kept = paths.dir.join(name);
+        if kept.is_file() {
+            let copy = staging.join(name);
+            std::fs::copy(&kept, &copy).with_context(|| format!("cannot copy {what}"))?;
+            files.push((name.to_string(), copy));
+        }
+    }
+    Ok(files)
+}
+
+/// Writes the archive to `partial` (a new file): `backup.json`, then each
+/// file in order, synced.
+fn write_archive(partial: &Path, manifest: &Manifest, files: &[(String, PathBuf)]) -> anyhow::Result<()> {
+    let out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(partial)
+        .with_context(|| format!("cannot create {}", partial.display()))?;
+    let mut tar = tar::Builder::new(zstd::Encoder::new(out, 3)?);
+    let text = serde_json::to_vec_pretty(manifest)?;
+    append(&mut tar, MANIFEST, &mut text.as_slice(), text.len() as u64)?;
+    for (name, path) in files {
+        let f = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let len = f.metadata()?.len();
+        append(&mut tar, name, &mut f.take(len), len)?;
+    }
+    let out = tar.into_inner()?.finish()?;
+    out.sync_all()?;
+    Ok(())
+}
+
+/// Gives the written `partial` its name `file`, never over a file that
+/// appeared meanwhile; a name of ours (`ours`) moves on to the next number
+/// instead (two backups in one second). Answers the name it got.
+fn name_new(partial: &Path, file: &Path, ours: bool) -> anyhow::Result<PathBuf> {
+    let mut named = file.to_path_buf();
+    for n in 2.. {
+        match rename_new(partial, &named) {
+            Ok(()) => break,
+            Err(e) if ours && e.raw_os_error() == Some(libc::EEXIST) && n < 100 => {
+                let stem = file.file_stem().unwrap_or_default().to_string_lossy();
+                named = file.with_file_name(format!("{stem}-{n}.{EXTENSION}"));
+            }
+            Err(e) => return Err(e).with_context(|| format!("cannot name the backup {}", named.display())),
+        }
+    }
+    if let Some(parent) = named.parent() {
+        sync_dir(parent)?;
+    }
+    Ok(named)
 }
 
 /// Where a backup goes: `to` (a new file), or a new file in the folder `to`
@@ -296,36 +273,10 @@ fn hash_file(path: &Path) -> anyhow::Result<(u64, String)> {
     Ok((bytes, hex::encode(h.finalize())))
 }
 
-/// Renames `from` to `to` unless `to` exists (atomically: never replaces).
-pub(super) fn rename_new(from: &Path, to: &Path) -> std::io::Result<()> {
-    let flags = rustix::fs::RenameFlags::NOREPLACE;
-    match rustix::fs::renameat_with(rustix::fs::CWD, from, rustix::fs::CWD, to, flags) {
-        Ok(()) => Ok(()),
-        // A filesystem without it (NFS, FUSE: a USB drive, sshfs): a hard
-        // link never replaces either; where links are not had, a look first.
-        Err(rustix::io::Errno::INVAL) => {
-            let exists = || std::io::Error::from_raw_os_error(libc::EEXIST);
-            if from.is_file() {
-                match std::fs::hard_link(from, to) {
-                    Ok(()) => return std::fs::remove_file(from),
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(exists()),
-                    Err(_) => {}
-                }
-            }
-            if std::fs::symlink_metadata(to).is_ok() {
-                return Err(exists());
-            }
-            std::fs::rename(from, to)
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Finishes what a crash left of backups and restores: a restore's staging
-/// folder or unrecorded app ([`super::restore::recover`]), a backup's copy
-/// of the data and its partial file. Answers one sentence per thing done.
-pub fn recover(root: &Root, caller: &Caller) -> anyhow::Result<Vec<String>> {
-    let mut said = super::restore::recover(root, caller)?;
+/// Finishes what a crash left of backups: a backup's copy of the data and
+/// its partial file. Answers one sentence per thing done.
+pub(super) fn recover(root: &Root) -> anyhow::Result<Vec<String>> {
+    let mut said = Vec::new();
     // Backups a kill interrupted: their copies of the data, and the partial file.
     let cache = root.dir().join("cache");
     for entry in std::fs::read_dir(&cache).into_iter().flatten().flatten() {

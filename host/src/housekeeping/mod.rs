@@ -6,6 +6,7 @@
 //! and each is recorded in the app's record.
 
 pub mod backup;
+pub mod backup_file;
 pub mod list;
 pub mod prune;
 pub mod restore;
@@ -20,6 +21,16 @@ pub use backup::{BackedUp, back_up};
 pub use prune::{Options, Plan};
 pub use restore::{Restored, restore};
 pub use space::Space;
+
+/// Finishes what a crash left of backups and restores: a restore's staging
+/// folder or unrecorded app ([`restore::recover`]), a backup's copy of the
+/// data and its partial file ([`backup::recover`]). Answers one sentence per
+/// thing done.
+pub fn recover(root: &Root, caller: &crate::gate::Caller) -> anyhow::Result<Vec<String>> {
+    let mut said = restore::recover(root, caller)?;
+    said.extend(backup::recover(root)?);
+    Ok(said)
+}
 
 /// Bytes under `path` (a file's length, or every file's below a folder;
 /// symbolic links are not followed). Something that cannot be read counts 0.

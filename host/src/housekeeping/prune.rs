@@ -7,7 +7,10 @@
 //! data; a release built, or data a rollback set aside, in the last day,
 //! unless `--keep N` says how many to keep. Removed: other `data-prev-*` snapshots, the data rollbacks set aside,
 //! other releases, their compiled code when no release in the root uses it,
-//! leftovers of interrupted copies and removals, and with `--trash` the trash.
+//! leftovers of interrupted copies and removals, with `--trash` the trash, and
+//! with `--builds` each workspace's build output (`<workspace>/target`, which
+//! no candidate needs and `autoapp build` makes again; kept while a build
+//! uses it).
 //!
 //! A prune is planned, shown, then done: under every app's lock the plan is
 //! made again and only what is in both the shown plan and the new one is
@@ -43,6 +46,8 @@ pub struct Options {
     pub keep: Option<usize>,
     /// Also empty the trash (of the app, or every entry).
     pub trash: bool,
+    /// Also remove each workspace's build output (`<workspace>/target`).
+    pub builds: bool,
 }
 
 /// One thing prune removes.
@@ -50,7 +55,7 @@ pub struct Options {
 pub struct Item {
     /// The app it belongs to; none for compiled code and the trash of removed apps.
     pub app: Option<String>,
-    /// `snapshot`, `set-aside`, `release`, `compiled`, `trash`, `leftover`.
+    /// `snapshot`, `set-aside`, `release`, `compiled`, `trash`, `build`, `leftover`.
     pub kind: String,
     pub path: PathBuf,
     pub bytes: u64,
@@ -186,29 +191,54 @@ fn plan_app(
     kept: &mut Vec<Kept>,
     removed_releases: &mut Vec<(String, release::ReleaseInfo)>,
 ) -> anyhow::Result<()> {
-    let app = paths.id.to_string();
-    let keep = |kept: &mut Vec<Kept>, kind: &str, name: &str, why: &str| {
-        kept.push(Kept { app: app.clone(), kind: kind.into(), name: name.into(), why: why.into() })
-    };
     let active = release::active(paths)?;
     let activation = journal::activation(paths)?.filter(|a| Some(&a.release) == active.as_ref());
-    let needed_snapshot = activation.as_ref().and_then(|a| a.snapshot.clone());
-    let needed_previous = activation.as_ref().and_then(|a| a.previous.clone());
-    // A preview's folder counts from its first byte: one being started has
-    // no preview.json yet.
-    let mut previewed: BTreeSet<String> = crate::lifecycle::previews(paths)?.into_iter().map(|p| p.release).collect();
-    for entry in std::fs::read_dir(paths.dir.join("previews")).into_iter().flatten().flatten() {
-        previewed.insert(entry.file_name().to_string_lossy().into_owned());
+    let needed = Needed {
+        active,
+        snapshot: activation.as_ref().and_then(|a| a.snapshot.clone()),
+        previous: activation.as_ref().and_then(|a| a.previous.clone()),
+    };
+    let mut found = Found { app: paths.id.to_string(), items, kept };
+    plan_data_parts(paths, opts, &needed, &mut found)?;
+    plan_releases(paths, opts, &needed, &mut found, removed_releases)?;
+    if opts.builds {
+        plan_builds(paths, &mut found)?;
     }
-    let applied = store::applied_in(&paths.data())?;
+    Ok(())
+}
 
-    // Snapshots, data set aside, and leftovers of the app's folder.
+/// What a rollback of the last activation needs, and the active release.
+struct Needed {
+    active: Option<String>,
+    snapshot: Option<String>,
+    previous: Option<String>,
+}
+
+/// What the plan of one app found so far: what goes, and what stays and why.
+struct Found<'a> {
+    app: String,
+    items: &'a mut Vec<Item>,
+    kept: &'a mut Vec<Kept>,
+}
+
+impl Found<'_> {
+    fn keep(&mut self, kind: &str, name: &str, why: &str) {
+        self.kept.push(Kept { app: self.app.clone(), kind: kind.into(), name: name.into(), why: why.into() });
+    }
+
+    fn item(&self, kind: &str, path: PathBuf, what: String) -> Item {
+        Item { app: Some(self.app.clone()), kind: kind.into(), bytes: bytes_under(&path), path, what }
+    }
+}
+
+/// Snapshots, data set aside, and leftovers of the app's folder.
+fn plan_data_parts(paths: &AppPaths, opts: Options, needed: &Needed, found: &mut Found<'_>) -> anyhow::Result<()> {
     let mut snapshots = Vec::new();
     for entry in std::fs::read_dir(&paths.dir)?.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let Some(part) = part_of(&name) else { continue };
-        if part == Part::Snapshot && needed_snapshot.as_deref() == Some(name.as_str()) {
-            keep(kept, "snapshot", &name, "a rollback of the last activation puts it back");
+        if part == Part::Snapshot && needed.snapshot.as_deref() == Some(name.as_str()) {
+            found.keep("snapshot", &name, "a rollback of the last activation puts it back");
             continue;
         }
         let (kind, what) = match part {
@@ -219,15 +249,9 @@ fn plan_app(
             Part::SetAside => ("set-aside", format!("{name}: the data a rollback set aside")),
             Part::Leftover => ("leftover", format!("{name}: left by an interrupted copy or removal")),
         };
-        let item = Item {
-            app: Some(app.clone()),
-            kind: kind.into(),
-            bytes: bytes_under(&entry.path()),
-            path: entry.path(),
-            what,
-        };
+        let item = found.item(kind, entry.path(), what);
         if part == Part::Leftover {
-            items.push(item);
+            found.items.push(item);
         } else {
             snapshots.push((name, item));
         }
@@ -237,23 +261,41 @@ fn plan_app(
     let now = SystemTime::now();
     for (n, (name, item)) in snapshots.into_iter().enumerate() {
         if opts.keep.is_some_and(|k| n < k) {
-            keep(kept, &item.kind, &name, "one of the newest you asked to keep (--keep)");
+            found.keep(&item.kind, &name, "one of the newest you asked to keep (--keep)");
         } else if opts.keep.is_none() && item.kind == "set-aside" && made_within(stamp_of(&name), now, RECENT) {
-            keep(kept, &item.kind, &name, "set aside in the last day (pass --keep N to choose how many to keep)");
+            found.keep(&item.kind, &name, "set aside in the last day (pass --keep N to choose how many to keep)");
         } else {
-            items.push(item);
+            found.items.push(item);
         }
     }
+    Ok(())
+}
 
-    // Releases, newest first.
+/// Releases, newest first, and the releases a crash left half written or
+/// half removed.
+fn plan_releases(
+    paths: &AppPaths,
+    opts: Options,
+    needed: &Needed,
+    found: &mut Found<'_>,
+    removed_releases: &mut Vec<(String, release::ReleaseInfo)>,
+) -> anyhow::Result<()> {
+    // A preview's folder counts from its first byte: one being started has
+    // no preview.json yet.
+    let mut previewed: BTreeSet<String> = crate::lifecycle::previews(paths)?.into_iter().map(|p| p.release).collect();
+    for entry in std::fs::read_dir(paths.dir.join("previews")).into_iter().flatten().flatten() {
+        previewed.insert(entry.file_name().to_string_lossy().into_owned());
+    }
+    let applied = store::applied_in(&paths.data())?;
     let mut releases = release::list(paths)?;
     releases.reverse();
+    let now = SystemTime::now();
     let mut removable = 0;
     for r in releases {
         let name = short(&r.id).to_string();
-        let why = if Some(&r.id) == active.as_ref() {
+        let why = if Some(&r.id) == needed.active.as_ref() {
             Some("the active release".to_string())
-        } else if needed_previous.as_deref() == Some(r.id.as_str()) {
+        } else if needed.previous.as_deref() == Some(r.id.as_str()) {
             Some("a rollback of the last activation goes back to it".to_string())
         } else if previewed.contains(&r.id) {
             Some("a preview of it is running".to_string())
@@ -268,36 +310,85 @@ fn plan_app(
             None
         };
         if let Some(why) = why {
-            keep(kept, "release", &name, &why);
+            found.keep("release", &name, &why);
             continue;
         }
-        let dir = paths.release(&r.id);
-        items.push(Item {
-            app: Some(app.clone()),
-            kind: "release".into(),
-            bytes: bytes_under(&dir),
-            path: dir,
-            what: format!("release {name} {} built {}", r.version, r.created_at),
-        });
-        removed_releases.push((app.clone(), r));
+        let item =
+            found.item("release", paths.release(&r.id), format!("release {name} {} built {}", r.version, r.created_at));
+        found.items.push(item);
+        removed_releases.push((found.app.clone(), r));
     }
-    // Releases a crash left half written or half removed.
     if let Ok(entries) = std::fs::read_dir(paths.releases()) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             // A build writing its release now names itself `.tmp-<id>-<pid>`.
             if (name.starts_with(".tmp-") && !super::in_use(&name)) || name.starts_with(".pruning-") {
-                items.push(Item {
-                    app: Some(app.clone()),
-                    kind: "leftover".into(),
-                    bytes: bytes_under(&entry.path()),
-                    path: entry.path(),
-                    what: format!("releases/{name}: left by an interrupted build or removal"),
-                });
+                let item = found.item(
+                    "leftover",
+                    entry.path(),
+                    format!("releases/{name}: left by an interrupted build or removal"),
+                );
+                found.items.push(item);
             }
         }
     }
     Ok(())
+}
+
+/// With `--builds`: the workspace's own build output (`<workspace>/target`,
+/// what cargo writes). No candidate needs it — each release holds its own
+/// component — and `autoapp build` makes it again. Kept when cargo is using
+/// it now (a build holds one of its `.cargo-lock` files), and when it is a
+/// link rather than a folder (what it points to is not the workspace's).
+fn plan_builds(paths: &AppPaths, found: &mut Found<'_>) -> anyhow::Result<()> {
+    let Ok(ws) = crate::workspace::of(paths) else { return Ok(()) };
+    let target = ws.join("target");
+    match std::fs::symlink_metadata(&target) {
+        Ok(m) if m.is_dir() => {
+            if building_in(&target) {
+                found.keep("build", "target", "a build is using it now");
+            } else {
+                let item = found.item(
+                    "build",
+                    target.clone(),
+                    format!("{}: the workspace's build output; `autoapp build` makes it again", target.display()),
+                );
+                found.items.push(item);
+            }
+        }
+        Ok(_) => found.keep("build", "target", "the workspace's target is a link, not its own folder"),
+        Err(_) => {}
+    }
+    // A removal a crash interrupted.
+    let leftover = ws.join(".pruning-target");
+    if std::fs::symlink_metadata(&leftover).is_ok_and(|m| m.is_dir()) {
+        let item =
+            found.item("leftover", leftover, "the workspace's .pruning-target: left by an interrupted removal".into());
+        found.items.push(item);
+    }
+    Ok(())
+}
+
+/// Whether cargo holds a lock in the build folder `target` now: its
+/// `.cargo-lock` files (`target/<profile>/`, `target/<triple>/<profile>/`)
+/// are locked with `flock` while a build runs.
+fn building_in(target: &Path) -> bool {
+    let mut stack = vec![(target.to_path_buf(), 0)];
+    while let Some((dir, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else { continue };
+            if kind.is_dir() && depth < 2 {
+                stack.push((entry.path(), depth + 1));
+            } else if kind.is_file() && entry.file_name() == ".cargo-lock" {
+                let Ok(file) = std::fs::File::open(entry.path()) else { continue };
+                if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+                    return true;
+                }
+            }
+        }
+    }
+    false
 }
 
 fn stamp_of(name: &str) -> &str {
@@ -372,7 +463,7 @@ pub fn run(root: &Root, caller: &Caller, app: Option<&AppId>, opts: Options, sho
             Some((_, e)) => Err(anyhow::anyhow!("{summary}, then stopped: {e:#}")),
             None => Ok(()),
         };
-        let arguments = serde_json::json!({ "keep": opts.keep, "trash": opts.trash });
+        let arguments = serde_json::json!({ "keep": opts.keep, "trash": opts.trash, "builds": opts.builds });
         let active = release::active(&root.app(id)).ok().flatten().unwrap_or_default();
         let _ = recorded(&root.app(id), caller, "prune", arguments, outcome, |_| (active, summary.clone()));
     }
@@ -392,6 +483,7 @@ pub fn counted(items: &[&Item]) -> String {
         ("release", "release", "releases"),
         ("compiled", "compiled file", "compiled files"),
         ("trash", "trash entry", "trash entries"),
+        ("build", "workspace build folder", "workspace build folders"),
         ("leftover", "leftover", "leftovers"),
     ] {
         let n = items.iter().filter(|i| i.kind == kind).count();
@@ -458,7 +550,7 @@ mod tests {
             std::fs::create_dir_all(app.dir.join(s)).unwrap();
         }
         std::fs::write(app.dir.join("grants.json"), "{}").unwrap();
-        let opts = Options { keep: None, trash: false };
+        let opts = Options { keep: None, trash: false, builds: false };
         let fresh = plan(&root, Some(&id), opts).unwrap();
         assert_eq!(fresh.items.len(), 2, "{:?}", fresh.items);
         let shown_one = fresh.items.iter().find(|i| i.path.ends_with("data-prev-20200101T000000Z")).unwrap().clone();

@@ -44,7 +44,7 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use super::backup::{Entry, FORMAT, GRANTS, MANIFEST, MAX_MANIFEST, Manifest, PUBLISHER, VERSION, rename_new};
+use super::backup_file::{Entry, FORMAT, GRANTS, MANIFEST, MAX_MANIFEST, Manifest, PUBLISHER, VERSION};
 use crate::caps::store;
 use crate::elsewhere::{self, Expected, archive, named};
 use crate::error::{ErrorKind, kinded};
@@ -53,7 +53,7 @@ use crate::gate::record::{RUNS_FILE, recorded};
 use crate::grants::Grants;
 use crate::manifest::{AppId, MANIFEST_FILE};
 use crate::release::{self, COMPONENT_FILE, Migration, ReleaseInputs, journal, short};
-use crate::root::{AppPaths, Root, sync_dir, write_atomic};
+use crate::root::{AppPaths, Root, rename_new, sync_dir, write_atomic};
 use crate::runtime::Runtime;
 
 /// The marker a restored app holds until its row is written.

@@ -883,6 +883,8 @@ struct PruneBody {
     keep: Option<usize>,
     #[serde(default)]
     trash: bool,
+    #[serde(default)]
+    builds: bool,
     /// Absent: only the list (a dry run). Present: the app's id typed again,
     /// with the list the person read (`plan`): only what is in it and still
     /// removable is removed.
@@ -896,7 +898,7 @@ async fn prune(State(ctx): State<Ctx>, axum::Json(b): axum::Json<PruneBody>) -> 
         Ok(i) => i,
         Err(e) => return error(ErrorKind::InvalidInput, e),
     };
-    let opts = crate::housekeeping::Options { keep: b.keep, trash: b.trash };
+    let opts = crate::housekeeping::Options { keep: b.keep, trash: b.trash, builds: b.builds };
     let apps = ctx.launcher.apps.clone();
     let confirm = b.confirm.clone();
     let shown = b.plan;

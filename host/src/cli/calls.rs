@@ -1,0 +1,122 @@
+//! `autoapp call`, `runs`, `workflows` and `workflow`: an app's routes
+//! called from the command line, and what its record and its workflows say.
+
+use super::{Failure, app_id, block_on, fail, open_apps, print_json};
+use crate::apps::Target;
+use crate::gate::Caller;
+use crate::root::Root;
+
+/// `autoapp call`.
+pub(super) fn call(
+    root: Root,
+    app: String,
+    route: String,
+    json_input: Option<String>,
+    preview: Option<String>,
+) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    let apps = open_apps(&root)?;
+    let input = json_input.unwrap_or_else(|| "{}".to_string());
+    let target = match preview {
+        None => Target::Active,
+        Some(p) if p.is_empty() => Target::Preview(None),
+        Some(p) => Target::Preview(Some(p)),
+    };
+    let answer = block_on(apps.call_at(&Caller::command_line(), &id, &target, &route, &input))?;
+    print_json(&answer.output)
+}
+
+/// `autoapp runs`.
+pub(super) fn runs(root: Root, app: String, limit: usize, json: bool) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    let paths = root.app(&id);
+    if !paths.exists() {
+        return fail(crate::error::no_such_app(&id));
+    }
+    let rows = crate::gate::record::read(&paths.data(), limit)?;
+    if json {
+        return print_json(&rows);
+    }
+    if rows.is_empty() {
+        say!("no calls recorded for {id} yet");
+        return Ok(());
+    }
+    say!(
+        "{:<20} {:<8} {:<14} {:<16} {:<9} {:<10} {:<17} {:<8} {:>8}  {:<12} reason",
+        "time",
+        "channel",
+        "caller",
+        "route",
+        "effect",
+        "decision",
+        "answered by",
+        "outcome",
+        "ms",
+        "arguments"
+    );
+    for r in rows {
+        say!(
+            "{:<20} {:<8} {:<14} {:<16} {:<9} {:<10} {:<17} {:<8} {:>8.1}  {:<12} {}",
+            r.time,
+            r.channel,
+            r.caller.chars().take(14).collect::<String>(),
+            r.route,
+            r.effect,
+            r.decision,
+            r.answered_by,
+            r.outcome,
+            r.duration_ms,
+            r.arguments_hash.get(..12).unwrap_or("-"),
+            r.reason
+        );
+    }
+    Ok(())
+}
+
+/// `autoapp workflows`.
+pub(super) fn workflows(root: Root, app: String, json: bool) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    let list = crate::workflows::status(&root, &id, chrono::Local::now()).map_err(|e| format!("{e:#}"))?;
+    if json {
+        return print_json(&list);
+    }
+    if list.is_empty() {
+        say!("the active release of {id} has no workflows ([[workflow]] in autoapp.toml)");
+        return Ok(());
+    }
+    for w in list {
+        let approval = match (w.needs_approval, w.approved) {
+            (false, _) => "runs without approval (a read)".to_string(),
+            (true, true) => "approved for this release".to_string(),
+            (true, false) => {
+                format!("not approved: each run asks (`autoapp workflow approve {id} {}`)", w.name)
+            }
+        };
+        say!("{}  route {} ({}), {}", w.name, w.route, w.effect, w.schedule);
+        say!("  next run: {}", w.next_run.as_deref().unwrap_or("never"));
+        match &w.last_run {
+            Some(l) => say!(
+                "  last run: {} {} {}{}",
+                l.time,
+                l.decision,
+                l.outcome,
+                if l.reason.is_empty() { String::new() } else { format!(" ({})", l.reason) }
+            ),
+            None => say!("  last run: none yet"),
+        }
+        say!("  {approval}");
+    }
+    Ok(())
+}
+
+/// `autoapp workflow`.
+pub(super) fn workflow(root: Root, action: String, app: String, name: String) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    let message = match action.as_str() {
+        "approve" => crate::workflows::approve(&Caller::command_line(), &root, &id, &name),
+        _ => crate::workflows::revoke(&Caller::command_line(), &root, &id, &name),
+    }
+    .map_err(|e| format!("{e:#}"))?;
+    say!("{message}");
+    Ok(())
+}
