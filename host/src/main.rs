@@ -5,7 +5,7 @@
 // too) without handing memory back and forth to the kernel, as the C
 // library's allocator did. Its `no_thp` feature keeps it from asking for
 // transparent huge pages: with them, 100 idle apps held 636 MiB instead of
-// 94 (docs/performance.md, "One allocator for the whole process").
+// 94 (docs/performance-history.md, "One allocator for the whole process").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
