@@ -703,11 +703,18 @@ fn prune_builds_removes_a_workspaces_build_output_only_when_asked_and_no_build_h
     assert!(said.contains("nothing to remove"), "{said}");
     assert!(out_dir.join("hello.wasm").exists());
 
+    // `space` names `--builds` once a workspace is mostly build output (a
+    // sparse file: its length, not the disk).
+    let hint = "`autoapp prune --builds --dry-run`";
+    assert!(!root.ok(&["space", "hello"]).contains(hint));
+    std::fs::File::create(out_dir.join("deps.rlib")).unwrap().set_len(60_000_000).unwrap();
+    assert!(root.ok(&["space", "hello"]).contains(hint));
+
     // The build ended: listed with what it frees, then removed, and recorded.
     rustix::fs::flock(&lock, rustix::fs::FlockOperation::Unlock).unwrap();
     let dry = root.ok(&["prune", "hello", "--builds", "--dry-run"]);
     let line = build_line(&dry).unwrap_or_else(|| panic!("{dry}"));
-    assert!(line.contains(&target.display().to_string()) && line.contains("65.5 kB"), "{line}");
+    assert!(line.contains(&target.display().to_string()) && line.contains("60.1 MB"), "{line}");
     let done = root.ok(&["prune", "hello", "--builds", "--yes"]);
     assert_eq!(listed(&done), listed(&dry), "prune removes exactly the dry run's list");
     assert!(done.contains("1 workspace build folder"), "{done}");

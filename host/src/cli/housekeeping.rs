@@ -53,6 +53,9 @@ pub(super) fn apps(root: Root, json: bool) -> Result<(), Failure> {
     Ok(())
 }
 
+/// A workspace this large is mostly cargo's build output: `space` names `prune --builds`.
+const BIG_WORKSPACE: u64 = 50_000_000;
+
 /// `autoapp backup <app> [--to FILE]`.
 pub(super) fn backup(root: Root, app: String, to: Option<PathBuf>, json: bool) -> Result<(), Failure> {
     let id = app_id(&app)?;
@@ -175,6 +178,12 @@ pub(super) fn space(root: Root, app: Option<String>, json: bool) -> Result<(), F
         say!("everything under {}: {}", root.dir().display(), said(s.root_total));
     }
     say!("`autoapp prune --dry-run` shows what prune would remove (old snapshots, releases no rollback can use)");
+    // A workspace's build output is most of a fresh app's space.
+    if s.apps.iter().any(|a| a.workspace >= BIG_WORKSPACE) {
+        say!(
+            "`autoapp prune --builds --dry-run` also shows each workspace's build output (target/), which `autoapp build` makes again"
+        );
+    }
     Ok(())
 }
 

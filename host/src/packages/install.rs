@@ -601,6 +601,16 @@ mod tests {
         assert_eq!(pinned(&paths).unwrap().unwrap().fingerprint, ada.fingerprint());
         let rows = crate::gate::record::read(&paths.data(), 5).unwrap();
         assert!(rows.iter().any(|r| r.route == "install"), "{rows:?}");
+
+        // A placement that fails over an app that was there before leaves
+        // that app whole (its releases folder made unusable after the checks).
+        let again = check();
+        assert!(again.existing);
+        std::fs::rename(paths.releases(), dir.path().join("releases-aside")).unwrap();
+        std::fs::write(paths.releases(), "not a folder").unwrap();
+        assert!(placed(&root, &caller, again, "notes.wasm", &opts).is_err());
+        assert!(paths.dir.is_dir(), "the app that was there before is kept");
+        assert_eq!(pinned(&paths).unwrap().unwrap().fingerprint, ada.fingerprint());
     }
 
     #[test]

@@ -472,6 +472,17 @@ mod tests {
             kind == ErrorKind::Internal && text.starts_with("cannot reach the registry 127.0.0.1:5000: "),
             "{text}"
         );
+        // A request that failed otherwise (here: it could not even be made)
+        // is not said to be a registry nobody answers at.
+        let unmade = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(reqwest::Client::new().get("http://exa mple/").send())
+            .unwrap_err();
+        assert!(!unmade.is_connect() && !unmade.is_timeout());
+        let (_, text) = said(OciDistributionError::RequestError(unmade));
+        assert!(!text.starts_with("cannot reach"), "{text}");
         let (kind, text) = said(OciDistributionError::ImageIndexParsingNoPlatformResolverError);
         assert!(kind == ErrorKind::Denied && text.contains("is an index of several images"), "{text}");
         for e in
