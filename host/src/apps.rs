@@ -751,7 +751,16 @@ impl Apps {
         let grants = crate::grants::load(&self.root.app(app))?;
         let keys = match preview || manifest.capabilities.secret.is_empty() {
             true => Vec::new(),
-            false => crate::secrets::given(self.vault()?, app, manifest, &grants.network)?,
+            false => {
+                let read = || crate::secrets::given(self.vault()?, app, manifest, &grants.network);
+                // The keyring may take seconds to answer (its first unlock,
+                // up to the vault's deadline): the tasks this worker thread
+                // holds move to another meanwhile, so no other call waits.
+                match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+                    Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(read)?,
+                    _ => read()?,
+                }
+            }
         };
         let declared = &manifest.capabilities;
         let network = caps::network::configure(&declared.network, &grants.network);

@@ -95,7 +95,11 @@ fn only_the_gate_makes_a_pass() {
     // Two places, both in the gate: `Gate::guard`'s one pass for whatever
     // answered (the rule's allow, the person's yes, a workflow the person
     // approved, a stand-in), and a page view's.
-    assert_eq!(made, at(&[("gate/mod.rs", 2)]), "a pass is made only in the gate: by guard's answer, and for a page view");
+    assert_eq!(
+        made,
+        at(&[("gate/mod.rs", 2)]),
+        "a pass is made only in the gate: by guard's answer, and for a page view"
+    );
 }
 
 #[test]

@@ -710,18 +710,37 @@ fn prune_builds_removes_a_workspaces_build_output_only_when_asked_and_no_build_h
     std::fs::File::create(out_dir.join("deps.rlib")).unwrap().set_len(60_000_000).unwrap();
     assert!(root.ok(&["space", "hello"]).contains(hint));
 
-    // The build ended: listed with what it frees, then removed, and recorded.
+    // The build ended: listed with what it frees, then removed, and recorded;
+    // a removal a crash interrupted before goes too, and is no obstacle.
     rustix::fs::flock(&lock, rustix::fs::FlockOperation::Unlock).unwrap();
+    std::fs::create_dir_all(ws.join(".pruning-target/release")).unwrap();
     let dry = root.ok(&["prune", "hello", "--builds", "--dry-run"]);
     let line = build_line(&dry).unwrap_or_else(|| panic!("{dry}"));
     assert!(line.contains(&target.display().to_string()) && line.contains("60.1 MB"), "{line}");
+    assert!(dry.contains(".pruning-target: left by an interrupted removal"), "{dry}");
     let done = root.ok(&["prune", "hello", "--builds", "--yes"]);
     assert_eq!(listed(&done), listed(&dry), "prune removes exactly the dry run's list");
-    assert!(done.contains("1 workspace build folder"), "{done}");
-    assert!(!target.exists() && !ws.join(".pruning-target").exists());
+    assert!(done.contains("1 workspace build folder, 1 leftover"), "{done}");
+    let left: Vec<String> =
+        std::fs::read_dir(&ws).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(!left.iter().any(|n| n == "target" || n.starts_with(".pruning")), "{left:?}");
     assert!(ws.join("Cargo.toml").exists() && ws.join("src/lib.rs").exists(), "the workspace itself stays");
     let record = root.ok(&["runs", "hello", "--json", "--limit", "1"]);
     assert!(record.contains("\"prune\"") && record.contains("1 workspace build folder"), "{record}");
+
+    // A `target` nothing says cargo wrote is the person's: kept, said.
+    std::fs::create_dir_all(&target).unwrap();
+    std::fs::write(target.join("notes.txt"), "mine").unwrap();
+    let theirs = root.ok(&["prune", "hello", "--builds", "--yes"]);
+    assert!(theirs.contains("nothing in it says cargo wrote it"), "{theirs}");
+    // One of Autoapp's builds holds its marker (shared) from before cargo
+    // runs until the component is read: kept while it does.
+    let marker = std::fs::File::create(target.join(".autoapp-build")).unwrap();
+    rustix::fs::flock(&marker, rustix::fs::FlockOperation::LockShared).unwrap();
+    let building = root.ok(&["prune", "hello", "--builds", "--yes"]);
+    assert!(building.contains("a build is using it now") && target.join("notes.txt").exists(), "{building}");
+    drop(marker);
+    std::fs::remove_dir_all(&target).unwrap();
 
     // A `target` that is a link is not the workspace's own: kept, and what
     // it points to untouched.

@@ -486,6 +486,9 @@ fn cargo_build(
     };
     std::fs::create_dir_all(&target_dir).with_context(|| format!("cannot create {}", target_dir.display()))?;
     let target_dir = std::fs::canonicalize(&target_dir).context("cannot resolve the target folder")?;
+    // Held (shared) until the component is read: `prune --builds` leaves a
+    // build folder alone while any build holds it, cargo's locks or not.
+    let _building = build_marker(&target_dir)?;
     // The fetch may write this one file of the workspace, so it exists before
     // the plan names what may be read and written.
     let lockfile = ws.join("Cargo.lock");
@@ -539,6 +542,29 @@ fn cargo_build(
         }
     };
     cargo::read_component(&target_dir, &file)
+}
+
+/// The file a build holds (shared `flock`) in its build folder for as long
+/// as it uses the folder, from before `cargo fetch` until the component is
+/// read; `prune --builds` leaves a folder alone while one is held, and it
+/// says that the folder is a build's.
+pub const BUILD_MARKER: &str = ".autoapp-build";
+
+/// The build folder's [`BUILD_MARKER`], made if needed and held with a
+/// shared `flock` while the answer lives.
+fn build_marker(target_dir: &Path) -> anyhow::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = target_dir.join(BUILD_MARKER);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockShared)
+        .with_context(|| format!("cannot lock {}", path.display()))?;
+    Ok(file)
 }
 
 /// Whether the build runs without Landlock: never for the engineer (refused

@@ -337,58 +337,105 @@ fn plan_releases(
 
 /// With `--builds`: the workspace's own build output (`<workspace>/target`,
 /// what cargo writes). No candidate needs it — each release holds its own
-/// component — and `autoapp build` makes it again. Kept when cargo is using
-/// it now (a build holds one of its `.cargo-lock` files), and when it is a
-/// link rather than a folder (what it points to is not the workspace's).
+/// component — and `autoapp build` makes it again. Listed only when it is
+/// known to be cargo's (Autoapp's build marker, cargo's `CACHEDIR.TAG` or a
+/// `.cargo-lock` in it), a folder of its own (not a link, not another
+/// filesystem mounted there), and no build holds it ([`in_use`]); otherwise
+/// kept, and said why. Removals a crash interrupted (`.pruning-target…`)
+/// come first.
 fn plan_builds(paths: &AppPaths, found: &mut Found<'_>) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
     let Ok(ws) = crate::workspace::of(paths) else { return Ok(()) };
-    let target = ws.join("target");
-    match std::fs::symlink_metadata(&target) {
-        Ok(m) if m.is_dir() => {
-            if building_in(&target) {
-                found.keep("build", "target", "a build is using it now");
-            } else {
-                let item = found.item(
-                    "build",
-                    target.clone(),
-                    format!("{}: the workspace's build output; `autoapp build` makes it again", target.display()),
-                );
-                found.items.push(item);
-            }
+    for entry in std::fs::read_dir(&ws).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(".pruning-target") {
+            let what = format!("the workspace's {name}: left by an interrupted removal");
+            let item = found.item("leftover", entry.path(), what);
+            found.items.push(item);
         }
-        Ok(_) => found.keep("build", "target", "the workspace's target is a link, not its own folder"),
-        Err(_) => {}
     }
-    // A removal a crash interrupted.
-    let leftover = ws.join(".pruning-target");
-    if std::fs::symlink_metadata(&leftover).is_ok_and(|m| m.is_dir()) {
-        let item =
-            found.item("leftover", leftover, "the workspace's .pruning-target: left by an interrupted removal".into());
-        found.items.push(item);
+    let target = ws.join("target");
+    let Ok(meta) = std::fs::symlink_metadata(&target) else { return Ok(()) };
+    let why = if meta.file_type().is_symlink() {
+        Some("the workspace's target is a link, not its own folder".to_string())
+    } else if !meta.is_dir() {
+        Some("the workspace's target is not a folder".to_string())
+    } else if std::fs::metadata(&ws).is_ok_and(|w| w.dev() != meta.dev()) {
+        Some("the workspace's target is another filesystem mounted there".to_string())
+    } else if !cargo_wrote(&target) {
+        Some("nothing in it says cargo wrote it (no build marker, CACHEDIR.TAG or .cargo-lock)".to_string())
+    } else {
+        in_use(&target)
+    };
+    match why {
+        Some(why) => found.keep("build", "target", &why),
+        None => {
+            let what = format!("{}: the workspace's build output; `autoapp build` makes it again", target.display());
+            let item = found.item("build", target, what);
+            found.items.push(item);
+        }
     }
     Ok(())
 }
 
-/// Whether cargo holds a lock in the build folder `target` now: its
-/// `.cargo-lock` files (`target/<profile>/`, `target/<triple>/<profile>/`)
-/// are locked with `flock` while a build runs.
-fn building_in(target: &Path) -> bool {
+/// What cargo writes at the top of a build folder it made.
+const CACHEDIR_SIGNATURE: &str = "Signature: 8a477f597d28d172789f06886806bc55";
+
+/// Whether `target` is known to be a build folder: Autoapp's marker,
+/// cargo's `CACHEDIR.TAG`, or one of cargo's lock files.
+fn cargo_wrote(target: &Path) -> bool {
+    let regular = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
+    regular(&target.join(crate::build::BUILD_MARKER))
+        || std::fs::read_to_string(target.join("CACHEDIR.TAG")).is_ok_and(|t| t.starts_with(CACHEDIR_SIGNATURE))
+        || !lock_files(target).is_empty()
+}
+
+/// The locks a build holds in `target`: Autoapp's marker and cargo's
+/// `.cargo-lock` files (`<profile>/`, `<triple>/<profile>/`, and deeper for
+/// a tool's own folder such as rust-analyzer's), where they are.
+fn lock_files(target: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let marker = target.join(crate::build::BUILD_MARKER);
+    if std::fs::symlink_metadata(&marker).is_ok_and(|m| m.is_file()) {
+        found.push(marker);
+    }
     let mut stack = vec![(target.to_path_buf(), 0)];
     while let Some((dir, depth)) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for entry in entries.flatten() {
             let Ok(kind) = entry.file_type() else { continue };
-            if kind.is_dir() && depth < 2 {
+            let name = entry.file_name();
+            let skip = ["deps", "build", "incremental", ".fingerprint", "examples"].iter().any(|s| name == *s);
+            if kind.is_dir() && depth < 4 && !skip {
                 stack.push((entry.path(), depth + 1));
-            } else if kind.is_file() && entry.file_name() == ".cargo-lock" {
-                let Ok(file) = std::fs::File::open(entry.path()) else { continue };
-                if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
-                    return true;
-                }
+            } else if kind.is_file() && name == ".cargo-lock" {
+                found.push(entry.path());
             }
         }
     }
-    false
+    found
+}
+
+/// Why a build folder is in use now, if it is: a build holds one of its
+/// locks, or a lock cannot be tried (then it is taken as held).
+fn in_use(target: &Path) -> Option<String> {
+    held(target).err()
+}
+
+/// Every lock of the build folder `target`, taken (exclusive, without
+/// waiting) and held while the answer lives: a build that starts meanwhile
+/// waits for them, so the folder is not moved from under it. `Err` says why
+/// not: a build holds one.
+fn held(target: &Path) -> Result<Vec<std::fs::File>, String> {
+    let mut held = Vec::new();
+    for lock in lock_files(target) {
+        let Ok(file) = std::fs::File::open(&lock) else { return Err("one of its locks cannot be tried".into()) };
+        if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+            return Err("a build is using it now".into());
+        }
+        held.push(file);
+    }
+    Ok(held)
 }
 
 fn stamp_of(name: &str) -> &str {
@@ -442,7 +489,20 @@ pub fn run(root: &Root, caller: &Caller, app: Option<&AppId>, opts: Options, sho
             skipped.push((item.clone(), why));
             continue;
         };
-        match remove(&item.path) {
+        // A build folder: its locks held while it is moved aside, or left.
+        let locks = match item.kind == "build" {
+            true => match held(&item.path) {
+                Ok(locks) => locks,
+                Err(why) => {
+                    skipped.push((item.clone(), format!("kept now: {why}")));
+                    continue;
+                }
+            },
+            false => Vec::new(),
+        };
+        let removed_now = remove(&item.path, item.kind != "build");
+        drop(locks);
+        match removed_now {
             Ok(()) => removed.push(item.clone()),
             Err(e) => {
                 failed = Some((item.app.clone(), e.context(format!("cannot remove {}", item.path.display()))));
@@ -494,21 +554,38 @@ pub fn counted(items: &[&Item]) -> String {
     if parts.is_empty() { "nothing".to_string() } else { parts.join(", ") }
 }
 
-/// Removes `path`: renamed to `.pruning-<name>` beside it first, so a crash
-/// leaves the thing whole or a leftover, never half of it in its place.
-fn remove(path: &Path) -> anyhow::Result<()> {
+/// Removes `path`: renamed to `.pruning-<name>` beside it first (another
+/// number after it when one is there already), so a crash leaves the thing
+/// whole or a leftover, never half of it in its place. Read-only folders are
+/// made writable first when `writable_first` (a release's; not a build
+/// folder, which cargo and build scripts wrote).
+fn remove(path: &Path, writable_first: bool) -> anyhow::Result<()> {
     let name = path.file_name().context("a path to remove has a name")?.to_string_lossy().into_owned();
     let parent = path.parent().context("a path to remove has a folder")?;
-    let doomed =
-        if name.starts_with(".pruning-") { path.to_path_buf() } else { parent.join(format!(".pruning-{name}")) };
-    if doomed != path {
-        std::fs::rename(path, &doomed).with_context(|| format!("cannot move {} aside", path.display()))?;
+    let mut doomed = path.to_path_buf();
+    if !name.starts_with(".pruning-") {
+        for n in 1.. {
+            let aside = match n {
+                1 => parent.join(format!(".pruning-{name}")),
+                n => parent.join(format!(".pruning-{name}-{n}")),
+            };
+            match crate::root::rename_new(path, &aside) {
+                Ok(()) => {
+                    doomed = aside;
+                    break;
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EEXIST) && n < 100 => {}
+                Err(e) => return Err(e).with_context(|| format!("cannot move {} aside", path.display())),
+            }
+        }
         crate::root::sync_dir(parent)?;
     }
     journal::fault("prune:moved");
     let meta = std::fs::symlink_metadata(&doomed)?;
     if meta.is_dir() {
-        make_writable(&doomed);
+        if writable_first {
+            make_writable(&doomed);
+        }
         std::fs::remove_dir_all(&doomed)?;
     } else {
         std::fs::remove_file(&doomed)?;

@@ -398,6 +398,17 @@ mod tests {
         }
     }
 
+    /// A chunk that ends with a whole key is passed on at once, the key
+    /// taken out: none of it waits for a next chunk that may come late (a
+    /// stream of events) or never.
+    #[test]
+    fn a_chunk_that_ends_with_a_whole_key_is_passed_on_at_once() {
+        let given = vec![key("weather", "https://api.weather.example", bearer(), "s3cret-KEY-1")];
+        let mut stream = Keys::new(given).body();
+        assert_eq!(String::from_utf8_lossy(&stream.push(b"data: s3cret-KEY-1")), "data: [secret weather]");
+        assert!(stream.finish().is_empty());
+    }
+
     #[test]
     fn a_header_holding_a_key_is_rewritten_and_one_named_by_it_dropped() {
         let given = vec![key("weather", "https://api.weather.example", bearer(), "s3cret-KEY-1")];
