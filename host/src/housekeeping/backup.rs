@@ -115,8 +115,7 @@ fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>, progress: &dyn
             release: release.clone(),
             files: entries,
         };
-        progress(&format!("writing {}", file.display()));
-        write_archive(&partial, &manifest, &files)?;
+        write_archive(&partial, &manifest, &files, &|| progress(&format!("writing {}", file.display())))?;
         journal::fault("backup:written");
         let named = name_new(&partial, &file, ours)?;
         let bytes = std::fs::metadata(&named)?.len();
@@ -175,14 +174,20 @@ fn gather(
     Ok(files)
 }
 
-/// Writes the archive to `partial` (a new file): `backup.json`, then each
-/// file in order, synced.
-fn write_archive(partial: &Path, manifest: &Manifest, files: &[(String, PathBuf)]) -> anyhow::Result<()> {
+/// Writes the archive to `partial` (a new file; `begun` once it is made):
+/// `backup.json`, then each file in order, synced.
+fn write_archive(
+    partial: &Path,
+    manifest: &Manifest,
+    files: &[(String, PathBuf)],
+    begun: &dyn Fn(),
+) -> anyhow::Result<()> {
     let out = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(partial)
         .with_context(|| format!("cannot create {}", partial.display()))?;
+    begun();
     let mut tar = tar::Builder::new(zstd::Encoder::new(out, 3)?);
     let text = serde_json::to_vec_pretty(manifest)?;
     append(&mut tar, MANIFEST, &mut text.as_slice(), text.len() as u64)?;
