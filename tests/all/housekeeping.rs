@@ -728,11 +728,16 @@ fn prune_builds_removes_a_workspaces_build_output_only_when_asked_and_no_build_h
     let record = root.ok(&["runs", "hello", "--json", "--limit", "1"]);
     assert!(record.contains("\"prune\"") && record.contains("1 workspace build folder"), "{record}");
 
-    // A `target` nothing says cargo wrote is the person's: kept, said.
+    // A `target` nothing says cargo wrote is the person's: kept, said. A
+    // `CACHEDIR.TAG` that is a pipe (a build script may leave anything) is
+    // not waited on.
     std::fs::create_dir_all(&target).unwrap();
     std::fs::write(target.join("notes.txt"), "mine").unwrap();
+    let fifo = rustix::fs::FileType::Fifo;
+    rustix::fs::mknodat(rustix::fs::CWD, target.join("CACHEDIR.TAG"), fifo, 0o644.into(), 0).unwrap();
     let theirs = root.ok(&["prune", "hello", "--builds", "--yes"]);
     assert!(theirs.contains("nothing in it says cargo wrote it"), "{theirs}");
+    std::fs::remove_file(target.join("CACHEDIR.TAG")).unwrap();
     // One of Autoapp's builds holds its marker (shared) from before cargo
     // runs until the component is read: kept while it does.
     let marker = std::fs::File::create(target.join(".autoapp-build")).unwrap();

@@ -551,20 +551,39 @@ fn cargo_build(
 pub const BUILD_MARKER: &str = ".autoapp-build";
 
 /// The build folder's [`BUILD_MARKER`], made if needed and held with a
-/// shared `flock` while the answer lives.
+/// shared `flock` while the answer lives. A prune that held it meanwhile may
+/// have moved the folder away: once held, the marker is checked to be the
+/// one at its path still, else the folder is made again and the marker taken
+/// anew. What is there and is not a regular file (a build script may leave
+/// anything in its build folder) is removed first: never opened, never
+/// waited on.
 fn build_marker(target_dir: &Path) -> anyhow::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
+    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
     let path = target_dir.join(BUILD_MARKER);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-        .with_context(|| format!("cannot create {}", path.display()))?;
-    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockShared)
-        .with_context(|| format!("cannot lock {}", path.display()))?;
-    Ok(file)
+    for _ in 0..10 {
+        std::fs::create_dir_all(target_dir).with_context(|| format!("cannot create {}", target_dir.display()))?;
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
+            std::fs::remove_file(&path).with_context(|| format!("cannot remove {}", path.display()))?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockShared)
+            .with_context(|| format!("cannot lock {}", path.display()))?;
+        let held = file.metadata()?;
+        let there = std::fs::symlink_metadata(&path).ok();
+        if held.nlink() > 0 && there.is_some_and(|t| (t.dev(), t.ino()) == (held.dev(), held.ino())) {
+            return Ok(file);
+        }
+    }
+    anyhow::bail!(
+        "the build folder {} was removed again and again while this build began; build again",
+        target_dir.display()
+    )
 }
 
 /// Whether the build runs without Landlock: never for the engineer (refused
@@ -692,6 +711,39 @@ fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A build that waited for its marker while a prune held it and removed
+    /// the folder takes the marker of a folder made again, never the one
+    /// removed; what is there and is not a regular file is replaced, not
+    /// waited on.
+    #[test]
+    fn a_build_holds_the_marker_of_its_folder_as_it_is_not_one_a_prune_removed() {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::create_dir_all(&target).unwrap();
+        let marker = target.join(BUILD_MARKER);
+        let prune = std::fs::File::create(&marker).unwrap();
+        rustix::fs::flock(&prune, rustix::fs::FlockOperation::LockExclusive).unwrap();
+        let building = {
+            let target = target.clone();
+            std::thread::spawn(move || build_marker(&target).unwrap())
+        };
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!building.is_finished(), "the build waits while the prune holds the marker");
+        std::fs::remove_dir_all(&target).unwrap();
+        drop(prune);
+        let held = building.join().unwrap();
+        let there = std::fs::metadata(&marker).unwrap();
+        assert_eq!((held.metadata().unwrap().ino(), held.metadata().unwrap().nlink()), (there.ino(), 1));
+        drop(held);
+
+        // A pipe where the marker goes is removed, not opened.
+        std::fs::remove_file(&marker).unwrap();
+        rustix::fs::mknodat(rustix::fs::CWD, &marker, rustix::fs::FileType::Fifo, 0o644.into(), 0).unwrap();
+        let held = build_marker(&target).unwrap();
+        assert!(held.metadata().unwrap().is_file());
+    }
 
     #[test]
     fn imports_are_checked_by_package_and_version() {

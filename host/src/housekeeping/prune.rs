@@ -348,7 +348,13 @@ fn plan_builds(paths: &AppPaths, found: &mut Found<'_>) -> anyhow::Result<()> {
     let Ok(ws) = crate::workspace::of(paths) else { return Ok(()) };
     for entry in std::fs::read_dir(&ws).into_iter().flatten().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with(".pruning-target") {
+        let ours = name == ".pruning-target"
+            || name
+                .strip_prefix(".pruning-target-")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        // A folder, or a link (only the link goes): nothing else was ever moved aside here.
+        let kind = entry.file_type();
+        if ours && kind.is_ok_and(|k| k.is_dir() || k.is_symlink()) {
             let what = format!("the workspace's {name}: left by an interrupted removal");
             let item = found.item("leftover", entry.path(), what);
             found.items.push(item);
@@ -384,10 +390,34 @@ const CACHEDIR_SIGNATURE: &str = "Signature: 8a477f597d28d172789f06886806bc55";
 /// Whether `target` is known to be a build folder: Autoapp's marker,
 /// cargo's `CACHEDIR.TAG`, or one of cargo's lock files.
 fn cargo_wrote(target: &Path) -> bool {
+    use std::io::Read as _;
     let regular = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
-    regular(&target.join(crate::build::BUILD_MARKER))
-        || std::fs::read_to_string(target.join("CACHEDIR.TAG")).is_ok_and(|t| t.starts_with(CACHEDIR_SIGNATURE))
-        || !lock_files(target).is_empty()
+    // What a build wrote may be anything (a link, a pipe): read only a
+    // regular file, never waiting, and no more than the signature.
+    let tagged = || {
+        let Ok(file) = open_regular(&target.join("CACHEDIR.TAG"), false) else { return false };
+        let mut head = Vec::new();
+        file.take(CACHEDIR_SIGNATURE.len() as u64).read_to_end(&mut head).is_ok()
+            && head == CACHEDIR_SIGNATURE.as_bytes()
+    };
+    regular(&target.join(crate::build::BUILD_MARKER)) || tagged() || !lock_files(target).is_empty()
+}
+
+/// `path` opened without following a link or waiting on a pipe, and only
+/// when it is a regular file; made when `create` and it is not there.
+fn open_regular(path: &Path, create: bool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(create)
+        .create(create)
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(file)
 }
 
 /// The locks a build holds in `target`: Autoapp's marker and cargo's
@@ -419,17 +449,30 @@ fn lock_files(target: &Path) -> Vec<PathBuf> {
 /// Why a build folder is in use now, if it is: a build holds one of its
 /// locks, or a lock cannot be tried (then it is taken as held).
 fn in_use(target: &Path) -> Option<String> {
-    held(target).err()
+    held(target, false).err()
 }
 
 /// Every lock of the build folder `target`, taken (exclusive, without
 /// waiting) and held while the answer lives: a build that starts meanwhile
-/// waits for them, so the folder is not moved from under it. `Err` says why
-/// not: a build holds one.
-fn held(target: &Path) -> Result<Vec<std::fs::File>, String> {
+/// waits for them, so the folder is not moved from under it. With `make`,
+/// Autoapp's marker is made first when it is not there, so that a build that
+/// comes after the check waits on it too (a build checks, once it holds the
+/// marker, that it is still the one in its folder). `Err` says why not.
+fn held(target: &Path, make: bool) -> Result<Vec<std::fs::File>, String> {
     let mut held = Vec::new();
+    if make {
+        let marker = target.join(crate::build::BUILD_MARKER);
+        let Ok(file) = open_regular(&marker, true) else { return Err("its build marker cannot be tried".into()) };
+        if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+            return Err("a build is using it now".into());
+        }
+        held.push(file);
+    }
     for lock in lock_files(target) {
-        let Ok(file) = std::fs::File::open(&lock) else { return Err("one of its locks cannot be tried".into()) };
+        if make && lock.file_name().is_some_and(|n| n == crate::build::BUILD_MARKER) {
+            continue;
+        }
+        let Ok(file) = open_regular(&lock, false) else { return Err("one of its locks cannot be tried".into()) };
         if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
             return Err("a build is using it now".into());
         }
@@ -491,7 +534,7 @@ pub fn run(root: &Root, caller: &Caller, app: Option<&AppId>, opts: Options, sho
         };
         // A build folder: its locks held while it is moved aside, or left.
         let locks = match item.kind == "build" {
-            true => match held(&item.path) {
+            true => match held(&item.path, true) {
                 Ok(locks) => locks,
                 Err(why) => {
                     skipped.push((item.clone(), format!("kept now: {why}")));
@@ -500,7 +543,11 @@ pub fn run(root: &Root, caller: &Caller, app: Option<&AppId>, opts: Options, sho
             },
             false => Vec::new(),
         };
-        let removed_now = remove(&item.path, item.kind != "build");
+        // A build folder (or one a crash left moved aside) is what cargo and
+        // build scripts wrote: removed as it is, never made writable first.
+        let built = item.kind == "build"
+            || item.path.file_name().is_some_and(|n| n.to_string_lossy().starts_with(".pruning-target"));
+        let removed_now = remove(&item.path, !built);
         drop(locks);
         match removed_now {
             Ok(()) => removed.push(item.clone()),

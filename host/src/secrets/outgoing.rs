@@ -398,9 +398,11 @@ mod tests {
         }
     }
 
-    /// A chunk that ends with a whole key is passed on at once, the key
-    /// taken out: none of it waits for a next chunk that may come late (a
-    /// stream of events) or never.
+    /// A chunk that ends with a whole key (here the longest form of the
+    /// only one) is passed on at once, the key taken out: none of it waits
+    /// for a next chunk that may come late (a stream of events) or never. (A
+    /// shorter key at a chunk's end may still wait for the next chunk, as
+    /// much of it as a longer key could begin with.)
     #[test]
     fn a_chunk_that_ends_with_a_whole_key_is_passed_on_at_once() {
         let given = vec![key("weather", "https://api.weather.example", bearer(), "s3cret-KEY-1")];
