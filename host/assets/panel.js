@@ -265,13 +265,18 @@ function keepBox(a) {
   box.append(el("h4", { text: "Log: the newest lines" }),
     a.log.length ? el("pre", { class: "log", text: a.log.join("\n") }) : el("p", { class: "muted log-empty", text: `${a.id} has written no log lines (\`autoapp logs ${a.id} --follow\` follows them).` }));
 
+  // With the box ticked, the list holds the workspace's build output too
+  // (`prune --builds`); the removal asks for the same list again.
+  const pruneBuilds = el("input", { type: "checkbox", class: "prune-builds" });
+  pruneBuilds.checked = Boolean(pruneShown[a.id] && pruneShown[a.id].builds);
   const pruneRow = el("div", { class: "row prune" }, el("button", { class: "prune-btn", type: "button", text: "What can be removed?", onclick: async () => {
     try {
-      pruneShown[a.id] = await api("POST", "/api/prune", { app: a.id });
+      const builds = pruneBuilds.checked;
+      pruneShown[a.id] = { ...(await api("POST", "/api/prune", { app: a.id, builds })), builds };
       say(`${pruneShown[a.id].items.length} things of ${a.id} can be removed`);
       refresh();
     } catch (e) { say(e.message, true); }
-  } }));
+  } }), el("label", { class: "muted" }, pruneBuilds, " and the workspace's build output (target/), which a build makes again"));
   box.append(pruneRow);
   const plan = pruneShown[a.id];
   if (plan) {
@@ -282,7 +287,7 @@ function keepBox(a) {
       const confirmPrune = el("input", { class: "prune-confirm", placeholder: `type ${a.id} to remove these`, "aria-label": `type ${a.id} to remove these` });
       list.append(el("p", { text: `${plan.items.length} to remove, freeing ${said(plan.bytes)}.` }),
         el("div", { class: "row" }, confirmPrune, el("button", { class: "danger prune-go", type: "button", text: "Remove these", onclick: async () => {
-          const out = await act(`pruning ${a.id}`, "/api/prune", { app: a.id, confirm: confirmPrune.value, plan: plan.items });
+          const out = await act(`pruning ${a.id}`, "/api/prune", { app: a.id, confirm: confirmPrune.value, plan: plan.items, builds: plan.builds });
           if (out) { delete pruneShown[a.id]; refresh(); }
         } })));
     } else list.append(el("p", { text: "Nothing to remove." }));

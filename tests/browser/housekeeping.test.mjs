@@ -34,11 +34,11 @@ function notesRoot() {
     autoapp(root, "activate", "notes", built.release);
   }
   autoapp(root, "call", "notes", "notes.add", JSON.stringify({ title: "kept safe" }));
-  return root;
+  return { root, ws };
 }
 
 test("Backup, the log, Disk space and Prune in the panel", async () => {
-  const root = notesRoot();
+  const { root, ws } = notesRoot();
   const shelf = mkdtempSync(join(tmpdir(), "backups-"));
   const window = standInWindow(shelf);
   launcher = await startLauncher(root, window.env);
@@ -99,6 +99,23 @@ test("Backup, the log, Disk space and Prune in the panel", async () => {
   const record = JSON.parse(autoapp(root, "runs", "notes", "--json", "--limit", "5"));
   const prune = record.find((r) => r.route === "prune");
   assert.ok(prune && prune.channel === "user" && /removed 2 snapshots/.test(prune.reason), JSON.stringify(record));
+
+  // The workspace's build output, only with the box ticked.
+  mkdirSync(join(ws, "target", "release"), { recursive: true });
+  writeFileSync(join(ws, "target", "release", ".cargo-lock"), "");
+  writeFileSync(join(ws, "target", "release", "notes.wasm"), "x".repeat(5000));
+  await app.locator("button.prune-btn").click();
+  await app.locator(".prune-list", { hasText: "Nothing to remove." }).waitFor();
+  await app.locator("input.prune-builds").check();
+  await app.locator("button.prune-btn").click();
+  const builds = app.locator(".prune-list li.prune-item", { hasText: "the workspace's build output" });
+  await builds.waitFor();
+  assert.equal(await app.locator(".prune-list li.prune-item").count(), 1);
+  assert.ok(await app.locator("input.prune-builds").isChecked(), "the box stays ticked with its list");
+  await app.locator(".prune-list input.prune-confirm").fill("notes");
+  await app.locator(".prune-list button.prune-go").click();
+  await page.locator("p.status", { hasText: "removed 1 workspace build folder of notes" }).waitFor();
+  assert.ok(!readdirSync(ws).includes("target"), readdirSync(ws).join(", "));
   // And the rollback of the last activation still works.
   await launcher.stop();
   autoapp(root, "rollback", "notes", "--restore", "--yes");
