@@ -167,6 +167,24 @@ pub fn rename_new(from: &Path, to: &Path) -> std::io::Result<()> {
     }
 }
 
+/// `path` opened without following a link or waiting on a pipe, and only
+/// when it is a regular file (what a build or an app left may be anything);
+/// made, and opened for writing, when `create`.
+pub fn open_regular(path: &Path, create: bool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(create)
+        .create(create)
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(file)
+}
+
 /// Writes `bytes` to `path` so that a reader sees the old content or the new,
 /// never a torn file: a temporary file in the same folder, synced, renamed over
 /// the target, and the folder synced.

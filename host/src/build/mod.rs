@@ -558,20 +558,15 @@ pub const BUILD_MARKER: &str = ".autoapp-build";
 /// anything in its build folder) is removed first: never opened, never
 /// waited on.
 fn build_marker(target_dir: &Path) -> anyhow::Result<std::fs::File> {
-    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+    use std::os::unix::fs::MetadataExt as _;
     let path = target_dir.join(BUILD_MARKER);
     for _ in 0..10 {
         std::fs::create_dir_all(target_dir).with_context(|| format!("cannot create {}", target_dir.display()))?;
         if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
             std::fs::remove_file(&path).with_context(|| format!("cannot remove {}", path.display()))?;
         }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(&path)
-            .with_context(|| format!("cannot create {}", path.display()))?;
+        let file =
+            crate::root::open_regular(&path, true).with_context(|| format!("cannot create {}", path.display()))?;
         rustix::fs::flock(&file, rustix::fs::FlockOperation::LockShared)
             .with_context(|| format!("cannot lock {}", path.display()))?;
         let held = file.metadata()?;

@@ -115,7 +115,13 @@ fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>, progress: &dyn
             release: release.clone(),
             files: entries,
         };
-        write_archive(&partial, &manifest, &files, &|| progress(&format!("writing {}", file.display())))?;
+        let out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&partial)
+            .with_context(|| format!("cannot create {}", partial.display()))?;
+        progress(&format!("writing {}", file.display()));
+        write_archive(out, &manifest, &files)?;
         journal::fault("backup:written");
         let named = name_new(&partial, &file, ours)?;
         let bytes = std::fs::metadata(&named)?.len();
@@ -174,20 +180,9 @@ fn gather(
     Ok(files)
 }
 
-/// Writes the archive to `partial` (a new file; `begun` once it is made):
-/// `backup.json`, then each file in order, synced.
-fn write_archive(
-    partial: &Path,
-    manifest: &Manifest,
-    files: &[(String, PathBuf)],
-    begun: &dyn Fn(),
-) -> anyhow::Result<()> {
-    let out = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(partial)
-        .with_context(|| format!("cannot create {}", partial.display()))?;
-    begun();
+/// Writes the archive to `out` (the new partial file): `backup.json`, then
+/// each file in order, synced.
+fn write_archive(out: std::fs::File, manifest: &Manifest, files: &[(String, PathBuf)]) -> anyhow::Result<()> {
     let mut tar = tar::Builder::new(zstd::Encoder::new(out, 3)?);
     let text = serde_json::to_vec_pretty(manifest)?;
     append(&mut tar, MANIFEST, &mut text.as_slice(), text.len() as u64)?;

@@ -340,7 +340,7 @@ fn plan_releases(
 /// component — and `autoapp build` makes it again. Listed only when it is
 /// known to be cargo's (Autoapp's build marker, cargo's `CACHEDIR.TAG` or a
 /// `.cargo-lock` in it), a folder of its own (not a link, not another
-/// filesystem mounted there), and no build holds it ([`in_use`]); otherwise
+/// filesystem mounted there), and no build holds it ([`held`]); otherwise
 /// kept, and said why. Removals a crash interrupted (`.pruning-target…`)
 /// come first.
 fn plan_builds(paths: &AppPaths, found: &mut Found<'_>) -> anyhow::Result<()> {
@@ -368,10 +368,13 @@ fn plan_builds(paths: &AppPaths, found: &mut Found<'_>) -> anyhow::Result<()> {
         Some("the workspace's target is not a folder".to_string())
     } else if std::fs::metadata(&ws).is_ok_and(|w| w.dev() != meta.dev()) {
         Some("the workspace's target is another filesystem mounted there".to_string())
-    } else if !cargo_wrote(&target) {
-        Some("nothing in it says cargo wrote it (no build marker, CACHEDIR.TAG or .cargo-lock)".to_string())
     } else {
-        in_use(&target)
+        let locks = lock_files(&target);
+        if locks.is_empty() && !tagged(&target) {
+            Some("nothing in it says cargo wrote it (no build marker, CACHEDIR.TAG or .cargo-lock)".to_string())
+        } else {
+            held(&locks).err()
+        }
     };
     match why {
         Some(why) => found.keep("build", "target", &why),
@@ -387,37 +390,15 @@ fn plan_builds(paths: &AppPaths, found: &mut Found<'_>) -> anyhow::Result<()> {
 /// What cargo writes at the top of a build folder it made.
 const CACHEDIR_SIGNATURE: &str = "Signature: 8a477f597d28d172789f06886806bc55";
 
-/// Whether `target` is known to be a build folder: Autoapp's marker,
-/// cargo's `CACHEDIR.TAG`, or one of cargo's lock files.
-fn cargo_wrote(target: &Path) -> bool {
+/// Whether `target` holds cargo's `CACHEDIR.TAG`, which cargo writes at the
+/// top of a build folder it made. What a build wrote may be anything (a
+/// link, a pipe): read only a regular file, never waiting, and no more than
+/// the signature.
+fn tagged(target: &Path) -> bool {
     use std::io::Read as _;
-    let regular = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
-    // What a build wrote may be anything (a link, a pipe): read only a
-    // regular file, never waiting, and no more than the signature.
-    let tagged = || {
-        let Ok(file) = open_regular(&target.join("CACHEDIR.TAG"), false) else { return false };
-        let mut head = Vec::new();
-        file.take(CACHEDIR_SIGNATURE.len() as u64).read_to_end(&mut head).is_ok()
-            && head == CACHEDIR_SIGNATURE.as_bytes()
-    };
-    regular(&target.join(crate::build::BUILD_MARKER)) || tagged() || !lock_files(target).is_empty()
-}
-
-/// `path` opened without following a link or waiting on a pipe, and only
-/// when it is a regular file; made when `create` and it is not there.
-fn open_regular(path: &Path, create: bool) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(create)
-        .create(create)
-        .truncate(false)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    Ok(file)
+    let Ok(file) = crate::root::open_regular(&target.join("CACHEDIR.TAG"), false) else { return false };
+    let mut head = Vec::new();
+    file.take(CACHEDIR_SIGNATURE.len() as u64).read_to_end(&mut head).is_ok() && head == CACHEDIR_SIGNATURE.as_bytes()
 }
 
 /// The locks a build holds in `target`: Autoapp's marker and cargo's
@@ -446,33 +427,17 @@ fn lock_files(target: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// Why a build folder is in use now, if it is: a build holds one of its
-/// locks, or a lock cannot be tried (then it is taken as held).
-fn in_use(target: &Path) -> Option<String> {
-    held(target, false).err()
-}
-
-/// Every lock of the build folder `target`, taken (exclusive, without
-/// waiting) and held while the answer lives: a build that starts meanwhile
-/// waits for them, so the folder is not moved from under it. With `make`,
-/// Autoapp's marker is made first when it is not there, so that a build that
-/// comes after the check waits on it too (a build checks, once it holds the
-/// marker, that it is still the one in its folder). `Err` says why not.
-fn held(target: &Path, make: bool) -> Result<Vec<std::fs::File>, String> {
+/// Every one of `locks` (a build folder's, [`lock_files`]), taken
+/// exclusive without waiting and held while the answer lives: a build that
+/// starts meanwhile waits for them, so the folder is not moved from under
+/// it. `Err` says why not: a build holds one, or one cannot be tried (then
+/// it is taken as held).
+fn held(locks: &[PathBuf]) -> Result<Vec<std::fs::File>, String> {
     let mut held = Vec::new();
-    if make {
-        let marker = target.join(crate::build::BUILD_MARKER);
-        let Ok(file) = open_regular(&marker, true) else { return Err("its build marker cannot be tried".into()) };
-        if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
-            return Err("a build is using it now".into());
-        }
-        held.push(file);
-    }
-    for lock in lock_files(target) {
-        if make && lock.file_name().is_some_and(|n| n == crate::build::BUILD_MARKER) {
-            continue;
-        }
-        let Ok(file) = open_regular(&lock, false) else { return Err("one of its locks cannot be tried".into()) };
+    for lock in locks {
+        let Ok(file) = crate::root::open_regular(lock, false) else {
+            return Err("one of its locks cannot be tried".into());
+        };
         if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
             return Err("a build is using it now".into());
         }
@@ -533,14 +498,23 @@ pub fn run(root: &Root, caller: &Caller, app: Option<&AppId>, opts: Options, sho
             continue;
         };
         // A build folder: its locks held while it is moved aside, or left.
+        // Autoapp's marker is made first when it is not there, so that a
+        // build that comes after this check waits on it too (a build checks,
+        // once it holds the marker, that it is still the one in its folder).
         let locks = match item.kind == "build" {
-            true => match held(&item.path, true) {
-                Ok(locks) => locks,
-                Err(why) => {
-                    skipped.push((item.clone(), format!("kept now: {why}")));
-                    continue;
+            true => {
+                let marker = crate::root::open_regular(&item.path.join(crate::build::BUILD_MARKER), true);
+                match marker
+                    .map_err(|_| "its build marker cannot be tried".to_string())
+                    .and_then(|_| held(&lock_files(&item.path)))
+                {
+                    Ok(locks) => locks,
+                    Err(why) => {
+                        skipped.push((item.clone(), format!("kept now: {why}")));
+                        continue;
+                    }
                 }
-            },
+            }
             false => Vec::new(),
         };
         // A build folder (or one a crash left moved aside) is what cargo and
