@@ -38,7 +38,7 @@ impl CallError {
 }
 
 /// A successful call: the route's JSON answer and what ran.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Answer {
     pub output: serde_json::Value,
     pub release: String,
@@ -81,6 +81,22 @@ pub struct Apps {
     loaded: Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Arc<Loaded>>>>>,
     /// By data folder (as bytes: hashing a `Path` walks its components).
     stores: Arc<Mutex<HashMap<std::ffi::OsString, Arc<AppStore>>>>,
+    /// In an app's worker: what its parent read for it before it was
+    /// confined (`crate::worker`); none in a process that reads for itself.
+    ahead: Option<Ahead>,
+}
+
+/// What the process that starts an app's worker reads for it, which the
+/// worker itself may not reach: the person's keys for its release's external
+/// calls, and how this machine contains programs. A worker notes no first
+/// write in the app's journal (it may not write there): its parent does,
+/// from the answer ([`note_first_write_of`]).
+pub(crate) struct Ahead {
+    pub containment: caps::spawn::Containment,
+    /// The keys the release declared when they were read (`declared`): a
+    /// release that declares others is given none.
+    pub declared: Vec<crate::caps::secret::SecretCap>,
+    pub keys: Vec<crate::secrets::Given>,
 }
 
 impl Drop for Apps {
@@ -95,6 +111,17 @@ impl Drop for Apps {
 
 impl Apps {
     pub fn new(root: Root, config: &Config) -> anyhow::Result<Apps> {
+        Apps::made(root, config, Runtime::new(config)?, None)
+    }
+
+    /// The apps of an app's worker, in a process already confined: what it
+    /// cannot reach is `ahead`, and its runtime never compiles (it may not
+    /// write the cache).
+    pub(crate) fn confined(root: Root, config: &Config, ahead: Ahead) -> anyhow::Result<Apps> {
+        Apps::made(root, config, Runtime::new(config)?.without_compiling(), Some(ahead))
+    }
+
+    fn made(root: Root, config: &Config, runtime: Runtime, ahead: Option<Ahead>) -> anyhow::Result<Apps> {
         let stores: Arc<Mutex<HashMap<std::ffi::OsString, Arc<AppStore>>>> = Arc::default();
         checkpoint_in_background(Arc::downgrade(&stores))?;
         let standing = crate::gate::standing::file(&root);
@@ -104,7 +131,7 @@ impl Apps {
             vec![plans.clone(), Arc::new(crate::gate::Standing(standing))];
         Ok(Apps {
             root,
-            runtime: Arc::new(Runtime::new(config)?),
+            runtime: Arc::new(runtime),
             gate: Gate::with_stand_ins(std::time::Duration::from_secs(config.approval_window_secs), stand_ins),
             plans,
             recorder: Arc::new(Recorder::new(config.durability)),
@@ -114,6 +141,7 @@ impl Apps {
             vault: std::sync::OnceLock::new(),
             loaded: Mutex::default(),
             stores,
+            ahead,
         })
     }
 
@@ -167,6 +195,10 @@ impl Apps {
     /// activation, whose first write is noted again.
     fn note_first_write(&self, app: &AppId, release_id: &str) {
         use crate::release::journal;
+        if self.ahead.is_some() {
+            // A worker's parent notes it (`note_first_write_of`).
+            return;
+        }
         let paths = self.root.app(app);
         let file = journal::activation_file(&paths);
         let Ok(text) = crate::pointer::read_through(&file, || std::fs::read_to_string(&file)) else {
@@ -259,6 +291,9 @@ impl Apps {
 
     /// How spawned programs are contained on this machine, decided once.
     pub fn containment(&self) -> caps::spawn::Containment {
+        if let Some(ahead) = &self.ahead {
+            return ahead.containment.clone();
+        }
         self.containment.get_or_init(|| caps::spawn::Containment::decide(self.runtime.config())).clone()
     }
 
@@ -749,9 +784,14 @@ impl Apps {
     /// (read now, so a revocation holds from the next call on).
     fn given(&self, app: &AppId, manifest: &Manifest, preview: bool) -> anyhow::Result<Given> {
         let grants = crate::grants::load(&self.root.app(app))?;
-        let keys = match preview || manifest.capabilities.secret.is_empty() {
-            true => Vec::new(),
-            false => {
+        let keys = match (preview || manifest.capabilities.secret.is_empty(), &self.ahead) {
+            (true, _) => Vec::new(),
+            // Read by the worker's parent for the keys this release declares.
+            (false, Some(ahead)) => match ahead.declared == manifest.capabilities.secret {
+                true => ahead.keys.iter().filter(|k| grants.network.contains(&k.binding.origin)).cloned().collect(),
+                false => Vec::new(),
+            },
+            (false, None) => {
                 let read = || crate::secrets::given(self.vault()?, app, manifest, &grants.network);
                 // The keyring may take seconds to answer (its first unlock,
                 // up to the vault's deadline): the tasks this worker thread
@@ -765,10 +805,51 @@ impl Apps {
         let declared = &manifest.capabilities;
         let network = caps::network::configure(&declared.network, &grants.network);
         let folders = caps::files::configure(&declared.files, &grants.files);
-        let scratch = self.root.dir().join("cache").join("scratch");
+        let scratch = scratch_of(&self.root, app);
         let config = self.runtime.config();
         let spawn = caps::spawn::configure(&declared.spawn, &grants.spawn, &folders, &network, config, scratch);
         Ok(Given { network, folders, spawn, keys })
+    }
+}
+
+/// Where each program an app's call runs gets a scratch folder of its own:
+/// beneath a folder of the app's (a worker writes there, and nowhere another
+/// app's programs do).
+pub fn scratch_of(root: &Root, app: &AppId) -> PathBuf {
+    root.dir().join("cache").join("scratch").join(app.as_str())
+}
+
+/// Notes the first write of `release`'s activation for a call that ran in
+/// an app's worker, which may not write the app's journal: what
+/// `Apps::note_first_write` does in a process that runs its own calls. When
+/// another change of the app holds its lock, it waits up to two seconds,
+/// then leaves it to the app's next write (as a one-shot call always did).
+pub fn note_first_write_of(root: &Root, app: &AppId, release_id: &str) {
+    let paths = root.app(app);
+    let file = crate::release::journal::activation_file(&paths);
+    let Ok(text) = std::fs::read_to_string(&file) else { return };
+    let seen: crate::release::journal::Activation = match serde_json::from_str(&text) {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!(app = %app, "cannot record the first write: {} is damaged: {e}", file.display());
+            return;
+        }
+    };
+    let made_under = match seen.release == release_id {
+        true if seen.first_write_at.is_some() => return,
+        true => MadeUnder::Seen(seen),
+        false => MadeUnder::Release(release_id.to_string()),
+    };
+    let deadline = Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match note_in_journal(&paths, &made_under) {
+            Ok(Noted::Busy) if Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(50)),
+            Ok(_) => return,
+            Err(e) => {
+                tracing::error!(app = %app, "cannot record the first write: {e:#}");
+                return;
+            }
+        }
     }
 }
 

@@ -36,7 +36,7 @@ pub struct Grants {
     pub spawn: BTreeMap<String, SpawnGrant>,
 }
 
-fn file(app: &AppPaths) -> PathBuf {
+pub fn file(app: &AppPaths) -> PathBuf {
     app.dir.join(GRANTS_FILE)
 }
 

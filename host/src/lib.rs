@@ -43,5 +43,6 @@ pub(crate) mod server;
 pub(crate) mod sqlite;
 pub(crate) mod template;
 pub(crate) mod view;
+pub(crate) mod worker;
 pub(crate) mod workflows;
 pub(crate) mod workspace;

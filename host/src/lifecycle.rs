@@ -453,27 +453,7 @@ impl Apps {
     /// The preview a `call --preview[=RELEASE]` reaches: the one named, or the
     /// newest.
     pub fn find_preview(&self, app: &AppId, release_prefix: Option<&str>) -> anyhow::Result<(Preview, PathBuf)> {
-        let paths = self.root().app(app);
-        let mut all = previews(&paths)?;
-        all.sort_by(|a, b| a.started_at.cmp(&b.started_at));
-        let found = match release_prefix {
-            Some(pre) => {
-                let pre = pre.to_ascii_lowercase();
-                let m: Vec<Preview> = all.into_iter().filter(|p| p.release.starts_with(&pre)).collect();
-                anyhow::ensure!(
-                    m.len() <= 1,
-                    "`{pre}` names {} previews of {app}; give more of the release id",
-                    m.len()
-                );
-                m.into_iter().next()
-            }
-            None => all.pop(),
-        };
-        let p = found.ok_or_else(|| {
-            kinded(ErrorKind::NotFound, format!("{app} has no preview running; start one with `autoapp preview {app}`"))
-        })?;
-        let data = preview_dir(&paths, &p.release).join("data");
-        Ok((p, data))
+        pick_preview(&self.root().app(app), release_prefix)
     }
 
     /// Moves the app's folder to `<root>/trash/<id>-<stamp>`.
@@ -524,6 +504,28 @@ impl Apps {
         }
         Ok(to)
     }
+}
+
+/// The preview of the app whose release starts with `release_prefix`, or
+/// its newest, and the copy of the data it runs against.
+pub fn pick_preview(paths: &AppPaths, release_prefix: Option<&str>) -> anyhow::Result<(Preview, PathBuf)> {
+    let app = &paths.id;
+    let mut all = previews(paths)?;
+    all.sort_by(|a, b| a.started_at.cmp(&b.started_at));
+    let found = match release_prefix {
+        Some(pre) => {
+            let pre = pre.to_ascii_lowercase();
+            let m: Vec<Preview> = all.into_iter().filter(|p| p.release.starts_with(&pre)).collect();
+            anyhow::ensure!(m.len() <= 1, "`{pre}` names {} previews of {app}; give more of the release id", m.len());
+            m.into_iter().next()
+        }
+        None => all.pop(),
+    };
+    let p = found.ok_or_else(|| {
+        kinded(ErrorKind::NotFound, format!("{app} has no preview running; start one with `autoapp preview {app}`"))
+    })?;
+    let data = preview_dir(paths, &p.release).join("data");
+    Ok((p, data))
 }
 
 fn preview_dir(paths: &AppPaths, release: &str) -> PathBuf {

@@ -632,6 +632,12 @@ pub struct Runtime {
     jobs: Option<std::sync::mpsc::Sender<Job>>,
     /// Jobs sent to it and not yet done.
     queued: Arc<AtomicUsize>,
+    /// Whether a component whose code the cache lacks is compiled (in a
+    /// process of its own); an app's worker, which may not write the cache,
+    /// answers [`Runtime::missed`] instead.
+    compiles: bool,
+    /// A component was not compiled because `compiles` is off.
+    missed: std::sync::atomic::AtomicBool,
     #[cfg(test)]
     hold: Arc<Mutex<()>>,
 }
@@ -715,9 +721,25 @@ impl Runtime {
             spares,
             jobs,
             queued,
+            compiles: true,
+            missed: std::sync::atomic::AtomicBool::new(false),
             #[cfg(test)]
             hold,
         })
+    }
+
+    /// A runtime that never compiles: code the cache lacks is reported by
+    /// [`Runtime::missed`] (an app's worker, whose process may only read the
+    /// cache: its parent compiles, then starts it again).
+    pub fn without_compiling(mut self) -> Runtime {
+        self.compiles = false;
+        self
+    }
+
+    /// Whether a component was not compiled because this runtime never
+    /// compiles.
+    pub fn missed(&self) -> bool {
+        self.missed.load(Ordering::Relaxed)
     }
 
     pub fn engine(&self) -> &Engine {

@@ -24,4 +24,5 @@ mod registry;
 mod secrets;
 mod support;
 mod tidy;
+mod worker;
 mod workflows;

@@ -351,6 +351,32 @@ fn uses(code: &str, what: &str) -> bool {
 }
 
 #[test]
+fn the_escape_probe_is_compiled_into_no_release() {
+    // What a runtime escape would try (raw opens, connects, exec) is a test's
+    // tool: its module is declared only in debug builds, so a release build
+    // cannot name it, and nothing else reads its variable.
+    let worker = std::fs::read_to_string(repo().join("host/src/worker/mod.rs")).unwrap();
+    let declared: Vec<&str> = worker.lines().filter(|l| l.trim_end().ends_with("mod probe;")).collect();
+    assert_eq!(declared.len(), 1, "the probe module is declared once");
+    let at = worker.find(declared[0]).unwrap();
+    let before = worker[..at].lines().last().unwrap_or_default().trim();
+    assert_eq!(before, "#[cfg(debug_assertions)]", "the probe module is declared for debug builds only");
+    let src = repo().join("host/src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    for f in files.iter().filter(|f| !f.ends_with("worker/probe.rs")) {
+        let text = std::fs::read_to_string(f).unwrap();
+        assert!(
+            !text.contains("AUTOAPP_ESCAPE_PROBE"),
+            "{} names the probe's variable: only worker::probe may",
+            f.display()
+        );
+    }
+    let probe = std::fs::read_to_string(repo().join("host/src/worker/probe.rs")).unwrap();
+    assert!(probe.contains("\"AUTOAPP_ESCAPE_PROBE\""), "the probe reads its variable by name");
+}
+
+#[test]
 fn every_print_goes_through_the_one_escaping_writer() {
     // Text from an app, an agent or a file (a grant's name, a plan, a record
     // row, an error message) reaches a terminal only through
@@ -364,6 +390,10 @@ fn every_print_goes_through_the_one_escaping_writer() {
         ("elsewhere::text", "stdout()"),
         ("elsewhere::text", "stderr()"),
         ("cli", "io::stderr"),
+        // An app's worker answers its parent on its standard output, a pipe
+        // its parent made, never a terminal; the parent says what it read.
+        ("worker", "io::stdout"),
+        ("worker", "stdout()"),
     ];
     let mut raw = Vec::new();
     for (module, code) in host_code_with_tests() {

@@ -28,7 +28,7 @@ pub const CHILD_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 pub const CHILD_LANG: &str = "C.UTF-8";
 
 /// How spawned programs are contained, decided once per process.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Containment {
     /// Each program confines itself with Landlock before it runs.
     Landlock,
@@ -44,21 +44,15 @@ impl Containment {
     /// configuration does not turn it off; else unconfined only if the person
     /// said so (`spawn_unconfined = true`); else programs do not run.
     pub fn decide(config: &crate::config::Config) -> Containment {
-        let support = if config.landlock == crate::config::Landlock::Off {
-            super::confine::Support::turned_off()
-        } else {
-            match std::env::current_exe() {
-                Ok(me) => super::confine::probe(&me),
-                Err(e) => super::confine::Support {
-                    enforced: false,
-                    summary: format!("the autoapp binary cannot be found ({e})"),
-                },
-            }
-        };
+        Containment::of(&super::confine::Support::here(config), config)
+    }
+
+    /// What `support` and the configuration allow.
+    pub fn of(support: &super::confine::Support, config: &crate::config::Config) -> Containment {
         match (support.enforced, config.spawn_unconfined) {
             (true, _) => Containment::Landlock,
             (false, true) => Containment::Unconfined,
-            (false, false) => Containment::Unavailable(support.summary),
+            (false, false) => Containment::Unavailable(support.summary.clone()),
         }
     }
 
@@ -248,6 +242,24 @@ pub fn configure(
         ..super::confine::Policy::default()
     };
     Plan { programs, output_max: (config.spawn_output_max_kib as usize) << 10, scratch_root, policy }
+}
+
+impl Plan {
+    /// The paths of the programs granted.
+    pub fn programs(&self) -> impl Iterator<Item = &std::path::Path> {
+        self.programs.values().map(|p| p.path.as_path())
+    }
+
+    /// Where each run gets its scratch folder.
+    pub fn scratch_root(&self) -> &std::path::Path {
+        &self.scratch_root
+    }
+
+    /// The policy every program runs under (plus its own path and scratch
+    /// folder).
+    pub fn policy(&self) -> &super::confine::Policy {
+        &self.policy
+    }
 }
 
 /// One call's programs.

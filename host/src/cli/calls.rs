@@ -1,8 +1,7 @@
 //! `autoapp call`, `runs`, `workflows` and `workflow`: an app's routes
 //! called from the command line, and what its record and its workflows say.
 
-use super::{Failure, app_id, block_on, fail, open_apps, print_json};
-use crate::apps::Target;
+use super::{Failure, app_id, fail, print_json};
 use crate::gate::Caller;
 use crate::root::Root;
 
@@ -15,15 +14,10 @@ pub(super) fn call(
     preview: Option<String>,
 ) -> Result<(), Failure> {
     let id = app_id(&app)?;
-    let apps = open_apps(&root)?;
     let input = json_input.unwrap_or_else(|| "{}".to_string());
-    let target = match preview {
-        None => Target::Active,
-        Some(p) if p.is_empty() => Target::Preview(None),
-        Some(p) => Target::Preview(Some(p)),
-    };
-    let answer = block_on(apps.call_at(&Caller::command_line(), &id, &target, &route, &input))?;
-    print_json(&answer.output)
+    // In a worker confined to the app, as the person.
+    let output = crate::worker::call(&root, &id, preview.as_deref(), &route, &input)?;
+    print_json(&output)
 }
 
 /// `autoapp runs`.

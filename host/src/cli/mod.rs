@@ -399,6 +399,10 @@ enum Command {
         json: bool,
     },
     /// Call a route of the app's active release as yourself, and print its JSON answer.
+    ///
+    /// The call runs in a process of its own confined to the app (Landlock and a
+    /// system-call filter, as docs/security.md says under "When the runtime itself
+    /// fails"): its data, its releases, its logs, and only what you granted it.
     Call {
         app: String,
         route: String,
@@ -524,6 +528,11 @@ pub fn main() -> ExitCode {
         Some(crate::runtime::COMPILE_COMMAND) => {
             return ExitCode::from(crate::runtime::compile_main(&args[2..]) as u8);
         }
+        // An app's worker: confined before anything else runs (see worker).
+        Some(crate::worker::COMMAND) => return ExitCode::from(crate::worker::main(&args[2..], init_tracing) as u8),
+        // Debug builds only: what an escape would try, unconfined.
+        #[cfg(debug_assertions)]
+        Some("__escape-probe") => return ExitCode::from(crate::worker::probe::main(&args[2..]) as u8),
         _ => {}
     }
     // Nothing of the same account that is not allowed to debug this process

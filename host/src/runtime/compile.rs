@@ -92,6 +92,10 @@ impl Runtime {
         {
             return Ok(Compiled(c));
         }
+        if !self.compiles {
+            self.missed.store(true, std::sync::atomic::Ordering::Relaxed);
+            return Err("its compiled code is not in the cache, and this process may not compile it".into());
+        }
         // Only the autoapp binary has the shim and `__compile`: a program
         // that links the library (a benchmark, a unit test) compiles itself.
         if !std::env::current_exe().is_ok_and(|me| me.file_stem().is_some_and(|n| n == "autoapp")) {

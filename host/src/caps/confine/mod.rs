@@ -118,8 +118,13 @@ impl System {
 pub struct Policy {
     /// The system folders read beside `read`.
     pub system: System,
-    /// Folders (everything beneath) and files it may read and execute.
+    /// Folders (everything beneath) and files it may read (and execute,
+    /// unless `execute` names what it may execute).
     pub read: Vec<PathBuf>,
+    /// When given, the only files it may execute (an app's worker: its own
+    /// binary for the shim, the programs granted); `read` is then read only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execute: Option<Vec<PathBuf>>,
     /// Folders whose entries it may list, beneath, without reading a file
     /// there that `read` does not name.
     pub list: Vec<PathBuf>,
@@ -169,6 +174,18 @@ impl Support {
     /// Support as it is when the configuration turns Landlock off.
     pub fn turned_off() -> Support {
         Support { enforced: false, summary: "Landlock is off in the configuration (landlock = \"off\")".into() }
+    }
+
+    /// What this machine enforces under `config`: probed, unless the
+    /// configuration turns Landlock off.
+    pub fn here(config: &crate::config::Config) -> Support {
+        if config.landlock == crate::config::Landlock::Off {
+            return Support::turned_off();
+        }
+        match std::env::current_exe() {
+            Ok(me) => probe(&me),
+            Err(e) => Support { enforced: false, summary: format!("the autoapp binary cannot be found ({e})") },
+        }
     }
 }
 
@@ -237,7 +254,7 @@ fn filter_holds() -> Result<(), String> {
 
 /// Applies `policy`'s Landlock rules to the calling process (`no_new_privs`
 /// with them). Returns whether the scopes (ABI 6) were enforced too.
-fn restrict(policy: &Policy) -> Result<bool, String> {
+pub(crate) fn restrict(policy: &Policy) -> Result<bool, String> {
     let abi = ABI::V4;
     let err = |e: landlock::RulesetError| e.to_string();
     let ruleset = Ruleset::default()
@@ -252,7 +269,14 @@ fn restrict(policy: &Policy) -> Result<bool, String> {
     let mut created = ruleset.create().map_err(err)?;
     let read: Vec<&Path> =
         policy.system.paths().iter().map(Path::new).chain(policy.read.iter().map(PathBuf::as_path)).collect();
-    created = created.add_rules(path_beneath_rules(read, AccessFs::from_read(abi))).map_err(err)?;
+    let reads = match &policy.execute {
+        None => AccessFs::from_read(abi),
+        Some(_) => AccessFs::ReadFile | AccessFs::ReadDir,
+    };
+    created = created.add_rules(path_beneath_rules(read, reads)).map_err(err)?;
+    if let Some(execute) = &policy.execute {
+        created = created.add_rules(path_beneath_rules(execute, AccessFs::from_read(abi))).map_err(err)?;
+    }
     created = created.add_rules(path_beneath_rules(&policy.list, AccessFs::ReadDir)).map_err(err)?;
     created = created.add_rules(path_beneath_rules(&policy.write, AccessFs::from_all(abi))).map_err(err)?;
     for port in &policy.connect_ports {
@@ -272,7 +296,7 @@ fn restrict(policy: &Policy) -> Result<bool, String> {
 /// confined program run as root is held like anyone's: it cannot read the
 /// host's `/proc/<pid>/environ` (the host is not dumpable), nor use what
 /// Landlock does not govern.
-fn drop_capabilities() -> Result<(), String> {
+pub(crate) fn drop_capabilities() -> Result<(), String> {
     use rustix::thread::{CapabilitySet, CapabilitySets};
     let held = rustix::thread::capabilities(None).map_err(|e| format!("cannot read the capabilities: {e}"))?;
     if held.permitted.is_empty() && held.effective.is_empty() && held.inheritable.is_empty() {
@@ -295,7 +319,7 @@ fn drop_capabilities() -> Result<(), String> {
 
 /// Sets `resource` to `value`, or to the hard limit already in place when
 /// that is lower (a process cannot raise it).
-fn limit(resource: rustix::process::Resource, value: u64) -> Result<(), String> {
+pub(crate) fn limit(resource: rustix::process::Resource, value: u64) -> Result<(), String> {
     let hard = rustix::process::getrlimit(resource).maximum;
     let value = hard.map_or(value, |h| value.min(h));
     let r = rustix::process::Rlimit { current: Some(value), maximum: Some(value) };

@@ -139,10 +139,72 @@ fn refusals(sockets: Sockets) -> BTreeMap<i64, Vec<SeccompRule>> {
 
 /// The compiled filter of `sockets`.
 pub fn program(sockets: Sockets) -> Result<BpfProgram, String> {
+    compiled(refusals(sockets), REFUSED)
+}
+
+/// `refusals` compiled for this machine, each answering `errno`.
+fn compiled(refusals: BTreeMap<i64, Vec<SeccompRule>>, errno: u32) -> Result<BpfProgram, String> {
     let arch = std::env::consts::ARCH.try_into().map_err(|e| format!("{e:?}"))?;
-    let filter = SeccompFilter::new(refusals(sockets), SeccompAction::Allow, SeccompAction::Errno(REFUSED), arch)
+    let filter = SeccompFilter::new(refusals, SeccompAction::Allow, SeccompAction::Errno(errno), arch)
         .map_err(|e| e.to_string())?;
     filter.try_into().map_err(|e: seccompiler::BackendError| e.to_string())
+}
+
+/// The namespaces a worker may not make: a new user namespace would give it
+/// capabilities inside, and the others are what a way out starts with.
+const NEW_NAMESPACES: [u64; 7] = [
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWCGROUP as u64,
+];
+
+/// What an app's worker is refused beyond a policy's sockets and the calls
+/// refused to everything: a namespace of its own (`unshare`, `clone` with a
+/// `CLONE_NEW*` flag), `chroot`, and changing its identity.
+fn worker_refusals(sockets: Sockets) -> BTreeMap<i64, Vec<SeccompRule>> {
+    let mut map = refusals(sockets);
+    let mut more: Vec<(i64, Vec<SeccompRule>)> = vec![
+        (libc::SYS_unshare, Vec::new()),
+        // One rule per flag: a call with any of them is refused.
+        (libc::SYS_clone, NEW_NAMESPACES.iter().map(|f| rule(vec![cond(0, SeccompCmpOp::MaskedEq(*f), *f)])).collect()),
+        (libc::SYS_chroot, Vec::new()),
+        (libc::SYS_setuid, Vec::new()),
+        (libc::SYS_setgid, Vec::new()),
+        (libc::SYS_setreuid, Vec::new()),
+        (libc::SYS_setregid, Vec::new()),
+        (libc::SYS_setresuid, Vec::new()),
+        (libc::SYS_setresgid, Vec::new()),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    {
+        let x32: Vec<(i64, Vec<SeccompRule>)> = more.iter().map(|(nr, r)| (*nr | X32, r.clone())).collect();
+        more.extend(x32);
+    }
+    map.extend(more);
+    map
+}
+
+/// Applies an app's worker's filters to every thread of the process, for
+/// good: the refusals of [`worker_refusals`], and `clone3` answering
+/// `ENOSYS` (its flags are behind a pointer a filter cannot read), so that
+/// the C library makes threads and processes with `clone`, whose flags the
+/// first filter reads.
+pub fn apply_worker(sockets: Sockets) -> Result<(), String> {
+    let refused = compiled(worker_refusals(sockets), REFUSED)?;
+    let mut clone3 = BTreeMap::new();
+    clone3.insert(libc::SYS_clone3, Vec::new());
+    #[cfg(target_arch = "x86_64")]
+    clone3.insert(libc::SYS_clone3 | X32, Vec::new());
+    let clone3 = compiled(clone3, libc::ENOSYS as u32)?;
+    for program in [refused, clone3] {
+        seccompiler::apply_filter_all_threads(&program)
+            .map_err(|e| format!("the kernel refused the system-call filter: {e}"))?;
+    }
+    Ok(())
 }
 
 /// Applies the filter of `sockets` to the calling thread (and what it

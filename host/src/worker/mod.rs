@@ -1,0 +1,352 @@
+//! An app's worker: the process its calls run in, confined before it reads
+//! anything an app wrote, so that a bug in wasmtime, SQLite or the host's own
+//! code that lets a guest run native code costs that app's data, not the
+//! person's account (`docs/security.md`, "When the runtime itself fails").
+//!
+//! Its first form serves one call: `autoapp call` starts `autoapp __worker
+//! <policy>` with an empty environment and pipes for its standard streams,
+//! the policy computed here from the app's release, grants and route
+//! ([`reach`]). The worker, from its first instruction and before it makes a
+//! thread ([`confine`]): gives up every capability, applies Landlock (the
+//! policy's files, no execution but what it names, TCP only to its ports) and
+//! the worker's system-call filter (`confine::seccomp::apply_worker`: its
+//! sockets, no `ptrace`, no namespace, no mount, no change of identity), is
+//! not dumpable, and only then reads the call from its standard input,
+//! bounded. What it may not reach its parent reads for it: the configuration,
+//! the person's keys of an external route, how programs are contained
+//! (`apps::Ahead`). It answers on its standard output, one JSON value,
+//! bounded; its log lines come on its standard error and are said through
+//! `tell!`. What it may not write its parent writes from the answer: the
+//! activation's first write (`apps::note_first_write_of`), and compiled code
+//! the cache lacks (the worker reports it; its parent compiles the release,
+//! confined, and starts it again once).
+//!
+//! The channel is the parent's: the worker runs its one call as the person
+//! (`Caller::command_line`), because only `autoapp call` starts it.
+
+pub mod reach;
+
+#[cfg(debug_assertions)]
+pub mod probe;
+
+use std::io::{Read as _, Write as _};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::apps::{Answer, Apps, Target};
+use crate::caps::confine::{self, Policy};
+use crate::config::Config;
+use crate::gate::Caller;
+use crate::manifest::{AppId, Effect};
+use crate::root::Root;
+
+/// The hidden command a worker runs as.
+pub const COMMAND: &str = "__worker";
+
+/// The most a call's request may be (its input comes from a command line,
+/// at most a few MiB).
+const MAX_REQUEST: u64 = 64 << 20;
+
+/// The most a worker's answer may be.
+const MAX_REPLY: u64 = 256 << 20;
+
+/// The most of a worker's standard error said to the person.
+const MAX_STDERR: u64 = 1 << 20;
+
+/// One call, as its parent sends it.
+#[derive(Serialize, Deserialize)]
+struct Request {
+    root: PathBuf,
+    config: Config,
+    app: String,
+    /// None: the active release; `Some("")`: the newest preview.
+    preview: Option<String>,
+    route: String,
+    input: String,
+    containment: crate::caps::spawn::Containment,
+    /// The keys the release declared when its parent read them.
+    declared: Vec<crate::caps::secret::SecretCap>,
+    keys: Vec<Key>,
+    /// Debug builds only: run these attempts instead of the call.
+    #[cfg(debug_assertions)]
+    #[serde(default)]
+    probe: Option<Vec<probe::Attempt>>,
+}
+
+/// A key given to the worker's network filter.
+#[derive(Serialize, Deserialize)]
+struct Key {
+    name: String,
+    binding: crate::caps::secret::Binding,
+    value: String,
+}
+
+/// What a worker answers.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum Reply {
+    Answer(Answer),
+    Failed(String),
+    /// The release's compiled code is not in the cache.
+    NotCompiled,
+    #[cfg(debug_assertions)]
+    Probe(Vec<probe::Outcome>),
+}
+
+/// Calls `route` of `app` (its active release, or with `preview` a preview's)
+/// with `input`, in a worker confined to the app; on the command line's
+/// channel. The error is the sentence for the person.
+pub fn call(
+    root: &Root,
+    app: &AppId,
+    preview: Option<&str>,
+    route: &str,
+    input: &str,
+) -> Result<serde_json::Value, String> {
+    let config = Config::load(root.dir()).map_err(|e| format!("{e:#}"))?;
+    let me = std::env::current_exe().map_err(|e| format!("cannot find the autoapp binary ({e})"))?;
+    let support = confine::Support::here(&config);
+    if !support.enforced {
+        // Said at every start of a worker: nothing silent about it.
+        tell!("autoapp: this call runs in a process of its own without Landlock: {}", support.summary);
+    }
+    for attempt in 0..2 {
+        let reach = reach::of(root, app, preview, route, &config, me.clone()).map_err(|e| format!("{e:#}"))?;
+        match start(root, app, preview, route, input, &config, &me, &support, &reach)? {
+            Reply::Answer(answer) => {
+                if answer.effect.writes() && !reach.preview {
+                    crate::apps::note_first_write_of(root, app, &answer.release);
+                }
+                return Ok(answer.output);
+            }
+            Reply::Failed(message) => return Err(message),
+            Reply::NotCompiled if attempt == 0 => {
+                // Compiled here (confined, within its budget), then asked again.
+                let apps = Apps::new(root.clone(), &config).map_err(|e| format!("{e:#}"))?;
+                apps.load_release(app, &reach.release).map_err(|e| format!("{e:#}"))?;
+            }
+            Reply::NotCompiled => break,
+            #[cfg(debug_assertions)]
+            Reply::Probe(outcomes) => return Ok(serde_json::to_value(outcomes).unwrap_or_default()),
+        }
+    }
+    Err(format!("the compiled code of {app}'s release could not be made ready; try again"))
+}
+
+/// Starts the worker for one call and reads its answer.
+#[allow(clippy::too_many_arguments)]
+fn start(
+    root: &Root,
+    app: &AppId,
+    preview: Option<&str>,
+    route: &str,
+    input: &str,
+    config: &Config,
+    me: &std::path::Path,
+    support: &confine::Support,
+    reach: &reach::Reach,
+) -> Result<Reply, String> {
+    let (declared, keys) = keys_for(root, app, config, reach)?;
+    let request = Request {
+        root: root.dir().to_path_buf(),
+        config: config.clone(),
+        app: app.to_string(),
+        preview: preview.map(str::to_string),
+        route: route.to_string(),
+        input: input.to_string(),
+        containment: crate::caps::spawn::Containment::of(support, config),
+        declared,
+        keys,
+        #[cfg(debug_assertions)]
+        probe: probe::asked(),
+    };
+    // What the worker writes and cannot make itself.
+    let paths = root.app(app);
+    for dir in reach.policy.write.iter().filter(|d| d.starts_with(&paths.dir) || d.starts_with(root.dir())) {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let policy = Policy { unconfined: !support.enforced, ..reach.policy.clone() };
+    let policy =
+        serde_json::to_string(&policy).map_err(|e| format!("cannot describe the worker's confinement ({e})"))?;
+    let mut command = std::process::Command::new(me);
+    command
+        .arg(COMMAND)
+        .arg(policy)
+        .env_clear()
+        // SQLite's temporary files (a large sort) go where the worker writes.
+        .env("SQLITE_TMPDIR", paths.data())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    if let Some(log) = std::env::var_os("AUTOAPP_LOG") {
+        command.env("AUTOAPP_LOG", log);
+    }
+    // Debug builds only: a test's fault and pause points reach the worker.
+    if cfg!(debug_assertions) {
+        for name in ["AUTOAPP_FAULT", "AUTOAPP_PAUSE", "AUTOAPP_PAUSE_FILE"] {
+            if let Some(v) = std::env::var_os(name) {
+                command.env(name, v);
+            }
+        }
+    }
+    let mut child = command.spawn().map_err(|e| format!("cannot start the app's worker ({e})"))?;
+    let bytes = serde_json::to_vec(&request).map_err(|e| format!("cannot describe the call ({e})"))?;
+    drop(request);
+    let mut stdin = child.stdin.take().expect("piped");
+    // A worker that could not be confined answers without reading it.
+    let _ = stdin.write_all(&bytes).and_then(|_| stdin.flush());
+    drop(stdin);
+    let stderr = child.stderr.take().expect("piped");
+    let relay = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.take(MAX_STDERR).read_to_string(&mut text);
+        text
+    });
+    let mut out = Vec::new();
+    let read = child.stdout.take().expect("piped").take(MAX_REPLY).read_to_end(&mut out);
+    let status = child.wait().map_err(|e| format!("the app's worker was lost ({e})"))?;
+    for line in relay.join().unwrap_or_default().lines() {
+        tell!("{line}");
+    }
+    read.map_err(|e| format!("cannot read the app's worker's answer ({e})"))?;
+    serde_json::from_slice(&out).map_err(|_| match status.code() {
+        Some(code) => format!("the app's worker ended without an answer (status {code})"),
+        None => "the app's worker was killed before it answered".to_string(),
+    })
+}
+
+/// The keys an external call of the reach's release carries, read here
+/// (the worker cannot reach the keyring), with what the release declared.
+fn keys_for(
+    root: &Root,
+    app: &AppId,
+    config: &Config,
+    reach: &reach::Reach,
+) -> Result<(Vec<crate::caps::secret::SecretCap>, Vec<Key>), String> {
+    let declared = reach.manifest.capabilities.secret.clone();
+    if reach.preview || reach.effect != Some(Effect::External) || declared.is_empty() {
+        return Ok((declared, Vec::new()));
+    }
+    let vault = crate::secrets::Vault::of(root.dir(), config.secrets_kept_in).map_err(|e| format!("{e:#}"))?;
+    let given = crate::secrets::given(&vault, app, &reach.manifest, &reach.origins).map_err(|e| format!("{e:#}"))?;
+    let keys = given
+        .into_iter()
+        .map(|g| Key { name: g.name, binding: g.binding, value: g.value.expose().to_string() })
+        .collect();
+    Ok((declared, keys))
+}
+
+/// `autoapp __worker <policy>`: confines itself, reads one call on its
+/// standard input, runs it, answers on its standard output. `tracing` is
+/// how the binary starts its log (after confinement: it reads the
+/// environment the parent made).
+pub fn main(args: &[String], tracing: fn()) -> i32 {
+    let policy: Result<Policy, String> = match args.first() {
+        Some(p) => serde_json::from_str(p).map_err(|e| format!("the worker's policy is malformed ({e})")),
+        None => Err("a worker needs its policy".to_string()),
+    };
+    let confined = policy.and_then(|p| confine(&p));
+    if let Err(why) = confined {
+        answer(&Reply::Failed(format!("the call was not run: its process could not be confined ({why})")));
+        return confine::CANNOT_CONFINE;
+    }
+    tracing();
+    let mut bytes = Vec::new();
+    if let Err(e) = std::io::stdin().take(MAX_REQUEST + 1).read_to_end(&mut bytes) {
+        answer(&Reply::Failed(format!("the worker could not read its call ({e})")));
+        return 1;
+    }
+    let request: Request = match serde_json::from_slice(&bytes).ok().filter(|_| bytes.len() as u64 <= MAX_REQUEST) {
+        Some(r) => r,
+        None => {
+            answer(&Reply::Failed("the worker's call is malformed".into()));
+            return 1;
+        }
+    };
+    drop(bytes);
+    let reply = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt.block_on(serve(request)),
+        Err(e) => Reply::Failed(format!("the worker could not start ({e})")),
+    };
+    answer(&reply);
+    0
+}
+
+/// Runs the request's call (or, in a debug build, its probe).
+async fn serve(request: Request) -> Reply {
+    #[cfg(debug_assertions)]
+    if let Some(attempts) = &request.probe {
+        let attempts = attempts.clone();
+        // On a thread made after confinement, as a guest's code runs.
+        return match tokio::task::spawn_blocking(move || probe::run(&attempts)).await {
+            Ok(outcomes) => Reply::Probe(outcomes),
+            Err(e) => Reply::Failed(format!("the probe failed ({e})")),
+        };
+    }
+    let (root, app) = match (Root::open(&request.root), AppId::parse(&request.app)) {
+        (Ok(root), Ok(app)) => (root, app),
+        _ => return Reply::Failed("the worker's call names no app of a root".into()),
+    };
+    let ahead = crate::apps::Ahead {
+        containment: request.containment,
+        declared: request.declared,
+        keys: request
+            .keys
+            .into_iter()
+            .map(|k| crate::secrets::Given {
+                name: k.name,
+                binding: k.binding,
+                value: crate::secrets::Value::new(k.value),
+            })
+            .collect(),
+    };
+    let apps = match Apps::confined(root, &request.config, ahead) {
+        Ok(apps) => apps,
+        Err(e) => return Reply::Failed(format!("{e:#}")),
+    };
+    let target = match request.preview {
+        None => Target::Active,
+        Some(p) if p.is_empty() => Target::Preview(None),
+        Some(p) => Target::Preview(Some(p)),
+    };
+    let called = apps.call_at(&Caller::command_line(), &app, &target, &request.route, &request.input).await;
+    match called {
+        Ok(answer) => Reply::Answer(answer),
+        Err(_) if apps.runtime().missed() => Reply::NotCompiled,
+        Err(e) => Reply::Failed(format!("{e:#}")),
+    }
+}
+
+/// Writes the worker's one answer to its standard output: its parent's pipe,
+/// never a terminal.
+fn answer(reply: &Reply) {
+    if let Ok(bytes) = serde_json::to_vec(reply) {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(&bytes).and_then(|_| out.flush());
+    }
+}
+
+/// Confines this process for good, before it has a second thread: no
+/// capability, no core file, not dumpable, Landlock (unless the policy is
+/// `unconfined`: the kernel has none, said by the parent) and the worker's
+/// system-call filter.
+pub fn confine(policy: &Policy) -> Result<(), String> {
+    // Landlock holds a thread and what it starts: every thread must be made
+    // after it. The filter is applied to all (TSYNC), but the rule is one.
+    let threads = std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0);
+    if threads > 1 {
+        return Err(format!("it had {threads} threads before it was confined"));
+    }
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+    // It ends with the process that started it: nobody waits for its answer.
+    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
+    confine::drop_capabilities()?;
+    confine::limit(rustix::process::Resource::Core, 0)?;
+    if policy.unconfined {
+        let _ = confine::seccomp::apply_worker(policy.sockets);
+        return Ok(());
+    }
+    confine::restrict(policy)?;
+    confine::seccomp::apply_worker(policy.sockets)
+}

@@ -1,0 +1,166 @@
+//! An app's worker (`host/src/worker`): a call from the command line runs in
+//! a process of its own, confined to its app before the guest runs. A runtime
+//! escape is played by the debug build's probe (`AUTOAPP_ESCAPE_PROBE`): raw
+//! system calls on a thread of the worker, as native code would make them.
+//! Each fails there; the same attempts from a process that is not confined
+//! (`autoapp __escape-probe`) succeed, which shows the test can fail.
+
+use std::path::Path;
+
+use crate::support::TestRoot;
+
+/// What became of each attempt: (what it tried, done).
+fn outcomes(value: &serde_json::Value) -> Vec<(String, bool)> {
+    value
+        .as_array()
+        .expect("a list of outcomes")
+        .iter()
+        .map(|o| (o["attempt"].to_string(), o["done"].as_bool().expect("done")))
+        .collect()
+}
+
+fn attempt(kind: &str, key: &str, value: impl Into<serde_json::Value>) -> serde_json::Value {
+    serde_json::json!({ "try": kind, key: value.into() })
+}
+
+fn path(p: &Path) -> String {
+    p.to_str().expect("a UTF-8 path").to_string()
+}
+
+#[test]
+fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
+    let root = TestRoot::new();
+    root.install("notes");
+    root.install("hostile");
+    root.call("notes", "notes.add", r#"{"title":"mine"}"#);
+    root.call("hostile", "mark", "{}");
+    // The person's own things: a key in their home, a publisher key, the
+    // control secret of a launcher, the root's configuration.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
+    let ssh_key = home.path().join(".ssh/id_ed25519");
+    std::fs::write(&ssh_key, "PRIVATE KEY").unwrap();
+    root.ok(&["key", "new", "--name", "Test"]);
+    let publisher_key = walk_files(&root.path().join("xdg-config"))
+        .into_iter()
+        .find(|f| f.extension().is_none_or(|e| e != "pub") && !f.to_string_lossy().ends_with(".json"))
+        .expect("a publisher key file");
+    let control = root.path().join("launcher.json");
+    std::fs::write(&control, r#"{"port":1,"secret":"0123"}"#).unwrap();
+    let other_db = root.path().join("apps/hostile/data/app.sqlite");
+    let own_db = root.path().join("apps/notes/data/app.sqlite");
+    assert!(other_db.is_file() && own_db.is_file());
+    // A listener on loopback and a UNIX socket (a session bus, an agent).
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let sockets = tempfile::tempdir().unwrap();
+    let bus = sockets.path().join("bus");
+    let _bus = std::os::unix::net::UnixListener::bind(&bus).unwrap();
+    // A sibling process of the person's.
+    let mut sibling = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+
+    let attempts = serde_json::json!([
+        attempt("read", "path", path(&ssh_key)),
+        attempt("read", "path", path(&publisher_key)),
+        attempt("read", "path", path(&control)),
+        attempt("read", "path", path(&root.path().join("config.toml"))),
+        attempt("read", "path", path(&other_db)),
+        attempt("write", "path", path(&other_db)),
+        attempt("list", "path", path(root.path())),
+        attempt("list", "path", path(&root.path().join("apps/hostile"))),
+        attempt("create", "path", path(&elsewhere.path().join("planted"))),
+        attempt("create", "path", path(&root.path().join("apps/notes/grants.json.new"))),
+        attempt(
+            "write",
+            "path",
+            path(
+                &root
+                    .path()
+                    .join("apps/notes/releases")
+                    .read_dir()
+                    .unwrap()
+                    .next()
+                    .unwrap()
+                    .unwrap()
+                    .path()
+                    .join("component.wasm")
+            )
+        ),
+        attempt("connect", "address", listener.local_addr().unwrap().to_string()),
+        attempt("connect-unix", "path", path(&bus)),
+        attempt("exec", "path", "/bin/true"),
+        attempt("read", "path", format!("/proc/{}/environ", std::process::id())),
+        attempt("attach", "pid", sibling.id()),
+    ]);
+    let asked = attempts.to_string();
+
+    let confined: serde_json::Value = serde_json::from_str(
+        &String::from_utf8(
+            root.command()
+                .args(["call", "notes", "notes.list"])
+                .env("AUTOAPP_ESCAPE_PROBE", &asked)
+                .output()
+                .map(|o| {
+                    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+                    o.stdout
+                })
+                .unwrap(),
+        )
+        .unwrap(),
+    )
+    .expect("the worker's outcomes");
+    let o =
+        std::process::Command::new(env!("CARGO_BIN_EXE_autoapp")).args(["__escape-probe", &asked]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let unconfined: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the outcomes");
+    let _ = sibling.kill();
+    let _ = sibling.wait();
+
+    let done_inside: Vec<String> = outcomes(&confined).into_iter().filter(|(_, d)| *d).map(|(a, _)| a).collect();
+    assert!(done_inside.is_empty(), "the worker did what an escape tried: {done_inside:#?}\n{confined:#}");
+    let refused_outside: Vec<String> = outcomes(&unconfined).into_iter().filter(|(_, d)| !*d).map(|(a, _)| a).collect();
+    assert!(refused_outside.is_empty(), "the same attempts outside a worker must succeed: {refused_outside:#?}");
+
+    // And the worker still does its own work: its app's data, read and written.
+    let own = serde_json::json!([attempt("read", "path", path(&own_db)), attempt("write", "path", path(&own_db))]);
+    let o = root
+        .command()
+        .args(["call", "notes", "notes.list"])
+        .env("AUTOAPP_ESCAPE_PROBE", own.to_string())
+        .output()
+        .unwrap();
+    let own: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the outcomes");
+    assert!(outcomes(&own).iter().all(|(_, d)| *d), "{own:#}");
+    assert_eq!(root.call("notes", "notes.list", "{}")["notes"][0]["title"], "mine");
+}
+
+fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = entry.path();
+        if p.is_dir() { out.extend(walk_files(&p)) } else { out.push(p) }
+    }
+    out
+}
+
+#[test]
+fn a_program_granted_to_an_app_still_runs_the_systems_programs_from_its_worker() {
+    // The worker's rules hold the programs it starts too (Landlock only
+    // narrows): a granted shell runs what its own policy lets it, no less.
+    let root = TestRoot::new();
+    root.install_hostile_with("spawn = [{ program = \"sh\" }]");
+    let got = root.call(
+        "hostile",
+        "spawn.run",
+        r#"{"program":"sh","args":["-c","/bin/echo ran; test -n \"$(cat /etc/passwd)\" && echo read"]}"#,
+    );
+    assert_eq!(got["stdout"], "ran\nread\n", "{got}");
+    // And no more than that: the root stays out of its reach.
+    let config = root.path().join("config.toml");
+    let got = root.call(
+        "hostile",
+        "spawn.run",
+        &serde_json::json!({ "program": "sh", "args": ["-c", format!("cat {}", config.display())] }).to_string(),
+    );
+    assert!(got["stderr"].as_str().unwrap().contains("Permission denied"), "{got}");
+}
