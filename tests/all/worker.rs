@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::support::TestRoot;
+use crate::support::{TestRoot, TestServer};
 
 /// What became of each attempt: (what it tried, done).
 fn outcomes(value: &serde_json::Value) -> Vec<(String, bool)> {
@@ -132,6 +132,174 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
     let own: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the outcomes");
     assert!(outcomes(&own).iter().all(|(_, d)| *d), "{own:#}");
     assert_eq!(root.call("notes", "notes.list", "{}")["notes"][0]["title"], "mine");
+}
+
+/// Runs `autoapp call app route` with the probe's `attempts` in its worker.
+fn probed(root: &TestRoot, app: &str, route: &str, attempts: &serde_json::Value) -> Vec<(String, bool)> {
+    let o = root
+        .command()
+        .args(["call", app, route])
+        .env("AUTOAPP_ESCAPE_PROBE", attempts.to_string())
+        .output()
+        .expect("the autoapp binary runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    outcomes(&serde_json::from_slice(&o.stdout).expect("the worker's outcomes"))
+}
+
+#[test]
+fn an_external_routes_worker_reaches_what_was_granted_and_nothing_beside_it() {
+    let server = TestServer::start();
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let granted = tempfile::tempdir().unwrap();
+    std::fs::write(granted.path().join("note.txt"), "granted").unwrap();
+    let beside = tempfile::tempdir().unwrap();
+    std::fs::write(beside.path().join("secret.txt"), "not granted").unwrap();
+    let root = TestRoot::new();
+    root.install_hostile_with(&format!(
+        "network = [\"http://127.0.0.1:{}\"]\nfiles = [{{ name = \"inbox\", path = \"{}\", access = \"read\" }}]",
+        server.port,
+        granted.path().display()
+    ));
+    let attempts = serde_json::json!([
+        attempt("connect", "address", format!("127.0.0.1:{}", server.port)),
+        attempt("read", "path", path(&granted.path().join("note.txt"))),
+        attempt("connect", "address", other.local_addr().unwrap().to_string()),
+        attempt("create", "path", path(&granted.path().join("planted"))),
+        attempt("read", "path", path(&beside.path().join("secret.txt"))),
+        attempt("read", "path", path(&root.path().join("apps/hostile/grants.json"))),
+        attempt("write", "path", path(&root.path().join("apps/hostile/grants.json"))),
+    ]);
+    let got = probed(&root, "hostile", "http.get", &attempts);
+    let done: Vec<bool> = got.iter().map(|(_, d)| *d).collect();
+    // The granted port and folder (read); not another port, not a write to
+    // a folder granted for reading, not the folder beside it; its own
+    // grants it may read (a call reads them) and never write.
+    assert_eq!(done, [true, true, false, false, false, true, false], "{got:#?}");
+    // A read route of the same app is given none of it.
+    let got = probed(&root, "hostile", "count", &attempts);
+    assert_eq!(got.iter().filter(|(_, d)| *d).count(), 1, "only its grants file is read: {got:#?}");
+}
+
+#[test]
+fn a_call_where_landlock_is_off_says_so_and_still_runs_in_a_worker_of_its_own() {
+    let root = TestRoot::with_config("landlock = \"off\"\n");
+    root.install("notes");
+    let o = root.command().args(["call", "notes", "notes.add", r#"{"title":"x"}"#]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        said.contains("this call runs in a process of its own without Landlock: Landlock is off in the configuration"),
+        "{said}"
+    );
+    assert_eq!(root.call("notes", "notes.list", "{}")["notes"][0]["title"], "x");
+}
+
+/// The pids of the workers running for `root` (their policy names it).
+fn workers_of(root: &Path) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        if args.get(1).is_some_and(|a| a == "__worker")
+            && args.get(2).is_some_and(|p| p.contains(&*root.to_string_lossy()))
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[test]
+fn workers_killed_under_32_writers_lose_no_acknowledged_write_and_other_apps_go_on() {
+    let root = std::sync::Arc::new(TestRoot::new());
+    root.install("notes");
+    root.install("hostile");
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let killer = {
+        let (root, done) = (root.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut killed = 0;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                for pid in workers_of(root.path()).into_iter().step_by(3) {
+                    if std::process::Command::new("kill")
+                        .args(["-KILL", &pid.to_string()])
+                        .status()
+                        .is_ok_and(|s| s.success())
+                    {
+                        killed += 1;
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(30));
+            }
+            killed
+        })
+    };
+    let reader = {
+        let (root, done) = (root.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                // The other app's calls: a killed one says so, and no other fails.
+                let o = root.run(&["call", "hostile", "count"]);
+                let said = String::from_utf8_lossy(&o.stderr).into_owned();
+                assert!(o.status.success() || said.contains("worker was killed"), "{said}");
+                reads += usize::from(o.status.success());
+            }
+            reads
+        })
+    };
+    let writers: Vec<_> = (0..32)
+        .map(|w| {
+            let root = root.clone();
+            std::thread::spawn(move || {
+                let mut acknowledged = Vec::new();
+                let mut refused = 0;
+                for i in 0..4 {
+                    let title = format!("w{w}-{i}");
+                    let o =
+                        root.run(&["call", "notes", "notes.add", &serde_json::json!({ "title": title }).to_string()]);
+                    if o.status.success() {
+                        acknowledged.push(title);
+                    } else {
+                        let said = String::from_utf8_lossy(&o.stderr);
+                        assert!(said.contains("worker was killed") || said.contains("busy"), "{said}");
+                        refused += 1;
+                    }
+                }
+                (acknowledged, refused)
+            })
+        })
+        .collect();
+    let mut acknowledged = Vec::new();
+    let mut refused = 0;
+    for w in writers {
+        let (a, r) = w.join().unwrap();
+        acknowledged.extend(a);
+        refused += r;
+    }
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let killed = killer.join().unwrap();
+    let reads = reader.join().unwrap();
+    assert!(
+        killed > 0 && refused > 0,
+        "the test killed workers under the writers ({killed} killed, {refused} refused)"
+    );
+    assert!(reads > 0, "the other app answered throughout");
+    let all = root.call("notes", "notes.list", r#"{"limit":500}"#);
+    let kept: std::collections::BTreeSet<String> =
+        all["notes"].as_array().unwrap().iter().map(|n| n["title"].as_str().unwrap().to_string()).collect();
+    let lost: Vec<&String> = acknowledged.iter().filter(|t| !kept.contains(*t)).collect();
+    assert!(
+        lost.is_empty(),
+        "acknowledged writes lost: {lost:?} ({} acknowledged, {killed} workers killed)",
+        acknowledged.len()
+    );
+    // Each kept write has its row in the record.
+    let runs: serde_json::Value =
+        serde_json::from_str(&root.ok(&["runs", "notes", "--limit", "1000", "--json"])).expect("runs --json");
+    let written = runs.as_array().unwrap().iter().filter(|r| r["route"] == "notes.add" && r["outcome"] == "ok").count();
+    assert!(written >= kept.len(), "{written} rows for {} notes kept", kept.len());
 }
 
 fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {

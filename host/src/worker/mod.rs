@@ -64,7 +64,9 @@ struct Request {
     preview: Option<String>,
     route: String,
     input: String,
-    containment: crate::caps::spawn::Containment,
+    /// How its programs are contained, when its parent knows; else by
+    /// whether it confined itself.
+    containment: Option<crate::caps::spawn::Containment>,
     /// The keys the release declared when its parent read them.
     declared: Vec<crate::caps::secret::SecretCap>,
     keys: Vec<Key>,
@@ -90,6 +92,8 @@ enum Reply {
     Failed(String),
     /// The release's compiled code is not in the cache.
     NotCompiled,
+    /// It could not confine itself: why.
+    Unconfinable(String),
     #[cfg(debug_assertions)]
     Probe(Vec<probe::Outcome>),
 }
@@ -106,25 +110,50 @@ pub fn call(
 ) -> Result<serde_json::Value, String> {
     let config = Config::load(root.dir()).map_err(|e| format!("{e:#}"))?;
     let me = std::env::current_exe().map_err(|e| format!("cannot find the autoapp binary ({e})"))?;
-    let support = confine::Support::here(&config);
-    if !support.enforced {
-        // Said at every start of a worker: nothing silent about it.
-        tell!("autoapp: this call runs in a process of its own without Landlock: {}", support.summary);
-    }
-    for attempt in 0..2 {
+    // Known only when the worker could not confine itself, or the person
+    // turned Landlock off: the worker's own confinement is the probe.
+    let mut support = (config.landlock == crate::config::Landlock::Off).then(confine::Support::turned_off);
+    let mut compiled = false;
+    for _ in 0..3 {
+        if let Some(s) = support.as_ref().filter(|s| !s.enforced) {
+            // Said at every start of a worker: nothing silent about it.
+            tell!("autoapp: this call runs in a process of its own without Landlock: {}", s.summary);
+        }
         let reach = reach::of(root, app, preview, route, &config, me.clone()).map_err(|e| format!("{e:#}"))?;
-        match start(root, app, preview, route, input, &config, &me, &support, &reach)? {
+        match start(root, app, preview, route, input, &config, &me, support.as_ref(), &reach)? {
             Reply::Answer(answer) => {
-                if answer.effect.writes() && !reach.preview {
-                    crate::apps::note_first_write_of(root, app, &answer.release);
+                // The worker's words are not trusted for what it may have
+                // written: the route's effect is the release's, as found here.
+                // (Noting an activation that did not write only makes a
+                // rollback ask.)
+                if reach.effect.is_some_and(Effect::writes) && !reach.preview {
+                    crate::apps::note_first_write_of(root, app, &reach.release);
+                    if answer.release != reach.release {
+                        crate::apps::note_first_write_of(root, app, &answer.release);
+                    }
                 }
                 return Ok(answer.output);
             }
-            Reply::Failed(message) => return Err(message),
-            Reply::NotCompiled if attempt == 0 => {
+            Reply::Failed(message) => return Err(bounded(message)),
+            Reply::Unconfinable(why) => {
+                // Whether this kernel has Landlock at all, asked once: a
+                // worker runs without it only where there is none, never
+                // because confining failed for another reason.
+                match support.is_none().then(|| confine::Support::here(&config)).filter(|s| !s.enforced) {
+                    Some(none_here) => support = Some(none_here),
+                    None => {
+                        return Err(format!(
+                            "the call was not run: its process could not be confined ({})",
+                            bounded(why)
+                        ));
+                    }
+                }
+            }
+            Reply::NotCompiled if !compiled => {
                 // Compiled here (confined, within its budget), then asked again.
                 let apps = Apps::new(root.clone(), &config).map_err(|e| format!("{e:#}"))?;
                 apps.load_release(app, &reach.release).map_err(|e| format!("{e:#}"))?;
+                compiled = true;
             }
             Reply::NotCompiled => break,
             #[cfg(debug_assertions)]
@@ -132,6 +161,22 @@ pub fn call(
         }
     }
     Err(format!("the compiled code of {app}'s release could not be made ready; try again"))
+}
+
+/// The most of a worker's error said to the person.
+const MAX_ERROR: usize = 16 << 10;
+
+/// A worker's error, cut at [`MAX_ERROR`] bytes (on a character's boundary).
+fn bounded(mut message: String) -> String {
+    if message.len() > MAX_ERROR {
+        let mut end = MAX_ERROR;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push_str(" […]");
+    }
+    message
 }
 
 /// Starts the worker for one call and reads its answer.
@@ -144,7 +189,7 @@ fn start(
     input: &str,
     config: &Config,
     me: &std::path::Path,
-    support: &confine::Support,
+    support: Option<&confine::Support>,
     reach: &reach::Reach,
 ) -> Result<Reply, String> {
     let (declared, keys) = keys_for(root, app, config, reach)?;
@@ -155,7 +200,7 @@ fn start(
         preview: preview.map(str::to_string),
         route: route.to_string(),
         input: input.to_string(),
-        containment: crate::caps::spawn::Containment::of(support, config),
+        containment: support.map(|s| crate::caps::spawn::Containment::of(s, config)),
         declared,
         keys,
         #[cfg(debug_assertions)]
@@ -163,10 +208,10 @@ fn start(
     };
     // What the worker writes and cannot make itself.
     let paths = root.app(app);
-    for dir in reach.policy.write.iter().filter(|d| d.starts_with(&paths.dir) || d.starts_with(root.dir())) {
+    for dir in reach.policy.write.iter().filter(|d| d.starts_with(root.dir())) {
         let _ = std::fs::create_dir_all(dir);
     }
-    let policy = Policy { unconfined: !support.enforced, ..reach.policy.clone() };
+    let policy = Policy { unconfined: support.is_some_and(|s| !s.enforced), ..reach.policy.clone() };
     let policy =
         serde_json::to_string(&policy).map_err(|e| format!("cannot describe the worker's confinement ({e})"))?;
     let mut command = std::process::Command::new(me);
@@ -176,6 +221,8 @@ fn start(
         .env_clear()
         // SQLite's temporary files (a large sort) go where the worker writes.
         .env("SQLITE_TMPDIR", paths.data())
+        // Its log lines are read by its parent, which escapes them: no colour.
+        .env("NO_COLOR", "1")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
@@ -246,11 +293,14 @@ pub fn main(args: &[String], tracing: fn()) -> i32 {
         Some(p) => serde_json::from_str(p).map_err(|e| format!("the worker's policy is malformed ({e})")),
         None => Err("a worker needs its policy".to_string()),
     };
-    let confined = policy.and_then(|p| confine(&p));
-    if let Err(why) = confined {
-        answer(&Reply::Failed(format!("the call was not run: its process could not be confined ({why})")));
-        return confine::CANNOT_CONFINE;
-    }
+    let confined = policy.and_then(|p| confine(&p).map(|()| p.unconfined));
+    let unconfined = match confined {
+        Ok(unconfined) => unconfined,
+        Err(why) => {
+            answer(&Reply::Unconfinable(why));
+            return confine::CANNOT_CONFINE;
+        }
+    };
     tracing();
     let mut bytes = Vec::new();
     if let Err(e) = std::io::stdin().take(MAX_REQUEST + 1).read_to_end(&mut bytes) {
@@ -266,7 +316,7 @@ pub fn main(args: &[String], tracing: fn()) -> i32 {
     };
     drop(bytes);
     let reply = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt.block_on(serve(request)),
+        Ok(rt) => rt.block_on(serve(request, unconfined)),
         Err(e) => Reply::Failed(format!("the worker could not start ({e})")),
     };
     answer(&reply);
@@ -274,7 +324,7 @@ pub fn main(args: &[String], tracing: fn()) -> i32 {
 }
 
 /// Runs the request's call (or, in a debug build, its probe).
-async fn serve(request: Request) -> Reply {
+async fn serve(request: Request, unconfined: bool) -> Reply {
     #[cfg(debug_assertions)]
     if let Some(attempts) = &request.probe {
         let attempts = attempts.clone();
@@ -288,8 +338,14 @@ async fn serve(request: Request) -> Reply {
         (Ok(root), Ok(app)) => (root, app),
         _ => return Reply::Failed("the worker's call names no app of a root".into()),
     };
+    // Confined with Landlock and the filter, it contains its programs the
+    // same way (what `confine::probe` would have found).
+    let containment = request.containment.unwrap_or(match unconfined {
+        false => crate::caps::spawn::Containment::Landlock,
+        true => crate::caps::spawn::Containment::Unavailable("this process is not confined".into()),
+    });
     let ahead = crate::apps::Ahead {
-        containment: request.containment,
+        containment,
         declared: request.declared,
         keys: request
             .keys
@@ -349,4 +405,19 @@ pub fn confine(policy: &Policy) -> Result<(), String> {
     }
     confine::restrict(policy)?;
     confine::seccomp::apply_worker(policy.sockets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_workers_error_is_said_whole_up_to_its_bound_and_cut_on_a_character() {
+        assert_eq!(bounded("short".into()), "short");
+        let long = "é".repeat(MAX_ERROR);
+        let cut = bounded(long);
+        assert!(cut.len() <= MAX_ERROR + " […]".len(), "{}", cut.len());
+        assert!(cut.ends_with(" […]"));
+        assert!(cut.trim_end_matches(" […]").chars().all(|c| c == 'é'));
+    }
 }
