@@ -222,11 +222,8 @@ fn workers_killed_under_32_writers_lose_no_acknowledged_write_and_other_apps_go_
             let mut killed = 0;
             while !done.load(std::sync::atomic::Ordering::SeqCst) {
                 for pid in workers_of(root.path()).into_iter().step_by(3) {
-                    if std::process::Command::new("kill")
-                        .args(["-KILL", &pid.to_string()])
-                        .status()
-                        .is_ok_and(|s| s.success())
-                    {
+                    let Some(pid) = rustix::process::Pid::from_raw(pid) else { continue };
+                    if rustix::process::kill_process(pid, rustix::process::Signal::KILL).is_ok() {
                         killed += 1;
                     }
                 }

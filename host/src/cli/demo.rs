@@ -78,8 +78,11 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
     ];
     for (route, input) in tour {
         say!("\n$ autoapp call notes {route} '{input}'");
-        match block_on(apps.call(&me, &notes, route, &input.to_string())) {
-            Ok(a) => say!("{}", crate::elsewhere::text::json_for_terminal(&serde_json::to_string_pretty(&a.output)?)),
+        // As `autoapp call` runs it: in a worker confined to the app.
+        match crate::worker::call(root, &notes, None, route, &input.to_string()) {
+            Ok(output) => {
+                say!("{}", crate::elsewhere::text::json_for_terminal(&serde_json::to_string_pretty(&output)?))
+            }
             Err(e) => anyhow::bail!("the demo call {route} failed: {e}"),
         }
     }
