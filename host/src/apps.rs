@@ -92,6 +92,10 @@ pub struct Apps {
 /// write in the app's journal (it may not write there): its parent does,
 /// from the answer ([`note_first_write_of`]).
 pub(crate) struct Ahead {
+    /// The release the worker's policy was made for: a call that finds
+    /// another (an activation in between) is refused, never run under the
+    /// other's rules.
+    pub release: String,
     pub containment: caps::spawn::Containment,
     /// The keys the release declared when they were read (`declared`): a
     /// release that declares others is given none.
@@ -522,6 +526,16 @@ impl Apps {
     ) -> Result<Answer, CallError> {
         let started = Instant::now();
         let Resolved { release: release_id, data, preview } = self.resolve_target(app, target)?;
+        if let Some(ahead) = self.ahead.as_ref().filter(|a| a.release != release_id) {
+            return Err(CallError::new(
+                ErrorKind::Conflict,
+                format!(
+                    "{app} changed to release {} while the call started (it was {}); try again",
+                    release::short(&release_id),
+                    release::short(&ahead.release)
+                ),
+            ));
+        }
         let loaded = self.load(app, &release_id).await?;
         let Some(r) = loaded.manifest.route(route) else {
             return Err(self.no_such_route(caller, app, &release_id, &data, &loaded, route, started));

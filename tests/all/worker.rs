@@ -48,6 +48,8 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
     let control = root.path().join("launcher.json");
     std::fs::write(&control, r#"{"port":1,"secret":"0123"}"#).unwrap();
     let other_db = root.path().join("apps/hostile/data/app.sqlite");
+    let own_data = root.path().join("apps/notes/data");
+    let own_logs = root.path().join("apps/notes/logs");
     let own_db = root.path().join("apps/notes/data/app.sqlite");
     assert!(other_db.is_file() && own_db.is_file());
     // A listener on loopback and a UNIX socket (a session bus, an agent).
@@ -91,6 +93,13 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
         attempt("exec", "path", "/bin/true"),
         attempt("read", "path", format!("/proc/{}/environ", std::process::id())),
         attempt("attach", "pid", sibling.id()),
+        // Planted where the host opens files later (a preview's copy, a
+        // backup, the log writer): a link to the person's key, a hard link
+        // of it, a FIFO to block on.
+        serde_json::json!({ "try": "symlink", "path": path(&own_data.join("planted.sqlite")), "target": path(&ssh_key) }),
+        serde_json::json!({ "try": "symlink", "path": path(&own_logs.join("app.log.1")), "target": path(&ssh_key) }),
+        serde_json::json!({ "try": "link", "path": path(&own_data.join("linked")), "target": path(&ssh_key) }),
+        serde_json::json!({ "try": "fifo", "path": path(&own_data.join("runs.sqlite-journal")) }),
     ]);
     let asked = attempts.to_string();
 
@@ -115,6 +124,12 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
     let unconfined: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the outcomes");
     let _ = sibling.kill();
     let _ = sibling.wait();
+    // What the unconfined probe planted in the app's folders (a FIFO there
+    // would hold the app's next call: that is why a worker may not make one).
+    for planted in ["planted.sqlite", "linked", "runs.sqlite-journal"] {
+        let _ = std::fs::remove_file(own_data.join(planted));
+    }
+    let _ = std::fs::remove_file(own_logs.join("app.log.1"));
 
     let done_inside: Vec<String> = outcomes(&confined).into_iter().filter(|(_, d)| *d).map(|(a, _)| a).collect();
     assert!(done_inside.is_empty(), "the worker did what an escape tried: {done_inside:#?}\n{confined:#}");
@@ -178,6 +193,30 @@ fn an_external_routes_worker_reaches_what_was_granted_and_nothing_beside_it() {
     // A read route of the same app is given none of it.
     let got = probed(&root, "hostile", "count", &attempts);
     assert_eq!(got.iter().filter(|(_, d)| *d).count(), 1, "only its grants file is read: {got:#?}");
+}
+
+#[test]
+fn nothing_a_worker_starts_outlives_its_call() {
+    // With a program granted, the worker may run the system's programs; one
+    // it leaves running ends with the call (its process group, which
+    // nothing in it may leave).
+    let root = TestRoot::new();
+    root.install_hostile_with("spawn = [{ program = \"sh\" }]");
+    let marker = format!("{}.{}", 40 + std::process::id() % 50, std::process::id() % 1000);
+    let left = serde_json::json!([{ "try": "leave", "path": "/bin/sleep", "args": [marker] }]);
+    let got = probed(&root, "hostile", "spawn.run", &left);
+    assert!(got[0].1, "it could start it: {got:?}");
+    let running = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).split('\0').any(|a| a == marker))
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while running() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!running(), "`sleep {marker}` outlived the call that started it");
 }
 
 #[test]
@@ -292,11 +331,15 @@ fn workers_killed_under_32_writers_lose_no_acknowledged_write_and_other_apps_go_
         "acknowledged writes lost: {lost:?} ({} acknowledged, {killed} workers killed)",
         acknowledged.len()
     );
-    // Each kept write has its row in the record.
+    // Each acknowledged write has its row: a row is as durable as its write
+    // before the answer. (A write kept but never answered — its worker killed
+    // between the commit and its row, when another process held the record
+    // and the row was left to be written after — may lack its row: not
+    // asserted here; see docs/security.md.)
     let runs: serde_json::Value =
         serde_json::from_str(&root.ok(&["runs", "notes", "--limit", "1000", "--json"])).expect("runs --json");
     let written = runs.as_array().unwrap().iter().filter(|r| r["route"] == "notes.add" && r["outcome"] == "ok").count();
-    assert!(written >= kept.len(), "{written} rows for {} notes kept", kept.len());
+    assert!(written >= acknowledged.len(), "{written} rows for {} acknowledged writes", acknowledged.len());
 }
 
 fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {

@@ -48,8 +48,9 @@ pub const COMMAND: &str = "__worker";
 /// at most a few MiB).
 const MAX_REQUEST: u64 = 64 << 20;
 
-/// The most a worker's answer may be.
-const MAX_REPLY: u64 = 256 << 20;
+/// The most a worker's answer may be (read whole, then parsed, by a
+/// process that is not confined).
+const MAX_REPLY: u64 = 64 << 20;
 
 /// The most of a worker's standard error said to the person.
 const MAX_STDERR: u64 = 1 << 20;
@@ -62,6 +63,8 @@ struct Request {
     app: String,
     /// None: the active release; `Some("")`: the newest preview.
     preview: Option<String>,
+    /// The release its policy was made for: it runs that one or none.
+    release: String,
     route: String,
     input: String,
     /// How its programs are contained, when its parent knows; else by
@@ -198,6 +201,7 @@ fn start(
         config: config.clone(),
         app: app.to_string(),
         preview: preview.map(str::to_string),
+        release: reach.release.clone(),
         route: route.to_string(),
         input: input.to_string(),
         containment: support.map(|s| crate::caps::spawn::Containment::of(s, config)),
@@ -250,13 +254,29 @@ fn start(
         let _ = stderr.take(MAX_STDERR).read_to_string(&mut text);
         text
     });
-    let mut out = Vec::new();
-    let read = child.stdout.take().expect("piped").take(MAX_REPLY).read_to_end(&mut out);
+    let stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        stdout.take(MAX_REPLY).read_to_end(&mut out).map(|_| out)
+    });
+    // Whatever the worker started ends with it: its process group (which
+    // nothing in it may leave: `setsid` and `setpgid` are refused) is
+    // killed once it has exited and before it is reaped, so that its id
+    // cannot have been taken by another process meanwhile.
+    let pid = rustix::process::Pid::from_child(&child);
+    let _ = rustix::process::waitid(
+        rustix::process::WaitId::Pid(pid),
+        rustix::process::WaitIdOptions::EXITED | rustix::process::WaitIdOptions::NOWAIT,
+    );
+    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
     let status = child.wait().map_err(|e| format!("the app's worker was lost ({e})"))?;
     for line in relay.join().unwrap_or_default().lines() {
         tell!("{line}");
     }
-    read.map_err(|e| format!("cannot read the app's worker's answer ({e})"))?;
+    let out = reader
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the reader stopped")))
+        .map_err(|e| format!("cannot read the app's worker's answer ({e})"))?;
     serde_json::from_slice(&out).map_err(|_| match status.code() {
         Some(code) => format!("the app's worker ended without an answer (status {code})"),
         None => "the app's worker was killed before it answered".to_string(),
@@ -293,6 +313,9 @@ pub fn main(args: &[String], tracing: fn()) -> i32 {
         Some(p) => serde_json::from_str(p).map_err(|e| format!("the worker's policy is malformed ({e})")),
         None => Err("a worker needs its policy".to_string()),
     };
+    // A session and process group of its own: no controlling terminal to
+    // type into, and one group its parent ends whole.
+    let _ = rustix::process::setsid();
     let confined = policy.and_then(|p| confine(&p).map(|()| p.unconfined));
     let unconfined = match confined {
         Ok(unconfined) => unconfined,
@@ -345,6 +368,7 @@ async fn serve(request: Request, unconfined: bool) -> Reply {
         true => crate::caps::spawn::Containment::Unavailable("this process is not confined".into()),
     });
     let ahead = crate::apps::Ahead {
+        release: request.release,
         containment,
         declared: request.declared,
         keys: request

@@ -37,6 +37,15 @@ pub enum Attempt {
     Exec { path: PathBuf },
     /// Open another process's memory, which needs what `ptrace` needs.
     Attach { pid: u32 },
+    /// Make a symbolic link at `path` to `target` (for the host to follow
+    /// later).
+    Symlink { path: PathBuf, target: PathBuf },
+    /// Make a hard link at `path` to the file `target`.
+    Link { path: PathBuf, target: PathBuf },
+    /// Make a FIFO at `path` (for the host to block on later).
+    Fifo { path: PathBuf },
+    /// Start a program and leave it running past the call.
+    Leave { path: PathBuf, args: Vec<String> },
 }
 
 /// What became of an attempt.
@@ -76,6 +85,21 @@ fn attempt(a: &Attempt) -> std::io::Result<()> {
         Attempt::ConnectUnix { path } => std::os::unix::net::UnixStream::connect(path).map(|_| ()),
         Attempt::Exec { path } => std::process::Command::new(path).output().map(|_| ()),
         Attempt::Attach { pid } => std::fs::File::open(format!("/proc/{pid}/mem")).map(|_| ()),
+        Attempt::Symlink { path, target } => std::os::unix::fs::symlink(target, path),
+        Attempt::Link { path, target } => std::fs::hard_link(target, path),
+        Attempt::Fifo { path } => {
+            rustix::fs::mknodat(rustix::fs::CWD, path, rustix::fs::FileType::Fifo, rustix::fs::Mode::RUSR, 0)
+                .map_err(std::io::Error::from)
+        }
+        // Not waited for: it is left to run, holding none of the worker's
+        // streams (as a daemon does; pipes of its own, closed here).
+        Attempt::Leave { path, args } => std::process::Command::new(path)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map(|_| ()),
     }
 }
 

@@ -122,7 +122,12 @@ pub struct Policy {
     /// unless `execute` names what it may execute).
     pub read: Vec<PathBuf>,
     /// When given, the only files it may execute (an app's worker: its own
-    /// binary for the shim, the programs granted); `read` is then read only.
+    /// binary for the shim, the programs granted), and the policy is an
+    /// app's worker's: `read` is then read only, and `write` gives plain
+    /// files and folders only — no symbolic link, FIFO, socket or device
+    /// made there, nothing moved or linked in from elsewhere, nothing
+    /// executed (what the host opens there later never follows a worker's
+    /// link).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execute: Option<Vec<PathBuf>>,
     /// Folders whose entries it may list, beneath, without reading a file
@@ -278,7 +283,20 @@ pub(crate) fn restrict(policy: &Policy) -> Result<bool, String> {
         created = created.add_rules(path_beneath_rules(execute, AccessFs::from_read(abi))).map_err(err)?;
     }
     created = created.add_rules(path_beneath_rules(&policy.list, AccessFs::ReadDir)).map_err(err)?;
-    created = created.add_rules(path_beneath_rules(&policy.write, AccessFs::from_all(abi))).map_err(err)?;
+    let writes = match &policy.execute {
+        None => AccessFs::from_all(abi),
+        Some(_) => {
+            AccessFs::ReadFile
+                | AccessFs::ReadDir
+                | AccessFs::WriteFile
+                | AccessFs::Truncate
+                | AccessFs::MakeReg
+                | AccessFs::MakeDir
+                | AccessFs::RemoveFile
+                | AccessFs::RemoveDir
+        }
+    };
+    created = created.add_rules(path_beneath_rules(&policy.write, writes)).map_err(err)?;
     for port in &policy.connect_ports {
         created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp)).map_err(err)?;
     }

@@ -164,7 +164,8 @@ const NEW_NAMESPACES: [u64; 7] = [
 
 /// What an app's worker is refused beyond a policy's sockets and the calls
 /// refused to everything: a namespace of its own (`unshare`, `clone` with a
-/// `CLONE_NEW*` flag), `chroot`, and changing its identity.
+/// `CLONE_NEW*` flag), `chroot`, changing its identity, and leaving its
+/// session or process group (`setsid`, `setpgid`).
 fn worker_refusals(sockets: Sockets) -> BTreeMap<i64, Vec<SeccompRule>> {
     let mut map = refusals(sockets);
     let mut more: Vec<(i64, Vec<SeccompRule>)> = vec![
@@ -172,6 +173,10 @@ fn worker_refusals(sockets: Sockets) -> BTreeMap<i64, Vec<SeccompRule>> {
         // One rule per flag: a call with any of them is refused.
         (libc::SYS_clone, NEW_NAMESPACES.iter().map(|f| rule(vec![cond(0, SeccompCmpOp::MaskedEq(*f), *f)])).collect()),
         (libc::SYS_chroot, Vec::new()),
+        // What it starts stays in its session and process group, which its
+        // parent ends whole when the call is over.
+        (libc::SYS_setsid, Vec::new()),
+        (libc::SYS_setpgid, Vec::new()),
         (libc::SYS_setuid, Vec::new()),
         (libc::SYS_setgid, Vec::new()),
         (libc::SYS_setreuid, Vec::new()),
