@@ -188,10 +188,18 @@ fn worker_refusals(sockets: Sockets) -> BTreeMap<i64, Vec<SeccompRule>> {
     {
         let x32: Vec<(i64, Vec<SeccompRule>)> = more.iter().map(|(nr, r)| (*nr | X32, r.clone())).collect();
         more.extend(x32);
+        // x32's own numbers (512–547: its `ptrace`, `execve`,
+        // `process_vm_readv`, `ioctl`, …), which no native number mirrors:
+        // a worker is a native process and uses none of them.
+        more.extend(X32_OWN.map(|nr| (nr | X32, Vec::new())));
     }
     map.extend(more);
     map
 }
+
+/// The system calls x32 numbers apart from the native ones.
+#[cfg(target_arch = "x86_64")]
+const X32_OWN: std::ops::RangeInclusive<i64> = 512..=547;
 
 /// Applies an app's worker's filters to every thread of the process, for
 /// good: the refusals of [`worker_refusals`], and `clone3` answering
@@ -279,6 +287,22 @@ mod tests {
         assert_eq!(opened(Sockets::None), [false, false, false, false, false, false, false, false, false, true]);
         assert_eq!(opened(Sockets::Tcp), [true, true, false, false, false, false, false, false, false, true]);
         assert_eq!(opened(Sockets::TcpUdp), [true, true, true, false, false, false, false, false, false, true]);
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn a_worker_refuses_x32s_own_numbers_and_its_namespaces() {
+        let map = worker_refusals(Sockets::None);
+        // x32's ptrace, execve and process_vm_readv.
+        for nr in [521, 520, 539] {
+            assert!(map.get(&(nr | X32)).is_some_and(Vec::is_empty), "{nr}");
+        }
+        for nr in [libc::SYS_unshare, libc::SYS_setsid, libc::SYS_setpgid, libc::SYS_chroot] {
+            assert!(map.get(&nr).is_some_and(Vec::is_empty), "{nr} refused whatever its arguments");
+            assert!(map.contains_key(&(nr | X32)), "{nr}");
+        }
+        assert_eq!(map[&libc::SYS_clone].len(), NEW_NAMESPACES.len(), "one rule per namespace flag");
+        assert!(compiled(map, REFUSED).is_ok());
     }
 
     #[test]
