@@ -233,6 +233,40 @@ fn a_call_where_landlock_is_off_says_so_and_still_runs_in_a_worker_of_its_own() 
     assert_eq!(root.call("notes", "notes.list", "{}")["notes"][0]["title"], "x");
 }
 
+#[test]
+fn a_worker_runs_without_landlock_only_where_the_kernel_says_it_has_none() {
+    // The worker could not confine itself: its parent asks the kernel (the
+    // probe), which here says it cannot filter system calls either, and only
+    // then runs it with what is left, saying so.
+    let root = TestRoot::new();
+    root.install("notes");
+    let o = root
+        .command()
+        .args(["call", "notes", "notes.add", r#"{"title":"y"}"#])
+        .env("AUTOAPP_FAULT", "no-seccomp")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{said}");
+    assert!(
+        said.contains("this call runs in a process of its own without Landlock: this kernel cannot filter"),
+        "{said}"
+    );
+    assert_eq!(root.call("notes", "notes.list", "{}")["notes"][0]["title"], "y");
+    // A worker that fails to confine itself on a kernel that can: refused,
+    // never run unconfined.
+    let o = root
+        .command()
+        .args(["call", "notes", "notes.add", r#"{"title":"z"}"#])
+        .env("AUTOAPP_FAULT", "worker-unconfinable")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    assert!(said.contains("the call was not run: its process could not be confined"), "{said}");
+    assert_eq!(root.call("notes", "notes.list", "{}")["notes"][0]["title"], "y", "nothing was written");
+}
+
 /// The pids of the workers running for `root` (their policy names it).
 fn workers_of(root: &Path) -> Vec<i32> {
     let mut pids = Vec::new();

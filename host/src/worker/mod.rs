@@ -140,9 +140,11 @@ pub fn call(
             Reply::Failed(message) => return Err(bounded(message)),
             Reply::Unconfinable(why) => {
                 // Whether this kernel has Landlock at all, asked once: a
-                // worker runs without it only where there is none, never
-                // because confining failed for another reason.
-                match support.is_none().then(|| confine::Support::here(&config)).filter(|s| !s.enforced) {
+                // worker runs without it only where the kernel says there is
+                // none, never because confining failed for another reason or
+                // the probe could not run.
+                let here = support.is_none().then(|| confine::Support::here(&config));
+                match here.filter(|s| s.answered && !s.enforced) {
                     Some(none_here) => support = Some(none_here),
                     None => {
                         return Err(format!(
@@ -426,6 +428,14 @@ pub fn confine(policy: &Policy) -> Result<(), String> {
     if policy.unconfined {
         let _ = confine::seccomp::apply_worker(policy.sockets);
         return Ok(());
+    }
+    // Debug builds only: a test plays a kernel without the filter (as the
+    // kernel probe does), or a worker that fails to confine itself on a
+    // kernel that can.
+    if cfg!(debug_assertions)
+        && std::env::var("AUTOAPP_FAULT").is_ok_and(|f| f == "no-seccomp" || f == "worker-unconfinable")
+    {
+        return Err("a test plays a process that cannot be confined".into());
     }
     confine::restrict(policy)?;
     confine::seccomp::apply_worker(policy.sockets)

@@ -173,12 +173,20 @@ pub struct Support {
     pub enforced: bool,
     /// A sentence for `explain` and `status`.
     pub summary: String,
+    /// The answer is the kernel's (the probe ran to its end, or the
+    /// configuration turned Landlock off), not a probe that could not run.
+    #[serde(skip)]
+    pub answered: bool,
 }
 
 impl Support {
     /// Support as it is when the configuration turns Landlock off.
     pub fn turned_off() -> Support {
-        Support { enforced: false, summary: "Landlock is off in the configuration (landlock = \"off\")".into() }
+        Support {
+            enforced: false,
+            summary: "Landlock is off in the configuration (landlock = \"off\")".into(),
+            answered: true,
+        }
     }
 
     /// What this machine enforces under `config`: probed, unless the
@@ -189,7 +197,11 @@ impl Support {
         }
         match std::env::current_exe() {
             Ok(me) => probe(&me),
-            Err(e) => Support { enforced: false, summary: format!("the autoapp binary cannot be found ({e})") },
+            Err(e) => Support {
+                enforced: false,
+                summary: format!("the autoapp binary cannot be found ({e})"),
+                answered: false,
+            },
         }
     }
 }
@@ -207,10 +219,18 @@ pub fn probe(self_exe: &Path) -> Support {
     match command.output() {
         Ok(o) if o.status.success() => {
             let text = String::from_utf8_lossy(&o.stdout).trim().to_string();
-            Support { enforced: true, summary: text }
+            Support { enforced: true, summary: text, answered: true }
         }
-        Ok(o) => Support { enforced: false, summary: String::from_utf8_lossy(&o.stdout).trim().to_string() },
-        Err(e) => Support { enforced: false, summary: format!("the Landlock probe could not run ({e})") },
+        // It says why it cannot confine with status 1; anything else (a
+        // signal, another status) is no answer.
+        Ok(o) => Support {
+            enforced: false,
+            summary: String::from_utf8_lossy(&o.stdout).trim().to_string(),
+            answered: o.status.code() == Some(1),
+        },
+        Err(e) => {
+            Support { enforced: false, summary: format!("the Landlock probe could not run ({e})"), answered: false }
+        }
     }
 }
 
