@@ -267,6 +267,46 @@ fn a_worker_runs_without_landlock_only_where_the_kernel_says_it_has_none() {
     assert_eq!(root.call("notes", "notes.list", "{}")["notes"][0]["title"], "y", "nothing was written");
 }
 
+#[test]
+fn where_landlock_has_no_tcp_rules_a_worker_still_has_its_file_rules_and_says_what_it_lacks() {
+    // Linux 5.13 to 6.6 (Debian 12, RHEL 9, Ubuntu 22.04) have Landlock's
+    // file rules, not its TCP rules: played here with a debug fault.
+    let server = TestServer::start();
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let beside = tempfile::tempdir().unwrap();
+    std::fs::write(beside.path().join("secret.txt"), "not granted").unwrap();
+    let root = TestRoot::new();
+    root.install_hostile_with(&format!("network = [\"http://127.0.0.1:{}\"]", server.port));
+    let attempts = serde_json::json!([
+        attempt("read", "path", path(&beside.path().join("secret.txt"))),
+        attempt("read", "path", path(&root.path().join("config.toml"))),
+        attempt("create", "path", path(&beside.path().join("planted"))),
+        serde_json::json!({ "try": "symlink", "path": path(&root.path().join("apps/hostile/data/k")), "target": path(&beside.path().join("secret.txt")) }),
+        attempt("connect", "address", other.local_addr().unwrap().to_string()),
+    ]);
+    let run = |route: &str| {
+        let o = root
+            .command()
+            .args(["call", "hostile", route])
+            .env("AUTOAPP_ESCAPE_PROBE", attempts.to_string())
+            .env("AUTOAPP_FAULT", "landlock-without-tcp")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        (outcomes(&serde_json::from_slice(&o.stdout).unwrap()), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    // A read route: files held by Landlock, every socket by the filter.
+    let (got, said) = run("count");
+    assert!(got.iter().all(|(_, done)| !done), "{got:#?}");
+    assert!(!said.contains("no TCP rules"), "nothing to say where no socket is allowed: {said}");
+    // An external route: the files still held; another port is not, and it
+    // says so.
+    let (got, said) = run("http.get");
+    let done: Vec<bool> = got.iter().map(|(_, d)| *d).collect();
+    assert_eq!(done, [false, false, false, false, true], "{got:#?}");
+    assert!(said.contains("this kernel's Landlock has no TCP rules"), "{said}");
+}
+
 /// The pids of the workers running for `root` (their policy names it).
 fn workers_of(root: &Path) -> Vec<i32> {
     let mut pids = Vec::new();

@@ -318,9 +318,16 @@ pub fn main(args: &[String], tracing: fn()) -> i32 {
     // A session and process group of its own: no controlling terminal to
     // type into, and one group its parent ends whole.
     let _ = rustix::process::setsid();
-    let confined = policy.and_then(|p| confine(&p).map(|()| p.unconfined));
-    let unconfined = match confined {
-        Ok(unconfined) => unconfined,
+    let confined = policy.and_then(|p| confine(&p).map(|held| (held, p.sockets)));
+    let held = match confined {
+        Ok((held, sockets)) => {
+            if held == Held::Files && sockets != confine::Sockets::None {
+                tell!(
+                    "autoapp: this kernel's Landlock has no TCP rules (Linux 6.7 adds them): the call's files are confined, the ports it may connect to are not"
+                );
+            }
+            held
+        }
         Err(why) => {
             answer(&Reply::Unconfinable(why));
             return confine::CANNOT_CONFINE;
@@ -341,7 +348,7 @@ pub fn main(args: &[String], tracing: fn()) -> i32 {
     };
     drop(bytes);
     let reply = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt.block_on(serve(request, unconfined)),
+        Ok(rt) => rt.block_on(serve(request, held)),
         Err(e) => Reply::Failed(format!("the worker could not start ({e})")),
     };
     answer(&reply);
@@ -349,7 +356,7 @@ pub fn main(args: &[String], tracing: fn()) -> i32 {
 }
 
 /// Runs the request's call (or, in a debug build, its probe).
-async fn serve(request: Request, unconfined: bool) -> Reply {
+async fn serve(request: Request, held: Held) -> Reply {
     #[cfg(debug_assertions)]
     if let Some(attempts) = &request.probe {
         let attempts = attempts.clone();
@@ -365,9 +372,15 @@ async fn serve(request: Request, unconfined: bool) -> Reply {
     };
     // Confined with Landlock and the filter, it contains its programs the
     // same way (what `confine::probe` would have found).
-    let containment = request.containment.unwrap_or(match unconfined {
-        false => crate::caps::spawn::Containment::Landlock,
-        true => crate::caps::spawn::Containment::Unavailable("this process is not confined".into()),
+    let containment = request.containment.unwrap_or_else(|| match held {
+        Held::Whole => crate::caps::spawn::Containment::Landlock,
+        // What `confine::probe` finds on such a kernel: programs need the TCP
+        // rules too.
+        Held::Files if request.config.spawn_unconfined => crate::caps::spawn::Containment::Unconfined,
+        Held::Files => crate::caps::spawn::Containment::Unavailable(
+            "this kernel's Landlock has no TCP rules (Linux 6.7 adds them)".into(),
+        ),
+        Held::Filter => crate::caps::spawn::Containment::Unavailable("this process is not confined".into()),
     });
     let ahead = crate::apps::Ahead {
         release: request.release,
@@ -413,7 +426,7 @@ fn answer(reply: &Reply) {
 /// capability, no core file, not dumpable, Landlock (unless the policy is
 /// `unconfined`: the kernel has none, said by the parent) and the worker's
 /// system-call filter.
-pub fn confine(policy: &Policy) -> Result<(), String> {
+pub fn confine(policy: &Policy) -> Result<Held, String> {
     // Landlock holds a thread and what it starts: every thread must be made
     // after it. The filter is applied to all (TSYNC), but the rule is one.
     let threads = std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0);
@@ -427,7 +440,7 @@ pub fn confine(policy: &Policy) -> Result<(), String> {
     confine::limit(rustix::process::Resource::Core, 0)?;
     if policy.unconfined {
         let _ = confine::seccomp::apply_worker(policy.sockets);
-        return Ok(());
+        return Ok(Held::Filter);
     }
     // Debug builds only: a test plays a kernel without the filter (as the
     // kernel probe does), or a worker that fails to confine itself on a
@@ -437,8 +450,27 @@ pub fn confine(policy: &Policy) -> Result<(), String> {
     {
         return Err("a test plays a process that cannot be confined".into());
     }
-    confine::restrict(policy)?;
-    confine::seccomp::apply_worker(policy.sockets)
+    // Where Landlock has no TCP rules (before Linux 6.7), its file rules
+    // still hold: the filter keeps the sockets, but not which ports.
+    let held = match confine::has_tcp_rules() {
+        true => confine::restrict(policy).map(|_| Held::Whole)?,
+        false => confine::restrict_files(policy).map(|_| Held::Files)?,
+    };
+    confine::seccomp::apply_worker(policy.sockets)?;
+    Ok(held)
+}
+
+/// What a worker's confinement holds on this kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// Landlock's file and TCP rules, and the filter.
+    Whole,
+    /// Landlock's file rules and the filter: TCP to any port its sockets
+    /// allow (a kernel before Linux 6.7).
+    Files,
+    /// The filter alone, where the kernel has it (no Landlock, or the
+    /// person turned it off).
+    Filter,
 }
 
 #[cfg(test)]

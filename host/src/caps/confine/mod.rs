@@ -280,17 +280,48 @@ fn filter_holds() -> Result<(), String> {
 /// Applies `policy`'s Landlock rules to the calling process (`no_new_privs`
 /// with them). Returns whether the scopes (ABI 6) were enforced too.
 pub(crate) fn restrict(policy: &Policy) -> Result<bool, String> {
-    let abi = ABI::V4;
-    let err = |e: landlock::RulesetError| e.to_string();
-    let ruleset = Ruleset::default()
+    restrict_with(policy, true)
+}
+
+/// [`restrict`] on a kernel whose Landlock has no TCP rules (ABI < 4,
+/// before Linux 6.7): the file rules alone — ABI 1 required, what ABI 2 and
+/// 3 add (links and renames across folders, truncation) where the kernel
+/// has them. Whatever the policy's ports, TCP is not held by Landlock then.
+pub(crate) fn restrict_files(policy: &Policy) -> Result<bool, String> {
+    restrict_with(policy, false)
+}
+
+/// Whether this kernel's Landlock has its TCP rules (ABI 4). Debug builds
+/// only: `AUTOAPP_FAULT=landlock-without-tcp` plays a kernel without them.
+pub(crate) fn has_tcp_rules() -> bool {
+    if cfg!(debug_assertions) && std::env::var("AUTOAPP_FAULT").is_ok_and(|f| f == "landlock-without-tcp") {
+        return false;
+    }
+    Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(AccessFs::from_all(abi))
-        .map_err(err)?
-        .handle_access(AccessNet::from_all(abi))
-        .map_err(err)?
-        .set_compatibility(CompatLevel::BestEffort)
-        .scope(Scope::from_all(ABI::V6))
-        .map_err(err)?;
+        .handle_access(AccessNet::from_all(ABI::V4))
+        .and_then(|r| r.create())
+        .is_ok()
+}
+
+fn restrict_with(policy: &Policy, tcp: bool) -> Result<bool, String> {
+    let abi = if tcp { ABI::V4 } else { ABI::V3 };
+    let err = |e: landlock::RulesetError| e.to_string();
+    let ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
+    let ruleset = match tcp {
+        true => ruleset
+            .handle_access(AccessFs::from_all(abi))
+            .map_err(err)?
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(err)?,
+        false => ruleset
+            .handle_access(AccessFs::from_all(ABI::V1))
+            .map_err(err)?
+            .set_compatibility(CompatLevel::BestEffort)
+            .handle_access(AccessFs::from_all(abi))
+            .map_err(err)?,
+    };
+    let ruleset = ruleset.set_compatibility(CompatLevel::BestEffort).scope(Scope::from_all(ABI::V6)).map_err(err)?;
     let mut created = ruleset.create().map_err(err)?;
     let read: Vec<&Path> =
         policy.system.paths().iter().map(Path::new).chain(policy.read.iter().map(PathBuf::as_path)).collect();
@@ -317,7 +348,7 @@ pub(crate) fn restrict(policy: &Policy) -> Result<bool, String> {
         }
     };
     created = created.add_rules(path_beneath_rules(&policy.write, writes)).map_err(err)?;
-    for port in &policy.connect_ports {
+    for port in policy.connect_ports.iter().filter(|_| tcp) {
         created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp)).map_err(err)?;
     }
     let status = created.restrict_self().map_err(err)?;
