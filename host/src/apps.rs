@@ -122,7 +122,11 @@ impl Apps {
     /// cannot reach is `ahead`, and its runtime never compiles (it may not
     /// write the cache).
     pub(crate) fn confined(root: Root, config: &Config, ahead: Ahead) -> anyhow::Result<Apps> {
-        Apps::made(root, config, Runtime::new(config)?.without_compiling(), Some(ahead))
+        let containment = ahead.containment.clone();
+        let apps = Apps::made(root, config, Runtime::new(config)?.without_compiling(), Some(ahead))?;
+        // Decided by its parent, or by its own confinement: not probed here.
+        let _ = apps.containment.set(containment);
+        Ok(apps)
     }
 
     fn made(root: Root, config: &Config, runtime: Runtime, ahead: Option<Ahead>) -> anyhow::Result<Apps> {
@@ -218,25 +222,13 @@ impl Apps {
         {
             return;
         }
-        let seen: journal::Activation = match serde_json::from_str(&text) {
-            Ok(a) => a,
-            Err(e) => {
-                tracing::error!(app = %app, "cannot record the first write: {} is damaged: {e}", file.display());
+        let made_under = match to_note(app, &file, &text, release_id) {
+            ToNote::Damaged => return,
+            ToNote::Already => {
+                self.written.lock().expect("written").insert(app.clone(), (text, release_id.to_string()));
                 return;
             }
-        };
-        let made_under = if seen.release == release_id {
-            if seen.first_write_at.is_some() {
-                self.written.lock().expect("written").insert(app.clone(), (text, seen.release));
-                return;
-            }
-            MadeUnder::Seen(seen)
-        } else {
-            // The file names another release: either this call began before
-            // another release was activated, or an activation of this one
-            // has switched the pointer and not yet written its file (it
-            // holds the app's lock meanwhile). Judged once the lock is free.
-            MadeUnder::Release(release_id.to_string())
+            ToNote::Note(made_under) => made_under,
         };
         let wait = (app.clone(), made_under.key());
         if self.first_write_waits.lock().expect("waits").contains(&wait) {
@@ -295,9 +287,6 @@ impl Apps {
 
     /// How spawned programs are contained on this machine, decided once.
     pub fn containment(&self) -> caps::spawn::Containment {
-        if let Some(ahead) = &self.ahead {
-            return ahead.containment.clone();
-        }
         self.containment.get_or_init(|| caps::spawn::Containment::decide(self.runtime.config())).clone()
     }
 
@@ -842,18 +831,7 @@ pub fn note_first_write_of(root: &Root, app: &AppId, release_id: &str) {
     let paths = root.app(app);
     let file = crate::release::journal::activation_file(&paths);
     let Ok(text) = std::fs::read_to_string(&file) else { return };
-    let seen: crate::release::journal::Activation = match serde_json::from_str(&text) {
-        Ok(a) => a,
-        Err(e) => {
-            tracing::error!(app = %app, "cannot record the first write: {} is damaged: {e}", file.display());
-            return;
-        }
-    };
-    let made_under = match seen.release == release_id {
-        true if seen.first_write_at.is_some() => return,
-        true => MadeUnder::Seen(seen),
-        false => MadeUnder::Release(release_id.to_string()),
-    };
+    let ToNote::Note(made_under) = to_note(app, &file, &text, release_id) else { return };
     let deadline = Instant::now() + std::time::Duration::from_secs(2);
     loop {
         match note_in_journal(&paths, &made_under) {
@@ -864,6 +842,36 @@ pub fn note_first_write_of(root: &Root, app: &AppId, release_id: &str) {
                 return;
             }
         }
+    }
+}
+
+/// What a write of a release has to note, from its app's activation file.
+enum ToNote {
+    /// The file is damaged (said once here).
+    Damaged,
+    /// The activation of this release holds its first write already.
+    Already,
+    Note(MadeUnder),
+}
+
+/// What a write of `release_id` has to note, from the activation file's
+/// `text`.
+fn to_note(app: &AppId, file: &Path, text: &str, release_id: &str) -> ToNote {
+    let seen: crate::release::journal::Activation = match serde_json::from_str(text) {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!(app = %app, "cannot record the first write: {} is damaged: {e}", file.display());
+            return ToNote::Damaged;
+        }
+    };
+    match seen.release == release_id {
+        true if seen.first_write_at.is_some() => ToNote::Already,
+        true => ToNote::Note(MadeUnder::Seen(seen)),
+        // The file names another release: either this call began before
+        // another release was activated, or an activation of this one has
+        // switched the pointer and not yet written its file (it holds the
+        // app's lock meanwhile). Judged once the lock is free.
+        false => ToNote::Note(MadeUnder::Release(release_id.to_string())),
     }
 }
 

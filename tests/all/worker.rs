@@ -103,21 +103,7 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
     ]);
     let asked = attempts.to_string();
 
-    let confined: serde_json::Value = serde_json::from_str(
-        &String::from_utf8(
-            root.command()
-                .args(["call", "notes", "notes.list"])
-                .env("AUTOAPP_ESCAPE_PROBE", &asked)
-                .output()
-                .map(|o| {
-                    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-                    o.stdout
-                })
-                .unwrap(),
-        )
-        .unwrap(),
-    )
-    .expect("the worker's outcomes");
+    let confined = probed(&root, "notes", "notes.list", &attempts);
     let o =
         std::process::Command::new(env!("CARGO_BIN_EXE_autoapp")).args(["__escape-probe", &asked]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -131,34 +117,49 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
     }
     let _ = std::fs::remove_file(own_logs.join("app.log.1"));
 
-    let done_inside: Vec<String> = outcomes(&confined).into_iter().filter(|(_, d)| *d).map(|(a, _)| a).collect();
-    assert!(done_inside.is_empty(), "the worker did what an escape tried: {done_inside:#?}\n{confined:#}");
+    let done_inside: Vec<&String> = confined.iter().filter(|(_, d)| *d).map(|(a, _)| a).collect();
+    assert!(done_inside.is_empty(), "the worker did what an escape tried: {done_inside:#?}");
     let refused_outside: Vec<String> = outcomes(&unconfined).into_iter().filter(|(_, d)| !*d).map(|(a, _)| a).collect();
     assert!(refused_outside.is_empty(), "the same attempts outside a worker must succeed: {refused_outside:#?}");
 
     // And the worker still does its own work: its app's data, read and written.
     let own = serde_json::json!([attempt("read", "path", path(&own_db)), attempt("write", "path", path(&own_db))]);
-    let o = root
-        .command()
-        .args(["call", "notes", "notes.list"])
-        .env("AUTOAPP_ESCAPE_PROBE", own.to_string())
-        .output()
-        .unwrap();
-    let own: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the outcomes");
-    assert!(outcomes(&own).iter().all(|(_, d)| *d), "{own:#}");
+    let own = probed(&root, "notes", "notes.list", &own);
+    assert!(own.iter().all(|(_, d)| *d), "{own:#?}");
     assert_eq!(root.call("notes", "notes.list", "{}")["notes"][0]["title"], "mine");
 }
 
 /// Runs `autoapp call app route` with the probe's `attempts` in its worker.
 fn probed(root: &TestRoot, app: &str, route: &str, attempts: &serde_json::Value) -> Vec<(String, bool)> {
-    let o = root
-        .command()
-        .args(["call", app, route])
-        .env("AUTOAPP_ESCAPE_PROBE", attempts.to_string())
-        .output()
-        .expect("the autoapp binary runs");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    outcomes(&serde_json::from_slice(&o.stdout).expect("the worker's outcomes"))
+    probed_with(root, app, route, attempts, None).0
+}
+
+/// [`probed`] under the debug fault `fault`, with what the call said on
+/// its standard error.
+fn probed_with(
+    root: &TestRoot,
+    app: &str,
+    route: &str,
+    attempts: &serde_json::Value,
+    fault: Option<&str>,
+) -> (Vec<(String, bool)>, String) {
+    let mut command = root.command();
+    command.args(["call", app, route]).env("AUTOAPP_ESCAPE_PROBE", attempts.to_string());
+    if let Some(fault) = fault {
+        command.env("AUTOAPP_FAULT", fault);
+    }
+    let o = command.output().expect("the autoapp binary runs");
+    let said = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{said}");
+    (outcomes(&serde_json::from_slice(&o.stdout).expect("the worker's outcomes")), said)
+}
+
+/// `autoapp call notes notes.add` of a note titled `title` under the debug
+/// fault `fault`: its exit status and what it said.
+fn add_under_fault(root: &TestRoot, title: &str, fault: &str) -> (Option<i32>, String) {
+    let input = serde_json::json!({ "title": title }).to_string();
+    let o = root.command().args(["call", "notes", "notes.add", &input]).env("AUTOAPP_FAULT", fault).output().unwrap();
+    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
 
 #[test]
@@ -240,14 +241,8 @@ fn a_worker_runs_without_landlock_only_where_the_kernel_says_it_has_none() {
     // then runs it with what is left, saying so.
     let root = TestRoot::new();
     root.install("notes");
-    let o = root
-        .command()
-        .args(["call", "notes", "notes.add", r#"{"title":"y"}"#])
-        .env("AUTOAPP_FAULT", "no-seccomp")
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{said}");
+    let (status, said) = add_under_fault(&root, "y", "no-seccomp");
+    assert_eq!(status, Some(0), "{said}");
     assert!(
         said.contains("this call runs in a process of its own without Landlock: this kernel cannot filter"),
         "{said}"
@@ -255,14 +250,8 @@ fn a_worker_runs_without_landlock_only_where_the_kernel_says_it_has_none() {
     assert_eq!(root.call("notes", "notes.list", "{}")["notes"][0]["title"], "y");
     // A worker that fails to confine itself on a kernel that can: refused,
     // never run unconfined.
-    let o = root
-        .command()
-        .args(["call", "notes", "notes.add", r#"{"title":"z"}"#])
-        .env("AUTOAPP_FAULT", "worker-unconfinable")
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{said}");
+    let (status, said) = add_under_fault(&root, "z", "worker-unconfinable");
+    assert_eq!(status, Some(1), "{said}");
     assert!(said.contains("the call was not run: its process could not be confined"), "{said}");
     assert_eq!(root.call("notes", "notes.list", "{}")["notes"][0]["title"], "y", "nothing was written");
 }
@@ -284,17 +273,7 @@ fn where_landlock_has_no_tcp_rules_a_worker_still_has_its_file_rules_and_says_wh
         serde_json::json!({ "try": "symlink", "path": path(&root.path().join("apps/hostile/data/k")), "target": path(&beside.path().join("secret.txt")) }),
         attempt("connect", "address", other.local_addr().unwrap().to_string()),
     ]);
-    let run = |route: &str| {
-        let o = root
-            .command()
-            .args(["call", "hostile", route])
-            .env("AUTOAPP_ESCAPE_PROBE", attempts.to_string())
-            .env("AUTOAPP_FAULT", "landlock-without-tcp")
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        (outcomes(&serde_json::from_slice(&o.stdout).unwrap()), String::from_utf8_lossy(&o.stderr).into_owned())
-    };
+    let run = |route: &str| probed_with(&root, "hostile", route, &attempts, Some("landlock-without-tcp"));
     // A read route: files held by Landlock, every socket by the filter.
     let (got, said) = run("count");
     assert!(got.iter().all(|(_, done)| !done), "{got:#?}");

@@ -123,11 +123,7 @@ impl Runtime {
     fn run_compiler(&self, work: &Path, input: &Path, output: &Path, budget: &Budget) -> Result<(), String> {
         let me = std::env::current_exe().map_err(|e| format!("cannot find the autoapp binary ({e})"))?;
         let secs = budget.deadline.as_secs().max(1);
-        let support = if self.config.landlock == crate::config::Landlock::Off {
-            confine::Support::turned_off()
-        } else {
-            confine::probe(&me)
-        };
+        let support = confine::Support::here(&self.config);
         let policy = Policy {
             system: System::Build,
             read: vec![me.clone(), work.to_path_buf()],

@@ -79,12 +79,19 @@ struct Request {
     probe: Option<Vec<probe::Attempt>>,
 }
 
-/// A key given to the worker's network filter.
+/// A key given to the worker's network filter; its value is cleared from
+/// memory when it is dropped, as a `secrets::Value` is.
 #[derive(Serialize, Deserialize)]
 struct Key {
     name: String,
     binding: crate::caps::secret::Binding,
     value: String,
+}
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.value);
+    }
 }
 
 /// What a worker answers.
@@ -244,7 +251,9 @@ fn start(
         }
     }
     let mut child = command.spawn().map_err(|e| format!("cannot start the app's worker ({e})"))?;
-    let bytes = serde_json::to_vec(&request).map_err(|e| format!("cannot describe the call ({e})"))?;
+    // It holds the keys: cleared when dropped.
+    let bytes =
+        zeroize::Zeroizing::new(serde_json::to_vec(&request).map_err(|e| format!("cannot describe the call ({e})"))?);
     drop(request);
     let mut stdin = child.stdin.take().expect("piped");
     // A worker that could not be confined answers without reading it.
@@ -334,7 +343,8 @@ pub fn main(args: &[String], tracing: fn()) -> i32 {
         }
     };
     tracing();
-    let mut bytes = Vec::new();
+    // It holds the keys: cleared when dropped.
+    let mut bytes = zeroize::Zeroizing::new(Vec::new());
     if let Err(e) = std::io::stdin().take(MAX_REQUEST + 1).read_to_end(&mut bytes) {
         answer(&Reply::Failed(format!("the worker could not read its call ({e})")));
         return 1;
@@ -389,10 +399,10 @@ async fn serve(request: Request, held: Held) -> Reply {
         keys: request
             .keys
             .into_iter()
-            .map(|k| crate::secrets::Given {
-                name: k.name,
-                binding: k.binding,
-                value: crate::secrets::Value::new(k.value),
+            .map(|mut k| crate::secrets::Given {
+                name: std::mem::take(&mut k.name),
+                binding: k.binding.clone(),
+                value: crate::secrets::Value::new(std::mem::take(&mut k.value)),
             })
             .collect(),
     };
