@@ -306,10 +306,18 @@ fn hostile_server(
             let (kept, answer) = (kept.clone(), answer.clone());
             std::thread::spawn(move || {
                 let mut buf = vec![0u8; 16 << 10];
-                let n = s.read(&mut buf).unwrap_or(0);
-                let head = String::from_utf8_lossy(&buf[..n]).into_owned();
-                kept.lock().unwrap().push(head.clone());
-                answer(&head, &mut s);
+                // Every request the client sends on the connection: it keeps
+                // it alive after an answer (a 401, then the same request
+                // with its login), and one closed under it is reset.
+                loop {
+                    let n = s.read(&mut buf).unwrap_or(0);
+                    if n == 0 {
+                        break;
+                    }
+                    let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+                    kept.lock().unwrap().push(head.clone());
+                    answer(&head, &mut s);
+                }
             });
         }
     });
