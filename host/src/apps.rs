@@ -394,8 +394,22 @@ impl Apps {
                     "{app} has no active release; build it with `autoapp build {app}` and activate a candidate with `autoapp activate {app} RELEASE`"
                 ),
             )),
-            Err(e) => Err(CallError::new(ErrorKind::Internal, format!("{e:#}"))),
+            Err(e) => {
+                Err(self.replaced(app, &e).unwrap_or_else(|| CallError::new(ErrorKind::Internal, format!("{e:#}"))))
+            }
         }
+    }
+
+    /// In an app's worker, a file its policy named that it may no longer
+    /// read was replaced since it was confined (Landlock's rule holds the
+    /// file it named, not the one renamed over it): the active pointer, the
+    /// grants. The call is then of an app that changed while it started.
+    fn replaced(&self, app: &AppId, e: &anyhow::Error) -> Option<CallError> {
+        let denied = e.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
+        });
+        (self.ahead.is_some() && denied)
+            .then(|| CallError::new(ErrorKind::Conflict, format!("{app} changed while the call started; try again")))
     }
 
     /// Which release and data a call of `target` runs against.
@@ -766,9 +780,9 @@ impl Apps {
         // A preview runs against a copy of the data: no key of the person's
         // goes out from it.
         let preview = data != paths.data();
-        let given = self
-            .given(app, &loaded.manifest, preview)
-            .map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
+        let given = self.given(app, &loaded.manifest, preview).map_err(|e| {
+            self.replaced(app, &e).unwrap_or_else(|| CallError::new(ErrorKind::Internal, format!("{e:#}")))
+        })?;
         let hands: Arc<dyn caps::network::KeyHands> = Arc::new(crate::secrets::outgoing::Keys::new(given.keys));
         let network = caps::network::CallNetwork::new(given.network, deadline, caps::network::NetLimits::of(config))
             .with_keys(hands.clone());

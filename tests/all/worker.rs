@@ -286,6 +286,48 @@ fn where_landlock_has_no_tcp_rules_a_worker_still_has_its_file_rules_and_says_wh
     assert!(said.contains("this kernel's Landlock has no TCP rules"), "{said}");
 }
 
+#[test]
+fn a_release_activated_while_a_call_starts_does_not_run_under_the_others_rules() {
+    // The parent made the worker's policy for one release; another is
+    // activated before the worker resolves the call: refused, never run.
+    let root = TestRoot::new();
+    let ws = root.install_hostile_with("network = [\"http://127.0.0.1:9\"]");
+    let hold = root.path().join("hold");
+    std::fs::write(&hold, "").unwrap();
+    let call = root
+        .command()
+        .args(["call", "hostile", "count"])
+        .env("AUTOAPP_PAUSE", "worker:call")
+        .env("AUTOAPP_PAUSE_FILE", &hold)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its worker is started: its policy is made.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while workers_of(root.path()).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(!workers_of(root.path()).is_empty(), "the worker started");
+    // A second release (another manifest), activated meanwhile.
+    let manifest = ws.path().join("autoapp.toml");
+    std::fs::write(&manifest, format!("{}\n# the second release\n", std::fs::read_to_string(&manifest).unwrap()))
+        .unwrap();
+    let component = crate::support::guest_component("hostile");
+    let built: serde_json::Value =
+        serde_json::from_str(&root.ok(&["build", "hostile", "--component", component.to_str().unwrap(), "--json"]))
+            .unwrap();
+    root.ok(&["activate", "hostile", built["release"].as_str().unwrap()]);
+    std::fs::remove_file(&hold).unwrap();
+    let o = call.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    // (Its active pointer was replaced: the file its rules named is gone.)
+    assert!(said.contains("changed") && said.contains("while the call started; try again"), "{said}");
+    // The next call runs the new one.
+    root.call("hostile", "count", "{}");
+}
+
 /// The pids of the workers running for `root` (their policy names it).
 fn workers_of(root: &Path) -> Vec<i32> {
     let mut pids = Vec::new();

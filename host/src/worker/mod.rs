@@ -415,6 +415,8 @@ async fn serve(request: Request, held: Held) -> Reply {
         Some(p) if p.is_empty() => Target::Preview(None),
         Some(p) => Target::Preview(Some(p)),
     };
+    // Debug builds only: a test holds it here (`AUTOAPP_PAUSE=worker:call`).
+    crate::release::journal::pause("worker:call");
     let called = apps.call_at(&Caller::command_line(), &app, &target, &request.route, &request.input).await;
     match called {
         Ok(answer) => Reply::Answer(answer),
