@@ -112,7 +112,7 @@ fn main() -> anyhow::Result<()> {
     let want = |id: &str| ctx.args.only.is_empty() || ctx.args.only.iter().any(|o| o.eq_ignore_ascii_case(id));
     let mut rows = Vec::new();
     type Bench = fn(&Ctx) -> anyhow::Result<Row>;
-    let all: [(&str, Bench); 10] = [
+    let all: [(&str, Bench); 11] = [
         ("P1", p1),
         ("P2", p2),
         ("P2r", p2r),
@@ -122,6 +122,7 @@ fn main() -> anyhow::Result<()> {
         ("P4", p4),
         ("P4", p4_cold),
         ("P5", p5),
+        ("P5c", p5_cold),
         ("P6", p6),
     ];
     for (id, bench) in all {
@@ -833,11 +834,25 @@ fn p4_cold(ctx: &Ctx) -> anyhow::Result<Row> {
 /// Starts a launcher on `a`, calls `hello` of every app once over the control
 /// connection (so each release is loaded and its store open), lets it idle,
 /// and reads its resident memory.
-fn launcher_rss(a: &Autoapp, apps: &[String]) -> anyhow::Result<u64> {
+/// How long an idle worker lives in P5's launchers (`worker_idle_secs`).
+const P5_IDLE_SECS: u64 = 5;
+
+/// The resident memory of a launcher and of every worker it runs (each
+/// app's calls run in processes of its own: `autoapp status` lists them).
+fn with_workers(pid: u32, status: &serde_json::Value) -> anyhow::Result<u64> {
+    let workers: u64 =
+        status["workers"].as_array().into_iter().flatten().filter_map(|w| w["memory_kib"].as_u64()).sum();
+    Ok(support::rss(pid)? + workers * 1024)
+}
+
+/// A launcher of `a` that calls each of `apps` once: its memory and its
+/// workers' while they live, and once they have ended (idle).
+fn launcher_rss(a: &Autoapp, apps: &[String]) -> anyhow::Result<(u64, u64)> {
     let launcher = a.start(&["open"])?;
     launcher.address_of("the Autoapp panel")?;
     let root = Root::open(&a.root)?;
-    current_thread()?.block_on(async {
+    let pid = launcher.pid();
+    let measured = current_thread()?.block_on(async {
         let mut c = autoapp::control::Client::connect(&root).await?;
         for app in apps {
             let v =
@@ -847,17 +862,28 @@ fn launcher_rss(a: &Autoapp, apps: &[String]) -> anyhow::Result<u64> {
         let status = c.request(&serde_json::json!({ "type": "status" })).await?;
         let serving = status["serving"].as_array().map(Vec::len).unwrap_or(0);
         ensure!(serving == apps.len(), "the launcher serves {serving} apps, not {}", apps.len());
-        anyhow::Ok(())
+        let live = with_workers(pid, &status)?;
+        // Then idle: each worker ends after `worker_idle_secs`.
+        let until = Instant::now() + Duration::from_secs(P5_IDLE_SECS + 60);
+        loop {
+            let status = c.request(&serde_json::json!({ "type": "status" })).await?;
+            if status["workers"].as_array().is_none_or(Vec::is_empty) {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                let status = c.request(&serde_json::json!({ "type": "status" })).await?;
+                return anyhow::Ok((live, with_workers(pid, &status)?));
+            }
+            ensure!(Instant::now() < until, "the idle workers did not end");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
     })?;
-    std::thread::sleep(Duration::from_secs(2));
-    let rss = support::rss(launcher.pid())?;
     launcher.stop()?;
-    Ok(rss)
+    Ok(measured)
 }
 
 fn p5(ctx: &Ctx) -> anyhow::Result<Row> {
     let n = 100;
-    let full = Autoapp::new(ctx.work.join("p5-full"), QUIET)?;
+    let config = format!("{QUIET}worker_idle_secs = {P5_IDLE_SECS}\n");
+    let full = Autoapp::new(ctx.work.join("p5-full"), &config)?;
     let mut ids = Vec::new();
     for i in 0..n {
         let id = format!("app-{i:03}");
@@ -867,23 +893,76 @@ fn p5(ctx: &Ctx) -> anyhow::Result<Row> {
         }
         ids.push(id);
     }
-    let empty = Autoapp::new(ctx.work.join("p5-empty"), QUIET)?;
-    let (mut with, mut none) = (Vec::new(), Vec::new());
+    let empty = Autoapp::new(ctx.work.join("p5-empty"), &config)?;
+    let (mut with, mut live, mut none) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ctx.scale(1, 2) {
-        none.push(launcher_rss(&empty, &[])? as f64);
-        with.push(launcher_rss(&full, &ids)? as f64);
+        none.push(launcher_rss(&empty, &[])?.1 as f64);
+        let (l, w) = launcher_rss(&full, &ids)?;
+        live.push(l as f64);
+        with.push(w as f64);
     }
     let mib = |b: f64| b / (1024.0 * 1024.0);
-    let (w, z) = (mib(median_of(&with)), mib(median_of(&none)));
+    let (w, l, z) = (mib(median_of(&with)), mib(median_of(&live)), mib(median_of(&none)));
     Ok(Row {
         id: "P5",
-        what: format!("resident memory of a launcher with {n} active apps, each served and called once, then idle"),
-        ours: format!("{w:.1} MiB"),
+        what: format!(
+            "resident memory of a launcher with {n} active apps, each served and called once, then idle (its workers ended after `worker_idle_secs` = {P5_IDLE_SECS}); the launcher and its workers together"
+        ),
+        ours: format!("{w:.1} MiB (while the {n} workers lived: {l:.1} MiB, {:.1} MiB per worker)", (l - w) / n as f64),
         peer_name: "the same launcher with no apps".into(),
         peer: format!("{z:.1} MiB"),
         ratio: format!("+{:.1} MiB ({:.2} MiB per app)", w - z, (w - z) / n as f64),
         target: "≤ 150 MiB above".into(),
         met: Some(w - z <= 150.0),
+    })
+}
+
+/// P5c: the first call of an app whose worker ended idle (a worker started,
+/// confined, its release loaded from the compiled cache, then the call),
+/// beside a call to the worker that is running.
+fn p5_cold(ctx: &Ctx) -> anyhow::Result<Row> {
+    let a = ctx.root_with("p5c", &format!("{QUIET}worker_idle_secs = 1\n"), &[("bench", "bench", &ctx.bench_wasm)])?;
+    let launcher = a.start(&["serve", "bench"])?;
+    let mut tab = Http::launch(&launcher.address_of("bench")?)?;
+    let root = Root::open(&a.root)?;
+    let mut call = || -> anyhow::Result<Duration> {
+        let t = Instant::now();
+        let r = tab.request("POST", "/api/call/hello", Some("{}"))?;
+        let took = t.elapsed();
+        ensure!(r.status == 200 && r.body == HELLO.as_bytes(), "hello answered {}", r.status);
+        Ok(took)
+    };
+    let (mut cold, mut warm) = (Samples::default(), Samples::default());
+    for _ in 0..ctx.scale(5, 15) {
+        // Wait for its worker to end idle.
+        current_thread()?.block_on(async {
+            let mut c = autoapp::control::Client::connect(&root).await?;
+            let until = Instant::now() + Duration::from_secs(30);
+            loop {
+                let status = c.request(&serde_json::json!({ "type": "status" })).await?;
+                if status["workers"].as_array().is_none_or(Vec::is_empty) {
+                    return anyhow::Ok(());
+                }
+                ensure!(Instant::now() < until, "the idle worker did not end");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })?;
+        cold.push(call()?);
+        for _ in 0..10 {
+            warm.push(call()?);
+        }
+    }
+    launcher.stop()?;
+    let ratio = cold.median().as_secs_f64() / warm.median().as_secs_f64();
+    Ok(Row {
+        id: "P5c",
+        what: "the first call of an app whose worker had ended idle (HTTP POST of `hello` from its page: a worker started and confined, the release loaded from the compiled cache, the call)".into(),
+        ours: format!("median {} · p99 {} ({} calls)", us(cold.median()), us(cold.p99()), cold.len()),
+        peer_name: "the next calls, to the running worker".into(),
+        peer: format!("median {} · p99 {}", us(warm.median()), us(warm.p99())),
+        ratio: format!("{ratio:.0}× the warm call"),
+        target: "≤ 50 ms".into(),
+        met: Some(cold.median() <= Duration::from_millis(50)),
     })
 }
 

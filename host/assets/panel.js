@@ -102,11 +102,22 @@ function sourceText(src) {
   return `Installed from a package, ${who}.`;
 }
 
+// Where the app's calls run: its workers, processes of its own (text only).
+function workersText(workers) {
+  if (!workers.length) return "Its calls run in a confined process of its own, started at its next call.";
+  return "Its calls run in confined processes of its own: " + workers.map((w) => {
+    const what = w.side === "outer" ? "external routes" : "reads, writes, pages";
+    const memory = w.memory_kib == null ? "" : `, ${(w.memory_kib / 1024).toFixed(1)} MiB`;
+    return `${what} — pid ${w.pid}, ${w.state}${memory}, ${w.confined}`;
+  }).join("; ") + ".";
+}
+
 function appCard(a) {
   const card = el("section", { class: "section app", "data-app": a.id },
     el("h2", { text: `${a.name} ` }, el("span", { class: "muted", text: `(${a.id})` })),
     el("p", { text: a.active ? `Active: ${a.active.version} — ${short(a.active.id)}` : "No active release" }),
-    el("p", { class: "muted source", text: sourceText(a.source) }));
+    el("p", { class: "muted source", text: sourceText(a.source) }),
+    el("p", { class: "muted workers", text: workersText(a.workers || []) }));
   const openRow = el("div", { class: "row" });
   if (a.active) openRow.append(el("button", { class: "primary open", text: "Open", onclick: () => act(`opening ${a.id}`, "/api/open", { app: a.id }) }));
   card.append(openRow);

@@ -24,7 +24,7 @@ use crate::runtime::{AppError, CallPlan, Entry, Outcome, Prepared, Runtime, Stop
 pub use crate::error::ErrorKind;
 
 /// A call that did not succeed: one sentence for a person, and its kind.
-#[derive(Debug, Clone, thiserror::Error, Serialize)]
+#[derive(Debug, Clone, thiserror::Error, Serialize, serde::Deserialize)]
 #[error("{message}")]
 pub struct CallError {
     pub kind: ErrorKind,
@@ -32,7 +32,7 @@ pub struct CallError {
 }
 
 impl CallError {
-    fn new(kind: ErrorKind, message: impl Into<String>) -> CallError {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> CallError {
         CallError { kind, message: message.into() }
     }
 }
@@ -84,6 +84,68 @@ pub struct Apps {
     /// In an app's worker: what its parent read for it before it was
     /// confined (`crate::worker`); none in a process that reads for itself.
     ahead: Option<Ahead>,
+    /// In the launcher: where a call the gate passed runs — the app's
+    /// worker (`crate::worker::pool`); none where calls run in this process.
+    elsewhere: std::sync::OnceLock<Arc<dyn Elsewhere>>,
+}
+
+/// Where the launcher's calls run once its gate passed them: a process of
+/// the app's own, confined to it (`crate::worker::pool`, issue 54). It
+/// runs the call, settles its transaction and records its row there; the
+/// launcher keeps what a person touches: the gate, its questions, the grants
+/// and the activation.
+pub trait Elsewhere: Send + Sync {
+    /// Runs `call` in its app's worker; `manifest` is its release's.
+    /// What it hands back is the answer, and the row for the launcher to
+    /// record when the call did not reach its worker or its worker ended
+    /// before it answered (a worker records the calls it answers).
+    fn run(&self, call: Carried, manifest: &Manifest)
+    -> BoxFuture<(Result<serde_json::Value, CallError>, Option<Row>)>;
+    /// Makes `release` of `app` ready in its worker before its activation.
+    fn prepare(&self, app: &AppId, release: &str, manifest: &Manifest) -> BoxFuture<Result<(), CallError>>;
+    /// The workers running now, as `autoapp status` shows them.
+    fn shown(&self) -> serde_json::Value;
+}
+
+/// A boxed future the launcher awaits.
+pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'static>>;
+
+/// A call the launcher's gate passed, carried to the app's worker: what runs,
+/// on which release and data, and the row that records it (its caller,
+/// decision and who answered, made by the launcher; its outcome set where it
+/// ran).
+#[derive(Serialize, serde::Deserialize)]
+pub struct Carried {
+    pub app: AppId,
+    pub release: String,
+    /// The data folder it runs against: the app's, or a preview's copy.
+    pub data: PathBuf,
+    pub entry: CarriedEntry,
+    pub row: Row,
+    /// An external call's grants, as the launcher read them to make its
+    /// worker's rules: the worker gives the call these, never reads them.
+    #[serde(default)]
+    pub grants: Option<crate::grants::Grants>,
+    /// The keys of an external call, read by the launcher (a worker cannot
+    /// reach the keyring); carried by the worker's channel, not this value.
+    #[serde(skip)]
+    pub keys: Vec<crate::secrets::Given>,
+}
+
+/// What the launcher read for a carried call, which its worker does not
+/// read itself: the keys and the grants of an external call.
+pub(crate) struct Handed {
+    pub keys: Vec<crate::secrets::Given>,
+    pub grants: crate::grants::Grants,
+}
+
+/// What a carried call enters: a route with the input the gate hashed, or a
+/// page with its query.
+#[derive(Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CarriedEntry {
+    Route { route: String, input: String },
+    View { page: String, query: String },
 }
 
 /// What the process that starts an app's worker reads for it, which the
@@ -150,7 +212,20 @@ impl Apps {
             loaded: Mutex::default(),
             stores,
             ahead,
+            elsewhere: std::sync::OnceLock::new(),
         })
+    }
+
+    /// From now on, the calls the gate passes run in `elsewhere` (the
+    /// launcher's workers), not in this process.
+    pub fn run_elsewhere(&self, elsewhere: Arc<dyn Elsewhere>) {
+        let _ = self.elsewhere.set(elsewhere);
+    }
+
+    /// The workers the calls run in (`autoapp status`); none where the
+    /// calls run in this process.
+    pub fn workers(&self) -> Option<serde_json::Value> {
+        self.elsewhere.get().map(|e| e.shown())
     }
 
     pub fn root(&self) -> &Root {
@@ -330,7 +405,49 @@ impl Apps {
             return Err(CallError::new(ErrorKind::InvalidInput, "name the release by its whole id"));
         }
         let loaded = self.load(app, &id).await?;
+        if let Some(elsewhere) = self.elsewhere.get() {
+            // Its worker loads it, and makes its first instance.
+            return elsewhere.prepare(app, &id, &loaded.manifest).await;
+        }
         // Its first call then finds an instance made.
+        self.runtime.make_ahead(&loaded.prepared);
+        Ok(())
+    }
+
+    /// In an app's worker: runs a call its launcher's gate passed
+    /// ([`Carried`]), and records it in the record of its data.
+    pub(crate) async fn run_carried(&self, call: Carried) -> Result<serde_json::Value, CallError> {
+        let Carried { app, release, data, entry, row, grants, keys } = call;
+        let paths = self.root.app(&app);
+        if !(data == paths.data() || data.starts_with(paths.dir.join("previews"))) {
+            return Err(CallError::new(ErrorKind::Internal, "the call names data that is not its app's"));
+        }
+        let loaded = self.load(&app, &release).await?;
+        match entry {
+            CarriedEntry::Route { route, input } => {
+                let Some(effect) = loaded.manifest.route(&route).map(|r| r.effect) else {
+                    return Err(CallError::new(
+                        ErrorKind::NotFound,
+                        format!("{app} has no route `{}`", route.escape_debug()),
+                    ));
+                };
+                if effect == Effect::External && grants.is_none() {
+                    return Err(CallError::new(ErrorKind::Internal, "an external call came without its grants"));
+                }
+                let pass = Pass::carried(input);
+                let handed = Handed { keys, grants: grants.unwrap_or_default() };
+                self.settle_call(&pass, &loaded, &app, &data, effect, &route, row, Some(&handed)).await
+            }
+            CarriedEntry::View { page, query } => {
+                let pass = Pass::carried(String::new());
+                self.settle_render(&pass, &loaded, &app, &data, &page, &query, row).await
+            }
+        }
+    }
+
+    /// In an app's worker: loads `release` and makes its first instance.
+    pub(crate) async fn prepare_carried(&self, app: &AppId, release: &str) -> Result<(), CallError> {
+        let loaded = self.load(app, release).await?;
         self.runtime.make_ahead(&loaded.prepared);
         Ok(())
     }
@@ -590,20 +707,74 @@ impl Apps {
                 return Err(CallError::new(ErrorKind::Denied, refusal.reason));
             }
         };
+        // The row that records it: who called, what the gate decided and who
+        // answered; its outcome is set where it ran.
+        let template = Row {
+            answered_by: pass.answered_by().to_string(),
+            ..row(pass.decision(), "", "ok", pass.request_id(), pass.arguments_hash())
+        };
+        let result = match self.elsewhere.get() {
+            Some(elsewhere) => {
+                let keys = match effect == Effect::External && !preview {
+                    true => self.keys_of(app, &loaded.manifest)?,
+                    false => Vec::new(),
+                };
+                let entry = CarriedEntry::Route { route: route.to_string(), input: pass.input().to_string() };
+                let call = Carried {
+                    app: app.clone(),
+                    release: release_id.clone(),
+                    data: data.clone(),
+                    entry,
+                    row: template,
+                    grants: None,
+                    keys,
+                };
+                let (result, row) = elsewhere.run(call, &loaded.manifest).await;
+                if let Some(row) = row {
+                    let _ = self.record(&data, effect, row).await;
+                }
+                result
+            }
+            None => self.settle_call(&pass, &loaded, app, &data, effect, route, template, None).await,
+        };
+        let output = result?;
+        if effect.writes() && !preview {
+            self.note_first_write(app, &release_id);
+        }
+        Ok(Answer { output, release: release_id, effect, duration_ms: started.elapsed().as_secs_f64() * 1000.0 })
+    }
+
+    /// Runs a route the gate passed and records it: a call that wrote has
+    /// its row committed with its write; any other's row is recorded after
+    /// (a read's batched). `handed`: the keys its launcher read, in a worker.
+    #[allow(clippy::too_many_arguments)]
+    async fn settle_call(
+        &self,
+        pass: &Pass,
+        loaded: &Loaded,
+        app: &AppId,
+        data: &Path,
+        effect: Effect,
+        route: &str,
+        template: Row,
+        handed: Option<&Handed>,
+    ) -> Result<serde_json::Value, CallError> {
+        let started = Instant::now();
         let row_of = |result: &Result<serde_json::Value, CallError>| {
             let (outcome, reason) = outcome_of(result);
             Row {
-                answered_by: pass.answered_by().to_string(),
-                ..row(pass.decision(), &reason, outcome, pass.request_id(), pass.arguments_hash())
+                outcome: outcome.to_string(),
+                reason,
+                duration_ms: template.duration_ms + started.elapsed().as_secs_f64() * 1000.0,
+                ..template.clone()
             }
         };
         // The guest receives the canonical form of what was checked and hashed.
-        // A call that wrote has its row committed with its write.
         let entry = Entry::Route { route, input: pass.input() };
-        let (result, row) = self.run(&pass, &loaded, app, &data, effect, entry, route, Some(&row_of)).await;
+        let (result, row) = self.run(pass, loaded, app, data, effect, entry, route, Some(&row_of), handed).await;
         let recorded = match row {
-            None => self.recorder.synced(&data).await,
-            Some(row) => self.record(&data, effect, row).await,
+            None => self.recorder.synced(data).await,
+            Some(row) => self.record(data, effect, row).await,
         };
         if let Err(e) = recorded
             && result.is_ok()
@@ -614,11 +785,27 @@ impl Apps {
                 format!("{app} ran `{route}` and kept what it wrote, but the call could not be recorded ({e:#})"),
             ));
         }
-        let output = result?;
-        if effect.writes() && !preview {
-            self.note_first_write(app, &release_id);
+        result
+    }
+
+    /// The person's keys an external call of `manifest` carries to the
+    /// origins granted now (`crate::secrets`).
+    fn keys_of(&self, app: &AppId, manifest: &Manifest) -> Result<Vec<crate::secrets::Given>, CallError> {
+        if manifest.capabilities.secret.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(Answer { output, release: release_id, effect, duration_ms: started.elapsed().as_secs_f64() * 1000.0 })
+        let read = || -> anyhow::Result<Vec<crate::secrets::Given>> {
+            let grants = crate::grants::load(&self.root.app(app))?;
+            crate::secrets::given(self.vault()?, app, manifest, &grants.network)
+        };
+        // The keyring may take seconds to answer (its first unlock, up to the
+        // vault's deadline): the tasks this worker thread holds move to
+        // another meanwhile, so no other call waits.
+        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(read),
+            _ => read(),
+        }
+        .map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))
     }
 
     /// Records a decision in the record of `data`: the row of a `write` or
@@ -665,8 +852,53 @@ impl Apps {
         let hash = crate::gate::arguments_hash(&query);
         let query = query.to_string();
         let pass = self.gate.view();
+        let page_route =
+            format!("page:{}", page.escape_debug().take(crate::manifest::MAX_ROUTE_NAME + 16).collect::<String>());
+        let template = Row {
+            request_id: pass.request_id().to_string(),
+            arguments_hash: hash,
+            decision: pass.decision().as_str().to_string(),
+            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+            ..Row::of(caller, app, &release_id, &page_route, Effect::Read.as_str())
+        };
+        match self.elsewhere.get() {
+            Some(elsewhere) => {
+                let entry = CarriedEntry::View { page: page.to_string(), query };
+                let call = Carried {
+                    app: app.clone(),
+                    release: release_id,
+                    data: data.clone(),
+                    entry,
+                    row: template,
+                    grants: None,
+                    keys: Vec::new(),
+                };
+                let (result, row) = elsewhere.run(call, &loaded.manifest).await;
+                if let Some(row) = row {
+                    self.recorder.write(&data, row);
+                }
+                result
+            }
+            None => self.settle_render(&pass, &loaded, app, &data, page, &query, template).await,
+        }
+    }
+
+    /// Renders a page the gate let through (`Gate::view`), checks the view it
+    /// returned against the release, and records it (batched, as a read).
+    #[allow(clippy::too_many_arguments)]
+    async fn settle_render(
+        &self,
+        pass: &Pass,
+        loaded: &Loaded,
+        app: &AppId,
+        data: &Path,
+        page: &str,
+        query: &str,
+        template: Row,
+    ) -> Result<serde_json::Value, CallError> {
+        let started = Instant::now();
         let result = self
-            .run(&pass, &loaded, app, &data, Effect::Read, Entry::View { page, query: &query }, page, None)
+            .run(pass, loaded, app, data, Effect::Read, Entry::View { page, query }, page, None, None)
             .await
             .0
             .and_then(|spec| {
@@ -681,18 +913,13 @@ impl Apps {
                 }
             });
         let (outcome, reason) = outcome_of(&result);
-        let page_route =
-            format!("page:{}", page.escape_debug().take(crate::manifest::MAX_ROUTE_NAME + 16).collect::<String>());
         let row = Row {
-            request_id: pass.request_id().to_string(),
-            arguments_hash: hash,
-            decision: pass.decision().as_str().to_string(),
             reason,
             outcome: outcome.to_string(),
-            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-            ..Row::of(caller, app, &release_id, &page_route, Effect::Read.as_str())
+            duration_ms: template.duration_ms + started.elapsed().as_secs_f64() * 1000.0,
+            ..template
         };
-        self.recorder.write(&data, row);
+        self.recorder.write(data, row);
         result
     }
 
@@ -711,8 +938,9 @@ impl Apps {
         entry: Entry<'_>,
         what: &str,
         row_of: Option<&RowOf<'_>>,
+        handed: Option<&Handed>,
     ) -> (Result<serde_json::Value, CallError>, Option<Row>) {
-        let plan = match self.plan(loaded, app, data, effect, what) {
+        let plan = match self.plan(loaded, app, data, effect, what, handed) {
             Ok(plan) => plan,
             Err(e) => {
                 let result = Err(e);
@@ -740,6 +968,7 @@ impl Apps {
         data: &Path,
         effect: Effect,
         what: &str,
+        handed: Option<&Handed>,
     ) -> Result<CallPlan, CallError> {
         let config = self.runtime.config();
         let store = self.store(data).map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
@@ -780,7 +1009,7 @@ impl Apps {
         // A preview runs against a copy of the data: no key of the person's
         // goes out from it.
         let preview = data != paths.data();
-        let given = self.given(app, &loaded.manifest, preview).map_err(|e| {
+        let given = self.given(app, &loaded.manifest, preview, handed).map_err(|e| {
             self.replaced(app, &e).unwrap_or_else(|| CallError::new(ErrorKind::Internal, format!("{e:#}")))
         })?;
         let hands: Arc<dyn caps::network::KeyHands> = Arc::new(crate::secrets::outgoing::Keys::new(given.keys));
@@ -799,10 +1028,21 @@ impl Apps {
     /// What an external call of `app` is given: each capability its release
     /// declares **and** the person granted, decided by the capability itself
     /// (read now, so a revocation holds from the next call on).
-    fn given(&self, app: &AppId, manifest: &Manifest, preview: bool) -> anyhow::Result<Given> {
-        let grants = crate::grants::load(&self.root.app(app))?;
+    fn given(&self, app: &AppId, manifest: &Manifest, preview: bool, handed: Option<&Handed>) -> anyhow::Result<Given> {
+        let grants = match handed {
+            Some(h) => h.grants.clone(),
+            None => crate::grants::load(&self.root.app(app))?,
+        };
         let keys = match (preview || manifest.capabilities.secret.is_empty(), &self.ahead) {
             (true, _) => Vec::new(),
+            // Read by the launcher for this call (a carried call's).
+            (false, _) if handed.is_some() => handed
+                .map(|h| h.keys.as_slice())
+                .unwrap_or_default()
+                .iter()
+                .filter(|k| grants.network.contains(&k.binding.origin))
+                .cloned()
+                .collect(),
             // Read by the worker's parent for the keys this release declares.
             (false, Some(ahead)) => match ahead.declared == manifest.capabilities.secret {
                 true => ahead.keys.iter().filter(|k| grants.network.contains(&k.binding.origin)).cloned().collect(),

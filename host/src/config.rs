@@ -44,6 +44,7 @@ pub struct Config {
     pub compile_memory_mib: u64,
     pub compile_deadline_secs: u64,
     pub install_deadline_secs: u64,
+    pub worker_idle_secs: u64,
     pub durability: Durability,
     pub secrets_kept_in: SecretsKeptIn,
 }
@@ -184,6 +185,7 @@ impl Config {
             ("compile_memory_mib", self.compile_memory_mib),
             ("compile_deadline_secs", self.compile_deadline_secs),
             ("install_deadline_secs", self.install_deadline_secs),
+            ("worker_idle_secs", self.worker_idle_secs),
         ];
         for (k, v) in positive {
             if v == 0 {

@@ -465,6 +465,7 @@ async fn handle(req: Request, launcher: &Arc<Launcher>) -> Value {
                 "ok": true, "pid": std::process::id(), "startedAt": launcher.started_at, "serving": launcher.serving(),
                 "spawnedPrograms": spawn, "pagesOpen": launcher.apps.gate().pages(),
                 "releasesLoaded": launcher.apps.loaded_releases(),
+                "workers": launcher.apps.workers(),
             })
         }
         Request::Stop => {

@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 /// What kind of failure a call or an action met.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ErrorKind {
     /// No such app, release, route, page, preview or workflow.

@@ -25,6 +25,9 @@ pub async fn run(root: crate::root::Root, config: Config, only: Option<AppId>) -
         anyhow::bail!("{}", crate::control::held_by(&root));
     };
     let apps = Arc::new(Apps::new(root.clone(), &config)?);
+    // Every call the gate passes runs in its app's worker (issue 54).
+    let workers = crate::worker::pool::Workers::new(root.clone(), config.clone())?;
+    apps.run_elsewhere(Arc::new(workers.clone()));
     // Only runs and authors of this start are live in it.
     apps.plans().bind_launcher(&me.id);
     // A run does not survive a restart: one found running was stopped by it.
@@ -61,6 +64,7 @@ pub async fn run(root: crate::root::Root, config: Config, only: Option<AppId>) -
         launcher.stopping(),
     ));
     launcher.keep(runner);
+    launcher.keep(tokio::spawn(workers.clone().retire_idle(launcher.stopping())));
     let mut stopping = launcher.stopping();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
@@ -70,6 +74,8 @@ pub async fn run(root: crate::root::Root, config: Config, only: Option<AppId>) -
     }
     say!("Autoapp is stopping: finishing the calls in flight.");
     launcher.shutdown().await;
+    // Each finishes what it has, writes its last rows and ends.
+    workers.stop_all(std::time::Duration::from_secs(10)).await;
     drop(control);
     if let Err(e) = launcher.apps().plans().end_launcher(Some(&me.id), "the launcher stopped") {
         tracing::error!("cannot end the runs: {e:#}");

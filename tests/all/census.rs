@@ -1,10 +1,10 @@
 //! A census of every place in the host that runs guest code. Guest code runs
 //! only in `Runtime::run`, which takes a `gate::Pass`; a `Pass` is made only by
 //! the gate; and `Runtime::run` is called only from `Apps::run`, which the call
-//! path reaches through `Gate::guard` and the page path through `Gate::view`.
+//! path reaches through `Gate::guard` and the page path through `Gate::view` —
+//! in the launcher's process, or in the app's worker with the pass the
+//! launcher's gate made, carried to it (`Pass::carried`, `Apps::run_carried`).
 //! A new call site that runs guest code without the gate fails this test.
-
-use std::path::Path;
 
 fn sources() -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -92,30 +92,47 @@ fn only_the_gate_makes_a_pass() {
             (n > 0).then_some((file, n))
         })
         .collect();
-    // Two places, both in the gate: `Gate::guard`'s one pass for whatever
+    // Three places, all in the gate: `Gate::guard`'s one pass for whatever
     // answered (the rule's allow, the person's yes, a workflow the person
-    // approved, a stand-in), and a page view's.
+    // approved, a stand-in), a page view's, and `Pass::carried`: in an app's
+    // worker, the pass its launcher's gate made, carried over the channel
+    // only the launcher holds.
     assert_eq!(
         made,
-        at(&[("gate/mod.rs", 2)]),
-        "a pass is made only in the gate: by guard's answer, and for a page view"
+        at(&[("gate/mod.rs", 3)]),
+        "a pass is made only in the gate: by guard's answer, for a page view, and carried to a worker"
     );
+    // A carried pass is made only where a worker runs what its launcher
+    // sent, and that is called only by the worker's loop.
+    assert_eq!(census("Pass::carried("), at(&[("apps.rs", 2)]));
+    assert_eq!(census("run_carried("), at(&[("apps.rs", 1), ("worker/serve.rs", 1)]));
 }
 
 #[test]
 fn every_path_into_apps_run_passes_the_gate_first() {
     let apps = squeeze(&std::fs::read_to_string(crate::support::repo().join("host/src/apps.rs")).unwrap());
-    // Split apps.rs into its async functions and look at each one that calls self.run(.
+    let functions: Vec<(String, String)> = apps
+        .split("asyncfn")
+        .skip(1)
+        .map(|chunk| (chunk.split('(').next().unwrap().to_string(), chunk.to_string()))
+        .collect();
+    // Guest code is entered by `Apps::run`, which only the two settling
+    // steps call: a route's and a page's.
+    let runners: Vec<&str> =
+        functions.iter().filter(|(_, body)| body.contains("self.run(")).map(|(n, _)| n.as_str()).collect();
+    assert_eq!(runners, ["settle_call", "settle_render"], "the call sites that run guest code");
+    // Each is reached after the gate (`call_with`: `Gate::guard`;
+    // `render_at`: `Gate::view`), or in a worker with the pass its
+    // launcher's gate made (`run_carried`).
     let mut callers = Vec::new();
-    for chunk in apps.split("asyncfn").skip(1) {
-        let name = chunk.split('(').next().unwrap().to_string();
-        if chunk.contains(".run(&pass") {
-            let gate_at = chunk.find(".gate.guard(").or_else(|| chunk.find(".gate.view()"));
-            let run_at = chunk.find(".run(&pass").unwrap();
-            assert!(gate_at.is_some_and(|g| g < run_at), "`{name}` runs guest code without passing the gate first");
-            callers.push(name);
-        }
+    for (name, body) in &functions {
+        let Some(settle_at) = body.find("self.settle_call(").or_else(|| body.find("self.settle_render(")) else {
+            continue;
+        };
+        let passed_at =
+            body.find(".gate.guard(").or_else(|| body.find(".gate.view()")).or_else(|| body.find("Pass::carried("));
+        assert!(passed_at.is_some_and(|g| g < settle_at), "`{name}` runs guest code without passing the gate first");
+        callers.push(name.as_str());
     }
-    assert_eq!(callers, ["call_with", "render_at"], "the call sites that run guest code");
-    assert!(Path::new(&crate::support::repo().join("host/src/apps.rs")).exists());
+    assert_eq!(callers, ["run_carried", "call_with", "render_at"], "the paths that settle a call");
 }

@@ -19,14 +19,14 @@ use crate::support::{Served, TestRoot, beside};
 /// What the writers saw: the keys whose `put` was acknowledged, and every
 /// answer that was not a success.
 #[derive(Default)]
-struct Seen {
-    acknowledged: Vec<String>,
-    failures: Vec<String>,
+pub(crate) struct Seen {
+    pub(crate) acknowledged: Vec<String>,
+    pub(crate) failures: Vec<String>,
 }
 
 /// `n` writers, each on its own keep-alive connection, each writing rows with
 /// keys of its own (`<prefix>-<writer>-<i>`) until `stop` is set.
-fn writers(tab: &Http, n: usize, prefix: &str, stop: &Arc<AtomicBool>) -> Vec<JoinHandle<Seen>> {
+pub(crate) fn writers(tab: &Http, n: usize, prefix: &str, stop: &Arc<AtomicBool>) -> Vec<JoinHandle<Seen>> {
     (0..n)
         .map(|w| {
             let (mut h, stop, prefix) = (beside(tab), stop.clone(), prefix.to_string());
@@ -52,7 +52,7 @@ fn writers(tab: &Http, n: usize, prefix: &str, stop: &Arc<AtomicBool>) -> Vec<Jo
         .collect()
 }
 
-fn gather(handles: Vec<JoinHandle<Seen>>) -> Seen {
+pub(crate) fn gather(handles: Vec<JoinHandle<Seen>>) -> Seen {
     let mut all = Seen::default();
     for h in handles {
         let s = h.join().expect("a writer thread");
@@ -86,7 +86,7 @@ fn stored_and_recorded(t: &TestRoot, app: &str) -> (HashSet<String>, HashSet<Str
 }
 
 /// Every acknowledged key is stored and has its record row.
-fn assert_kept(t: &TestRoot, app: &str, acknowledged: &[String]) {
+pub(crate) fn assert_kept(t: &TestRoot, app: &str, acknowledged: &[String]) {
     let (keys, hashes) = stored_and_recorded(t, app);
     let missing: Vec<&String> = acknowledged.iter().filter(|k| !keys.contains(*k)).collect();
     assert!(
@@ -107,7 +107,7 @@ fn assert_kept(t: &TestRoot, app: &str, acknowledged: &[String]) {
     );
 }
 
-const QUIET: &str = "opener = \"none\"\n";
+pub(crate) const QUIET: &str = "opener = \"none\"\n";
 
 #[test]
 fn sixty_four_writers_of_one_app_all_succeed_and_a_reader_beside_them_keeps_answering() {

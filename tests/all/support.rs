@@ -405,6 +405,11 @@ impl Served {
         }
     }
 
+    /// The launcher's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the launcher has exited.
     pub fn exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)))

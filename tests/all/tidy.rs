@@ -394,6 +394,9 @@ fn every_print_goes_through_the_one_escaping_writer() {
         // its parent made, never a terminal; the parent says what it read.
         ("worker", "io::stdout"),
         ("worker", "stdout()"),
+        // A launcher's worker answers on the same pipe, one line per call.
+        ("worker::serve", "io::stdout"),
+        ("worker::serve", "stdout()"),
     ];
     let mut raw = Vec::new();
     for (module, code) in host_code_with_tests() {

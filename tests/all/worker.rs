@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::support::{TestRoot, TestServer};
+use crate::support::{Served, TestRoot, TestServer};
 
 /// What became of each attempt: (what it tried, done).
 fn outcomes(value: &serde_json::Value) -> Vec<(String, bool)> {
@@ -470,4 +470,245 @@ fn a_program_granted_to_an_app_still_runs_the_systems_programs_from_its_worker()
         &serde_json::json!({ "program": "sh", "args": ["-c", format!("cat {}", config.display())] }).to_string(),
     );
     assert!(got["stderr"].as_str().unwrap().contains("Permission denied"), "{got}");
+}
+
+/// The pids of the launcher's workers of `root` (started with `serve`).
+fn launchers_workers(root: &Path) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for pid in workers_of(root) {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if cmdline.split(|b| *b == 0).any(|a| a == b"serve") {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[test]
+fn the_launchers_calls_run_in_a_worker_of_their_app_that_reaches_nothing_else() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    root.install("notes");
+    root.install("hostile");
+    root.call("hostile", "mark", "{}");
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
+    let ssh_key = home.path().join(".ssh/id_ed25519");
+    std::fs::write(&ssh_key, "PRIVATE KEY").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut sibling = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let other_db = root.path().join("apps/hostile/data/app.sqlite");
+    let own_db = root.path().join("apps/notes/data/app.sqlite");
+    // The launcher's own secret, written when it starts.
+    let control = root.path().join("launcher.json");
+    let attempts = |launcher: u32| {
+        serde_json::json!([
+            attempt("read", "path", path(&ssh_key)),
+            attempt("read", "path", path(&control)),
+            attempt("read", "path", path(&root.path().join("config.toml"))),
+            attempt("read", "path", path(&other_db)),
+            attempt("write", "path", path(&other_db)),
+            attempt("list", "path", path(root.path())),
+            attempt("connect", "address", listener.local_addr().unwrap().to_string()),
+            attempt("exec", "path", "/bin/true"),
+            attempt("read", "path", format!("/proc/{launcher}/environ")),
+            attempt("attach", "pid", sibling.id()),
+            attempt("read", "path", path(&own_db)),
+            attempt("write", "path", path(&own_db)),
+        ])
+    };
+    // Another process of the person's to read: the test's own.
+    let served = Served::start_with_env(
+        &root,
+        &["serve", "notes"],
+        &[("AUTOAPP_ESCAPE_PROBE", attempts(std::process::id()).to_string().into())],
+    );
+    let mut tab = served.tab("notes");
+    let r = tab.request("POST", "/api/call/notes.list", Some("{}")).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let inside = outcomes(&serde_json::from_slice(&r.body).expect("the worker's outcomes"));
+    let launcher_pid = served.pid();
+    // The call ran in a worker, not in the launcher: a process of the
+    // launcher's, confined, that `autoapp status` shows.
+    let workers = launchers_workers(root.path());
+    assert_eq!(workers.len(), 1, "one worker for notes: {workers:?}");
+    let parent = std::fs::read_to_string(format!("/proc/{}/stat", workers[0])).unwrap();
+    let ppid: u32 = parent.rsplit(')').next().unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert_eq!(ppid, launcher_pid, "the worker is the launcher's");
+    let status = root.ok(&["status"]);
+    assert!(status.contains(&format!("notes (reads, writes, pages): pid {}", workers[0])), "{status}");
+    assert!(status.contains("landlock"), "{status}");
+    served.stop();
+    assert!(launchers_workers(root.path()).is_empty(), "the launcher's workers end with it");
+
+    // The same attempts, naming the launcher's process as the one to read,
+    // from a process that is not confined: each succeeds.
+    let asked = attempts(std::process::id()).to_string();
+    std::fs::write(&control, r#"{"port":1,"secret":"0123"}"#).unwrap();
+    let o =
+        std::process::Command::new(env!("CARGO_BIN_EXE_autoapp")).args(["__escape-probe", &asked]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let outside = outcomes(&serde_json::from_slice(&o.stdout).expect("the outcomes"));
+    let _ = sibling.kill();
+    let _ = sibling.wait();
+
+    let done: Vec<bool> = inside.iter().map(|(_, d)| *d).collect();
+    let mut expected = vec![false; 10];
+    // Its own data, read and written.
+    expected.extend([true, true]);
+    assert_eq!(done, expected, "inside the launcher's worker: {inside:#?}");
+    let refused_outside: Vec<&String> = outside.iter().filter(|(_, d)| !*d).map(|(a, _)| a).collect();
+    assert!(refused_outside.is_empty(), "the same attempts outside a worker must succeed: {refused_outside:#?}");
+}
+
+#[test]
+fn a_launchers_worker_killed_under_32_writers_loses_no_acknowledged_write_and_the_next_call_starts_another() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    root.install("bench");
+    root.install("notes");
+    let launcher = Served::start(&root, &["open"]);
+    let mut panel = launcher.tab("the Autoapp panel");
+    let mut tab = |app: &str| {
+        let r = panel.request("POST", "/api/open", Some(&format!(r#"{{"app":"{app}"}}"#))).unwrap();
+        assert_eq!(r.status, 200, "the panel opens {app}");
+        launcher.tab(app)
+    };
+    let bench = tab("bench");
+    let mut notes = tab("notes");
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let handles = crate::many_callers::writers(&bench, 32, "k", &stop);
+    // Another app's calls go on throughout.
+    let mut others = 0;
+    let mut killed = Vec::new();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(4);
+    while std::time::Instant::now() < until {
+        let r = notes.request("POST", "/api/call/notes.list", Some("{}")).unwrap();
+        assert_eq!(r.status, 200, "the other app answers: {}", String::from_utf8_lossy(&r.body));
+        others += 1;
+        // bench's worker, killed now and then (the first is notes' or bench's:
+        // each worker's policy names its app's folder).
+        let bench_dir = root.path().join("apps/bench");
+        for pid in launchers_workers(root.path()) {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(&*bench_dir.to_string_lossy())
+                && !killed.contains(&pid)
+                && killed.len() < 4
+            {
+                let _ = rustix::process::kill_process(
+                    rustix::process::Pid::from_raw(pid).unwrap(),
+                    rustix::process::Signal::KILL,
+                );
+                killed.push(pid);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let seen = crate::many_callers::gather(handles);
+    assert!(killed.len() >= 2, "the test killed bench's worker while its writers wrote: {killed:?}");
+    assert!(others > 5, "the other app answered {others} times");
+    // A call that its killed worker had is told so; no other failure.
+    let odd: Vec<&String> = seen.failures.iter().filter(|f| !f.contains("worker ended")).collect();
+    assert!(odd.is_empty(), "only the calls a killed worker had fail: {odd:?}");
+    // The next call starts another worker and is answered.
+    let mut after = crate::support::beside(&bench);
+    let r = after.request("POST", "/api/call/count", Some("{}")).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    launcher.stop();
+    assert!(seen.acknowledged.len() >= 32, "{} acknowledged", seen.acknowledged.len());
+    crate::many_callers::assert_kept(&root, "bench", &seen.acknowledged);
+    // Its log says what happened to its workers.
+    let log = root.ok(&["logs", "bench", "--lines", "1000"]);
+    assert!(log.contains("worker ended on its own"), "{log}");
+}
+
+#[test]
+fn a_grant_while_16_writers_run_starts_a_new_worker_and_loses_nothing() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let server = TestServer::start();
+    let second = TestServer::start();
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    root.install_hostile_with(&format!(
+        "network = [\"http://127.0.0.1:{}\", \"http://127.0.0.1:{}\"]",
+        server.port, second.port
+    ));
+    let served = Served::start(&root, &["serve", "hostile"]);
+    let tab = served.tab("hostile");
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let acknowledged = std::sync::Arc::new(AtomicUsize::new(0));
+    let url = format!("http://127.0.0.1:{}/", server.port);
+    let writers: Vec<_> = (0..16)
+        .map(|_| {
+            let (mut h, stop, acknowledged, url) =
+                (crate::support::beside(&tab), stop.clone(), acknowledged.clone(), url.clone());
+            std::thread::spawn(move || {
+                let mut failures = Vec::new();
+                let input = serde_json::json!({ "url": url, "then": "store" }).to_string();
+                while !stop.load(Ordering::Relaxed) {
+                    let r = h.request("POST", "/api/call/http.send", Some(&input)).unwrap();
+                    match r.status {
+                        200 => {
+                            acknowledged.fetch_add(1, Ordering::SeqCst);
+                        }
+                        _ => failures.push(String::from_utf8_lossy(&r.body).into_owned()),
+                    }
+                }
+                failures
+            })
+        })
+        .collect();
+    // What its external routes may reach changes while they run: each
+    // change starts another worker for them.
+    let origin = format!("network:http://127.0.0.1:{}", second.port);
+    let mut pids = std::collections::BTreeSet::new();
+    for i in 0..6 {
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        pids.extend(launchers_workers(root.path()));
+        match i % 2 {
+            0 => root.ok(&["revoke", "hostile", &origin]),
+            _ => root.ok(&["grant", "hostile", &origin]),
+        };
+    }
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    pids.extend(launchers_workers(root.path()));
+    stop.store(true, Ordering::Relaxed);
+    let failures: Vec<String> = writers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+    let count = root.call("hostile", "count", "{}");
+    served.stop();
+    assert!(failures.is_empty(), "{} calls failed across the grants, e.g. {:?}", failures.len(), failures.first());
+    let acknowledged = acknowledged.load(Ordering::SeqCst) as u64;
+    assert!(acknowledged >= 16, "{acknowledged} acknowledged");
+    // Nothing acknowledged is lost: each kept its mark.
+    assert!(count["marks"].as_u64().unwrap() >= acknowledged, "{count} for {acknowledged} acknowledged");
+    // Grants that changed what it reaches gave its external calls new workers.
+    assert!(pids.len() >= 3, "workers seen across the grants: {pids:?}");
+}
+
+#[test]
+fn an_idle_worker_ends_after_worker_idle_secs_and_the_next_call_starts_it_again() {
+    let root = TestRoot::with_config(&format!("{}worker_idle_secs = 1\n", crate::many_callers::QUIET));
+    root.install("notes");
+    let served = Served::start(&root, &["serve", "notes"]);
+    let mut tab = served.tab("notes");
+    let r = tab.request("POST", "/api/call/notes.add", Some(r#"{"title":"before"}"#)).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let first = launchers_workers(root.path());
+    assert_eq!(first.len(), 1, "{first:?}");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !launchers_workers(root.path()).is_empty() {
+        assert!(std::time::Instant::now() < until, "the idle worker did not end");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(root.ok(&["status"]).contains("apps' workers (each app's calls run confined in processes of its own): 0"));
+    // The next call starts another, and finds what the first one wrote.
+    let r = tab.request("POST", "/api/call/notes.list", Some("{}")).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let listed: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(listed["notes"][0]["title"], "before");
+    let second = launchers_workers(root.path());
+    assert!(second.len() == 1 && second != first, "{first:?} then {second:?}");
+    served.stop();
+    let log = root.ok(&["logs", "notes", "--lines", "100"]);
+    assert!(log.contains("reads and writes worker started") && log.contains("reads and writes worker ended"), "{log}");
+    assert!(!log.contains("ended on its own"), "a worker retired is not a crash: {log}");
 }

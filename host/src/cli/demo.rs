@@ -87,7 +87,16 @@ pub fn run(root: &Root) -> anyhow::Result<()> {
         }
     }
     say!("\n$ (the notes index page, as the renderer receives it)");
-    let view = block_on(apps.render(&me, &notes, "index", "{}")).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // As the launcher renders it: in the app's worker.
+    let config = crate::config::Config::load(root.dir())?;
+    let workers = crate::worker::pool::Workers::new(root.clone(), config)?;
+    apps.run_elsewhere(std::sync::Arc::new(workers.clone()));
+    let view = block_on(async {
+        let view = apps.render(&me, &notes, "index", "{}").await;
+        workers.stop_all(std::time::Duration::from_secs(10)).await;
+        view
+    })
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     say!("{}", crate::elsewhere::text::json_for_terminal(&serde_json::to_string_pretty(&view)?));
     let default_root = Root::resolve(None).ok().map(|r| r.dir().to_path_buf());
     let root_flag = if default_root.as_deref() == Some(root.dir()) {

@@ -64,6 +64,28 @@ pub(super) fn status(root: Root, json: bool) -> Result<(), Failure> {
     if let Some(pages) = answer["pagesOpen"].as_u64() {
         say!("pages open that can answer a question: {pages}");
     }
+    if let Some(workers) = answer["workers"].as_array() {
+        say!("apps' workers (each app's calls run confined in processes of its own): {}", workers.len());
+        for w in workers {
+            let memory = match w["memory_kib"].as_u64() {
+                Some(kib) => format!("{:.1} MiB", kib as f64 / 1024.0),
+                None => "memory unknown".into(),
+            };
+            say!(
+                "  {} ({}): pid {}, {}, {} calls now, {memory}, {}, started {}s ago",
+                w["app"].as_str().unwrap_or("?"),
+                match w["side"].as_str() {
+                    Some("outer") => "external routes",
+                    _ => "reads, writes, pages",
+                },
+                w["pid"],
+                w["state"].as_str().unwrap_or("?"),
+                w["calls"],
+                w["confined"].as_str().unwrap_or("?"),
+                w["started_secs_ago"],
+            );
+        }
+    }
     Ok(())
 }
 

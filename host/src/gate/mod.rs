@@ -410,6 +410,21 @@ pub struct Pass {
 }
 
 impl Pass {
+    /// In an app's worker, the pass of a call its launcher's gate let
+    /// through (`Gate::guard` or `Gate::view` there), carried over the
+    /// channel only the launcher holds (`crate::worker::pool`) with the
+    /// input the gate hashed. The worker decides nothing: it runs what its
+    /// launcher passed, and its row says what the launcher's gate decided.
+    pub(crate) fn carried(input: String) -> Pass {
+        Pass {
+            decision: Decision::Allowed,
+            answered_by: AnsweredBy::Nobody,
+            request_id: String::new(),
+            arguments_hash: String::new(),
+            input,
+        }
+    }
+
     pub fn decision(&self) -> Decision {
         self.decision
     }

@@ -280,6 +280,7 @@ async fn events(State(ctx): State<Ctx>) -> Sse<impl Stream<Item = Result<Event, 
 
 async fn state(State(ctx): State<Ctx>) -> Response {
     let apps = ctx.launcher.apps.clone();
+    let workers = apps.workers().unwrap_or_default();
     let result = tokio::task::spawn_blocking(move || -> anyhow::Result<Value> {
         let root = apps.root();
         let mut list = Vec::new();
@@ -311,8 +312,11 @@ async fn state(State(ctx): State<Ctx>) -> Response {
                 (Some(&a.release) == active.as_ref() && a.previous.is_some())
                     .then(|| json!({ "previous": a.previous, "written": a.first_write_at.is_some() }))
             });
+            let its_workers: Vec<&Value> =
+                workers.as_array().into_iter().flatten().filter(|w| w["app"] == id.as_str()).collect();
             list.push(json!({
                 "id": id,
+                "workers": its_workers,
                 "name": manifest.as_ref().map(|m| m.name.clone()).unwrap_or_else(|| id.to_string()),
                 "active": active_info,
                 "candidates": candidates,

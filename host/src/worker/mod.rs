@@ -24,7 +24,9 @@
 //! The channel is the parent's: the worker runs its one call as the person
 //! (`Caller::command_line`), because only `autoapp call` starts it.
 
+pub mod pool;
 pub mod reach;
+mod serve;
 
 #[cfg(debug_assertions)]
 pub mod probe;
@@ -227,29 +229,7 @@ fn start(
     let policy = Policy { unconfined: support.is_some_and(|s| !s.enforced), ..reach.policy.clone() };
     let policy =
         serde_json::to_string(&policy).map_err(|e| format!("cannot describe the worker's confinement ({e})"))?;
-    let mut command = std::process::Command::new(me);
-    command
-        .arg(COMMAND)
-        .arg(policy)
-        .env_clear()
-        // SQLite's temporary files (a large sort) go where the worker writes.
-        .env("SQLITE_TMPDIR", paths.data())
-        // Its log lines are read by its parent, which escapes them: no colour.
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    if let Some(log) = std::env::var_os("AUTOAPP_LOG") {
-        command.env("AUTOAPP_LOG", log);
-    }
-    // Debug builds only: a test's fault and pause points reach the worker.
-    if cfg!(debug_assertions) {
-        for name in ["AUTOAPP_FAULT", "AUTOAPP_PAUSE", "AUTOAPP_PAUSE_FILE"] {
-            if let Some(v) = std::env::var_os(name) {
-                command.env(name, v);
-            }
-        }
-    }
+    let mut command = command(me, &paths, &policy);
     let mut child = command.spawn().map_err(|e| format!("cannot start the app's worker ({e})"))?;
     // It holds the keys: cleared when dropped.
     let bytes =
@@ -294,6 +274,35 @@ fn start(
     })
 }
 
+/// The command that starts a worker of the app at `paths` with `policy`:
+/// an empty environment but for what it needs, its standard streams piped.
+fn command(me: &std::path::Path, paths: &crate::root::AppPaths, policy: &str) -> std::process::Command {
+    let mut command = std::process::Command::new(me);
+    command
+        .arg(COMMAND)
+        .arg(policy)
+        .env_clear()
+        // SQLite's temporary files (a large sort) go where the worker writes.
+        .env("SQLITE_TMPDIR", paths.data())
+        // Its log lines are read by its parent, which escapes them: no colour.
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    if let Some(log) = std::env::var_os("AUTOAPP_LOG") {
+        command.env("AUTOAPP_LOG", log);
+    }
+    // Debug builds only: a test's fault and pause points reach the worker.
+    if cfg!(debug_assertions) {
+        for name in ["AUTOAPP_FAULT", "AUTOAPP_PAUSE", "AUTOAPP_PAUSE_FILE"] {
+            if let Some(v) = std::env::var_os(name) {
+                command.env(name, v);
+            }
+        }
+    }
+    command
+}
+
 /// The keys an external call of the reach's release carries, read here
 /// (the worker cannot reach the keyring), with what the release declared.
 fn keys_for(
@@ -327,6 +336,7 @@ pub fn main(args: &[String], tracing: fn()) -> i32 {
     // A session and process group of its own: no controlling terminal to
     // type into, and one group its parent ends whole.
     let _ = rustix::process::setsid();
+    let serving = args.get(1).is_some_and(|a| a == "serve");
     let confined = policy.and_then(|p| confine(&p).map(|held| (held, p.sockets)));
     let held = match confined {
         Ok((held, sockets)) => {
@@ -337,12 +347,19 @@ pub fn main(args: &[String], tracing: fn()) -> i32 {
             }
             held
         }
+        Err(why) if serving => {
+            serve::unconfinable(why);
+            return confine::CANNOT_CONFINE;
+        }
         Err(why) => {
             answer(&Reply::Unconfinable(why));
             return confine::CANNOT_CONFINE;
         }
     };
     tracing();
+    if serving {
+        return serve::main(held);
+    }
     // It holds the keys: cleared when dropped.
     let mut bytes = zeroize::Zeroizing::new(Vec::new());
     if let Err(e) = std::io::stdin().take(MAX_REQUEST + 1).read_to_end(&mut bytes) {
@@ -382,16 +399,7 @@ async fn serve(request: Request, held: Held) -> Reply {
     };
     // Confined with Landlock and the filter, it contains its programs the
     // same way (what `confine::probe` would have found).
-    let containment = request.containment.unwrap_or_else(|| match held {
-        Held::Whole => crate::caps::spawn::Containment::Landlock,
-        // What `confine::probe` finds on such a kernel: programs need the TCP
-        // rules too.
-        Held::Files if request.config.spawn_unconfined => crate::caps::spawn::Containment::Unconfined,
-        Held::Files => crate::caps::spawn::Containment::Unavailable(
-            "this kernel's Landlock has no TCP rules (Linux 6.7 adds them)".into(),
-        ),
-        Held::Filter => crate::caps::spawn::Containment::Unavailable("this process is not confined".into()),
-    });
+    let containment = request.containment.unwrap_or_else(|| containment_of(held, &request.config));
     let ahead = crate::apps::Ahead {
         release: request.release,
         containment,
@@ -422,6 +430,20 @@ async fn serve(request: Request, held: Held) -> Reply {
         Ok(answer) => Reply::Answer(answer),
         Err(_) if apps.runtime().missed() => Reply::NotCompiled,
         Err(e) => Reply::Failed(format!("{e:#}")),
+    }
+}
+
+/// How a worker confined as `held` contains its programs.
+fn containment_of(held: Held, config: &Config) -> crate::caps::spawn::Containment {
+    match held {
+        Held::Whole => crate::caps::spawn::Containment::Landlock,
+        // What `confine::probe` finds on such a kernel: programs need the TCP
+        // rules too.
+        Held::Files if config.spawn_unconfined => crate::caps::spawn::Containment::Unconfined,
+        Held::Files => crate::caps::spawn::Containment::Unavailable(
+            "this kernel's Landlock has no TCP rules (Linux 6.7 adds them)".into(),
+        ),
+        Held::Filter => crate::caps::spawn::Containment::Unavailable("this process is not confined".into()),
     }
 }
 

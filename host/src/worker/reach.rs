@@ -67,6 +67,29 @@ pub fn of(
     };
     let manifest = crate::release::manifest(&paths, &release)?;
     let effect = manifest.route(route).map(|r| r.effect);
+    let grants = match effect == Some(Effect::External) {
+        true => Some(crate::grants::load(&paths)?),
+        false => None,
+    };
+    let (policy, origins) = policy(root, app, &manifest, grants.as_ref(), config, me)?;
+    Ok(Reach { policy, release, manifest, preview, effect, origins })
+}
+
+/// The policy of a worker of `app` that runs `manifest`'s calls: of its
+/// read and write routes and its pages, or (with the person's `grants`) of
+/// its external routes, with the origins those are given. Every release of the app is
+/// readable, so a worker of reads and writes serves the next activation as
+/// well; the previews found now are writable, so a new one needs a new
+/// worker.
+pub fn policy(
+    root: &Root,
+    app: &AppId,
+    manifest: &Manifest,
+    grants: Option<&crate::grants::Grants>,
+    config: &Config,
+    me: PathBuf,
+) -> anyhow::Result<(Policy, Vec<crate::manifest::Origin>)> {
+    let paths = root.app(app);
     let mut policy = Policy {
         system: System::Build,
         read: vec![
@@ -86,8 +109,7 @@ pub fn of(
         policy.write.push(paths.dir.join("previews").join(&p.release).join("data"));
     }
     let mut origins = Vec::new();
-    if effect == Some(Effect::External) {
-        let grants = crate::grants::load(&paths)?;
+    if let Some(grants) = grants {
         let declared = &manifest.capabilities;
         origins = caps::network::configure(&declared.network, &grants.network);
         let folders = caps::files::configure(&declared.files, &grants.files);
@@ -123,7 +145,7 @@ pub fn of(
         }
         policy.connect_ports = ports;
     }
-    Ok(Reach { policy, release, manifest, preview, effect, origins })
+    Ok((policy, origins))
 }
 
 /// The program interpreter (the dynamic loader) a 64-bit little-endian ELF

@@ -1,0 +1,794 @@
+//! The launcher's workers: every call its gate passes runs in a process of
+//! its app's own (issue 54), started at the app's first call and kept while
+//! it is used.
+//!
+//! An app has up to two: one for its read and write routes and its pages
+//! (its data and logs, no socket, no granted file: [`Side::Inner`]), and one
+//! for its external routes (what the person granted them as well:
+//! [`Side::Outer`]), so a page never runs with the network an external route
+//! was given. Each is `autoapp __worker <policy> serve`, confined from its
+//! first instruction as a command line call's worker is (`worker::main`),
+//! its policy computed here from the release, the grants and the previews
+//! (`worker::reach::policy`). The launcher talks to it over the pipes of its
+//! standard streams — a channel nobody else holds —, one JSON line each way
+//! per call, each bounded, answered in any order (an id per call).
+//!
+//! Landlock cannot widen a process's rules: when what a worker may reach
+//! changes (a grant, a revoke, a new preview, an activation whose release
+//! asks for other things), the next call starts a new worker and the old
+//! one is retired: it gets no new call, finishes the ones it has, and ends
+//! when its channel closes. A worker that ends on its own (a crash, a kill)
+//! fails the calls it had — each recorded by the launcher as ended with its
+//! worker — and the next call starts another, after a back-off when it
+//! keeps ending. One that does not answer a call by the call's deadline
+//! (and a margin) is killed. One with nothing to do for
+//! `worker_idle_secs` is retired. Its lines on standard error are said,
+//! escaped and bounded; its start and end are written to the app's log.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::apps::{BoxFuture, CallError, Carried, CarriedEntry, ErrorKind};
+use crate::caps::confine::{self, Policy};
+use crate::config::Config;
+use crate::gate::record::Row;
+use crate::manifest::{AppId, Effect, Manifest};
+use crate::root::Root;
+
+use super::{Held, Key};
+
+/// Which of an app's workers a call runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Side {
+    /// Read and write routes, and pages: no socket, no granted file.
+    Inner,
+    /// External routes: the origins, folders and programs granted.
+    Outer,
+}
+
+/// The most a line from a worker may be (an answer, read by the launcher).
+const MAX_LINE: u64 = 64 << 20;
+
+/// The most of a worker's standard error said, over its life.
+const MAX_STDERR: usize = 1 << 20;
+
+/// How long a worker has to confine itself and say it is ready.
+const START_WITHIN: Duration = Duration::from_secs(20);
+
+/// Beyond a call's own deadline, how long its worker has to answer it
+/// before it is killed (settling, recording, a loaded machine).
+const ANSWER_MARGIN: Duration = Duration::from_secs(15);
+
+/// The first line a worker reads: whose it is.
+#[derive(Serialize, Deserialize)]
+pub(super) struct Start {
+    pub root: PathBuf,
+    pub config: Config,
+    pub app: AppId,
+    /// How its programs are contained, when the launcher knows (it started
+    /// it without Landlock); else by whether it confined itself.
+    pub containment: Option<crate::caps::spawn::Containment>,
+}
+
+/// A line to a worker.
+#[derive(Serialize, Deserialize)]
+pub(super) struct Ask {
+    pub id: u64,
+    pub what: What,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum What {
+    Call {
+        call: Box<Carried>,
+        keys: Vec<Key>,
+    },
+    Prepare {
+        release: String,
+    },
+    #[cfg(debug_assertions)]
+    Probe(Vec<super::probe::Attempt>),
+}
+
+/// A line from a worker: `id` 0 is its start.
+#[derive(Serialize, Deserialize)]
+pub(super) struct Told {
+    pub id: u64,
+    pub said: Said,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum Said {
+    /// Confined (as `held`) and ready for calls.
+    Ready {
+        held: HeldAs,
+    },
+    /// It could not confine itself: why.
+    Unconfinable(String),
+    /// It could not start (after it was confined).
+    Failed(String),
+    Answer(Result<serde_json::Value, CallError>),
+}
+
+/// [`Held`], as a worker says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum HeldAs {
+    Whole,
+    Files,
+    Filter,
+}
+
+impl From<Held> for HeldAs {
+    fn from(h: Held) -> HeldAs {
+        match h {
+            Held::Whole => HeldAs::Whole,
+            Held::Files => HeldAs::Files,
+            Held::Filter => HeldAs::Filter,
+        }
+    }
+}
+
+/// A worker as `autoapp status` and the panel show it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Shown {
+    pub app: String,
+    pub side: Side,
+    pub pid: u32,
+    /// `running` (calls in it now) or `idle`.
+    pub state: String,
+    pub calls: usize,
+    /// Its resident memory, KiB (from `/proc`), when it could be read.
+    pub memory_kib: Option<u64>,
+    /// How its confinement holds on this kernel: `landlock`,
+    /// `landlock files only`, `filter only`.
+    pub confined: String,
+    pub started_secs_ago: u64,
+}
+
+/// The workers of one launcher (cloned cheaply: one set, shared).
+#[derive(Clone)]
+pub struct Workers {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    root: Root,
+    config: Config,
+    me: PathBuf,
+    live: Mutex<HashMap<Which, Arc<Live>>>,
+    /// One start at a time per worker: the first calls of an app wait for it.
+    starting: Mutex<HashMap<Which, Arc<tokio::sync::Mutex<()>>>>,
+    /// Policies computed, by what they were computed from, with the grants
+    /// read for them (an outer worker's).
+    policies: Mutex<HashMap<Which, Computed>>,
+    /// Workers that ended on their own: when, and how many in a row.
+    ended: Arc<Mutex<HashMap<Which, (Instant, u32)>>>,
+    /// This kernel has no Landlock (found when a worker could not confine
+    /// itself): workers run with the filter alone, said at each start.
+    without_landlock: Mutex<Option<confine::Support>>,
+    /// The thread that starts every worker. A worker ends when the thread
+    /// that started it does (its parent-death signal is the thread's, not
+    /// the process's): this one lives as long as the launcher's workers,
+    /// where a runtime's thread may end with its site or when idle.
+    spawner: Mutex<std::sync::mpsc::Sender<Spawn>>,
+}
+
+/// A worker's command, and where its process goes once started.
+type Spawn = (std::process::Command, tokio::sync::oneshot::Sender<std::io::Result<std::process::Child>>);
+
+/// One of an app's workers.
+type Which = (AppId, Side);
+
+/// A policy, what it was computed from, and the grants read for it.
+type Computed = (Stamp, Arc<Policy>, Option<crate::grants::Grants>);
+
+/// What a policy was computed from: the release (an outer worker's), the
+/// grants file and the previews folder as they were.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamp {
+    release: String,
+    grants: Option<(u64, i64, i64, u64)>,
+    previews: Option<(u64, i64, i64, u64)>,
+}
+
+fn stamp_of(path: &std::path::Path) -> Option<(u64, i64, i64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(path).ok().map(|m| (m.ino(), m.mtime(), m.mtime_nsec(), m.len()))
+}
+
+/// One worker process.
+struct Live {
+    policy: Arc<Policy>,
+    shared: Arc<Shared>,
+    /// Lines to its standard input; dropped with the last `Live`, which
+    /// closes its channel: it finishes its calls and ends.
+    lines: tokio::sync::mpsc::UnboundedSender<zeroize::Zeroizing<Vec<u8>>>,
+}
+
+/// What a worker's tasks and its calls share.
+struct Shared {
+    app: AppId,
+    side: Side,
+    pid: u32,
+    started: Instant,
+    held: HeldAs,
+    next: AtomicU64,
+    calls: AtomicUsize,
+    last_used: Mutex<Instant>,
+    pending: Mutex<HashMap<u64, Pending>>,
+    /// It has ended (its channel closed).
+    gone: AtomicBool,
+    /// Retired by the launcher: its end is not a crash.
+    retired: AtomicBool,
+}
+
+/// A call a worker has not answered yet.
+struct Pending {
+    answer: tokio::sync::oneshot::Sender<Result<serde_json::Value, CallError>>,
+}
+
+impl Workers {
+    pub fn new(root: Root, config: Config) -> anyhow::Result<Workers> {
+        let me = std::env::current_exe()
+            .map_err(|e| anyhow::anyhow!("cannot find the autoapp binary to start the apps' workers ({e})"))?;
+        let (spawner, commands) = std::sync::mpsc::channel::<Spawn>();
+        std::thread::Builder::new().name("autoapp-workers".into()).spawn(move || {
+            for (mut command, started) in commands {
+                let _ = started.send(command.spawn());
+            }
+        })?;
+        let inner = Arc::new(Inner {
+            spawner: Mutex::new(spawner),
+            root,
+            config,
+            me,
+            live: Mutex::default(),
+            starting: Mutex::default(),
+            policies: Mutex::default(),
+            ended: Arc::default(),
+            without_landlock: Mutex::new(None),
+        });
+        Ok(Workers { inner })
+    }
+
+    /// Retires the workers idle for `worker_idle_secs`, until `stopping`.
+    pub async fn retire_idle(self, mut stopping: tokio::sync::watch::Receiver<bool>) {
+        let this = self.inner;
+        let idle = Duration::from_secs(this.config.worker_idle_secs.max(1));
+        let every = (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(5));
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = stopping.wait_for(|s| *s) => return,
+            }
+            let mut live = this.live.lock().expect("workers");
+            live.retain(|_, w| {
+                let quiet = w.shared.calls.load(Ordering::Acquire) == 0
+                    && w.shared.last_used.lock().expect("used").elapsed() >= idle;
+                if quiet {
+                    w.shared.retired.store(true, Ordering::Release);
+                }
+                !quiet
+            });
+        }
+    }
+
+    /// Retires every worker and waits (up to `within`) for each to finish
+    /// its calls, write its last rows and end.
+    pub async fn stop_all(&self, within: Duration) {
+        let retired: Vec<Arc<Shared>> = {
+            let mut live = self.inner.live.lock().expect("workers");
+            let retired = live.values().map(|w| w.shared.clone()).collect();
+            for w in live.values() {
+                w.shared.retired.store(true, Ordering::Release);
+            }
+            live.clear();
+            retired
+        };
+        let until = Instant::now() + within;
+        while Instant::now() < until && retired.iter().any(|s| !s.gone.load(Ordering::Acquire)) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// The workers running now, by app and side.
+    pub fn shown(&self) -> Vec<Shown> {
+        let live: Vec<Arc<Shared>> =
+            self.inner.live.lock().expect("workers").values().map(|w| w.shared.clone()).collect();
+        let mut shown: Vec<Shown> = live
+            .into_iter()
+            .filter(|s| !s.gone.load(Ordering::Acquire))
+            .map(|s| {
+                let calls = s.calls.load(Ordering::Acquire);
+                Shown {
+                    app: s.app.to_string(),
+                    side: s.side,
+                    pid: s.pid,
+                    state: if calls > 0 { "running" } else { "idle" }.to_string(),
+                    calls,
+                    memory_kib: memory_kib(s.pid),
+                    confined: match s.held {
+                        HeldAs::Whole => "landlock",
+                        HeldAs::Files => "landlock files only",
+                        HeldAs::Filter => "filter only",
+                    }
+                    .to_string(),
+                    started_secs_ago: s.started.elapsed().as_secs(),
+                }
+            })
+            .collect();
+        shown.sort_by(|a, b| (&a.app, a.side == Side::Outer).cmp(&(&b.app, b.side == Side::Outer)));
+        shown
+    }
+}
+
+impl Inner {
+    /// The policy of `app`'s worker on `side` for `manifest`'s `release`,
+    /// computed again only when what it comes from changed; with the
+    /// grants it was computed from (an outer worker's), which its calls
+    /// carry: a worker never reads a grants file the launcher replaced
+    /// after it was confined (its rule holds the file it named), and its
+    /// calls are given exactly what its rules were made for.
+    fn policy(
+        &self,
+        app: &AppId,
+        side: Side,
+        release: &str,
+        manifest: &Manifest,
+    ) -> Result<(Arc<Policy>, Option<crate::grants::Grants>), CallError> {
+        let internal = |e: anyhow::Error| CallError::new(ErrorKind::Internal, format!("{e:#}"));
+        let paths = self.root.app(app);
+        let stamp = Stamp {
+            release: if side == Side::Outer { release.to_string() } else { String::new() },
+            grants: stamp_of(&crate::grants::file(&paths)),
+            previews: stamp_of(&paths.dir.join("previews")),
+        };
+        let key = (app.clone(), side);
+        if let Some((s, p, g)) = self.policies.lock().expect("policies").get(&key)
+            && *s == stamp
+        {
+            return Ok((p.clone(), g.clone()));
+        }
+        let grants = match side {
+            Side::Outer => Some(crate::grants::load(&paths).map_err(internal)?),
+            Side::Inner => None,
+        };
+        let (policy, _) =
+            super::reach::policy(&self.root, app, manifest, grants.as_ref(), &self.config, self.me.clone())
+                .map_err(internal)?;
+        let policy = Arc::new(policy);
+        self.policies.lock().expect("policies").insert(key, (stamp, policy.clone(), grants.clone()));
+        Ok((policy, grants))
+    }
+
+    /// The worker of `app` on `side` for `policy`: the one running, or a
+    /// new one (the old one, whose policy differs, retired).
+    async fn worker(&self, app: &AppId, side: Side, policy: Arc<Policy>) -> Result<Arc<Live>, CallError> {
+        let key = (app.clone(), side);
+        let current = |live: &HashMap<Which, Arc<Live>>| {
+            live.get(&key)
+                .filter(|w| !w.shared.gone.load(Ordering::Acquire) && (w.policy == policy || *w.policy == *policy))
+                .cloned()
+        };
+        if let Some(w) = current(&self.live.lock().expect("workers")) {
+            return Ok(w);
+        }
+        let gate = self.starting.lock().expect("starting").entry(key.clone()).or_default().clone();
+        let _one = gate.lock().await;
+        if let Some(w) = current(&self.live.lock().expect("workers")) {
+            return Ok(w);
+        }
+        // One that keeps ending waits longer before each start.
+        let wait = match self.ended.lock().expect("ended").get(&key) {
+            Some((at, n)) if at.elapsed() < Duration::from_secs(60) => {
+                Duration::from_millis(100u64.saturating_mul(1 << (*n).min(6))).min(Duration::from_secs(5))
+            }
+            _ => Duration::ZERO,
+        };
+        tokio::time::sleep(wait).await;
+        let live = Arc::new(self.start(app, side, policy).await?);
+        if let Some(old) = self.live.lock().expect("workers").insert(key, live.clone()) {
+            old.shared.retired.store(true, Ordering::Release);
+        }
+        Ok(live)
+    }
+
+    /// Starts a worker and waits until it is confined and ready.
+    async fn start(&self, app: &AppId, side: Side, policy: Arc<Policy>) -> Result<Live, CallError> {
+        let refused = |why: String| CallError::new(ErrorKind::Internal, why);
+        let mut without = self.without_landlock.lock().expect("support").clone();
+        for _ in 0..2 {
+            let unconfined = without.as_ref().is_some_and(|s| !s.enforced);
+            if let Some(s) = without.as_ref().filter(|_| unconfined) {
+                tell!("autoapp: {app}'s worker runs without Landlock: {}", s.summary);
+            }
+            match self.spawn(app, side, &policy, unconfined, without.as_ref()).await? {
+                Ok(live) => return Ok(live),
+                Err(why) => {
+                    // Only where the kernel says it has no Landlock does a
+                    // worker run without it.
+                    let here = without.is_none().then(|| confine::Support::here(&self.config));
+                    match here.filter(|s| s.answered && !s.enforced) {
+                        Some(none_here) => {
+                            *self.without_landlock.lock().expect("support") = Some(none_here.clone());
+                            without = Some(none_here);
+                        }
+                        None => {
+                            return Err(refused(format!(
+                                "the call was not run: {app}'s worker could not be confined ({})",
+                                super::bounded(why)
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+        Err(refused(format!("the call was not run: {app}'s worker could not be started")))
+    }
+
+    /// Starts one worker process: `Ok(Err(why))` when it could not confine
+    /// itself.
+    async fn spawn(
+        &self,
+        app: &AppId,
+        side: Side,
+        policy: &Arc<Policy>,
+        unconfined: bool,
+        support: Option<&confine::Support>,
+    ) -> Result<Result<Live, String>, CallError> {
+        let internal = |why: String| CallError::new(ErrorKind::Internal, why);
+        let paths = self.root.app(app);
+        for dir in policy.write.iter().filter(|d| d.starts_with(self.root.dir())) {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let policy_text = serde_json::to_string(&Policy { unconfined, ..(**policy).clone() })
+            .map_err(|e| internal(format!("cannot describe the worker's confinement ({e})")))?;
+        let mut command = super::command(&self.me, &paths, &policy_text);
+        command.arg("serve");
+        let (started, child) = tokio::sync::oneshot::channel();
+        let sent = self.spawner.lock().expect("spawner").send((command, started));
+        let mut child = match (sent, child.await) {
+            (Ok(()), Ok(Ok(child))) => child,
+            (_, Ok(Err(e))) => return Err(internal(format!("cannot start {app}'s worker ({e})"))),
+            _ => return Err(internal(format!("cannot start {app}'s worker: the launcher is stopping"))),
+        };
+        let pid = child.id();
+        let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
+            end(child, pid).await;
+            return Err(internal(format!("cannot start {app}'s worker: its pipes are missing")));
+        };
+        let tokio_pipes = (
+            tokio::process::ChildStdin::from_std(stdin),
+            tokio::process::ChildStdout::from_std(stdout),
+            tokio::process::ChildStderr::from_std(stderr),
+        );
+        let (Ok(mut stdin), Ok(stdout), Ok(stderr)) = tokio_pipes else {
+            end(child, pid).await;
+            return Err(internal(format!("cannot start {app}'s worker: its pipes cannot be read")));
+        };
+        let mut stdout = tokio::io::BufReader::new(stdout);
+        let start = Start {
+            root: self.root.dir().to_path_buf(),
+            config: self.config.clone(),
+            app: app.clone(),
+            containment: support.filter(|_| unconfined).map(|s| crate::caps::spawn::Containment::of(s, &self.config)),
+        };
+        let mut line = serde_json::to_vec(&start).map_err(|e| internal(format!("cannot describe the worker ({e})")))?;
+        line.push(b'\n');
+        // One that could not confine itself answers without reading it.
+        let _ = stdin.write_all(&line).await;
+        let first = tokio::time::timeout(START_WITHIN, read_line(&mut stdout)).await;
+        let held = match first {
+            Ok(Ok(Some(told))) => match told.said {
+                Said::Ready { held } => held,
+                Said::Unconfinable(why) => {
+                    end(child, pid).await;
+                    return Ok(Err(why));
+                }
+                Said::Failed(why) => {
+                    end(child, pid).await;
+                    return Err(internal(format!("{app}'s worker could not start: {}", super::bounded(why))));
+                }
+                Said::Answer(_) => {
+                    end(child, pid).await;
+                    return Err(internal(format!("{app}'s worker did not start as a worker does")));
+                }
+            },
+            Ok(_) => {
+                end(child, pid).await;
+                return Err(internal(format!("{app}'s worker ended as it started")));
+            }
+            Err(_) => {
+                end(child, pid).await;
+                return Err(internal(format!("{app}'s worker did not start within {}s", START_WITHIN.as_secs())));
+            }
+        };
+        let shared = Arc::new(Shared {
+            app: app.clone(),
+            side,
+            pid,
+            started: Instant::now(),
+            held,
+            next: AtomicU64::new(1),
+            calls: AtomicUsize::new(0),
+            last_used: Mutex::new(Instant::now()),
+            pending: Mutex::default(),
+            gone: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
+        });
+        crate::applog::queue(
+            &crate::applog::dir_of(&paths.dir),
+            crate::applog::Line::new("info", "worker", &format!("its {} worker started (pid {pid})", side.word())),
+        );
+        let (lines, mut to_send) = tokio::sync::mpsc::unbounded_channel::<zeroize::Zeroizing<Vec<u8>>>();
+        // Its channel: what the launcher sends, until the last `Live` goes.
+        tokio::spawn(async move {
+            while let Some(line) = to_send.recv().await {
+                if stdin.write_all(&line).await.is_err() {
+                    break;
+                }
+            }
+            drop(stdin);
+        });
+        // Its answers, each to the call that waits for it.
+        let reading = shared.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(told)) = read_line(&mut stdout).await {
+                let waiting = reading.pending.lock().expect("pending").remove(&told.id);
+                if let (Some(p), Said::Answer(answer)) = (waiting, told.said) {
+                    let _ = p.answer.send(answer);
+                }
+            }
+        });
+        // Its words, escaped and bounded.
+        let (who, side_word) = (app.clone(), side.word());
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stderr.take(MAX_STDERR as u64)).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tell!("autoapp: {who}'s {side_word} worker: {line}");
+            }
+        });
+        // Its end: the calls it had fail, its process group ends with it,
+        // and an end the launcher did not ask for is noted for the back-off.
+        let ending = shared.clone();
+        let ended = Arc::downgrade(&self.ended);
+        let log_dir = crate::applog::dir_of(&paths.dir);
+        tokio::spawn(async move {
+            let status = end_when_exits(child, pid).await;
+            ending.gone.store(true, Ordering::Release);
+            let failed: Vec<Pending> = ending.pending.lock().expect("pending").drain().map(|(_, p)| p).collect();
+            let retired = ending.retired.load(Ordering::Acquire);
+            let how = match status {
+                Some(code) => format!("status {code}"),
+                None => "killed".to_string(),
+            };
+            for p in failed {
+                let _ = p.answer.send(Err(CallError::new(
+                    ErrorKind::Internal,
+                    format!("{}'s worker ended before it answered ({how}); try again", ending.app),
+                )));
+            }
+            let message = match retired {
+                true => format!("its {} worker ended (pid {}, {how})", ending.side.word(), ending.pid),
+                false => format!("its {} worker ended on its own (pid {}, {how})", ending.side.word(), ending.pid),
+            };
+            crate::applog::queue(&log_dir, crate::applog::Line::new("info", "worker", &message));
+            if !retired {
+                tracing::warn!(app = %ending.app, "{message}");
+                if let Some(ended) = ended.upgrade() {
+                    let mut ended = ended.lock().expect("ended");
+                    let e = ended.entry((ending.app.clone(), ending.side)).or_insert((Instant::now(), 0));
+                    *e = (Instant::now(), if e.0.elapsed() < Duration::from_secs(60) { e.1 + 1 } else { 1 });
+                }
+            }
+        });
+        Ok(Ok(Live { policy: policy.clone(), shared, lines }))
+    }
+}
+
+impl Side {
+    fn word(self) -> &'static str {
+        match self {
+            Side::Inner => "reads and writes",
+            Side::Outer => "external calls'",
+        }
+    }
+}
+
+/// Reads one line from a worker, bounded: `None` at its end, an error when
+/// it is too long or not a line the launcher understands.
+async fn read_line(reader: &mut tokio::io::BufReader<tokio::process::ChildStdout>) -> std::io::Result<Option<Told>> {
+    let mut line = Vec::new();
+    let n = (&mut *reader).take(MAX_LINE + 1).read_until(b'\n', &mut line).await?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if line.last() != Some(&b'\n') {
+        return Err(std::io::Error::other("a worker's line is too long or cut"));
+    }
+    serde_json::from_slice(&line).map(Some).map_err(|_| std::io::Error::other("a worker's line is malformed"))
+}
+
+/// Kills a worker's process group and reaps it.
+async fn end(child: std::process::Child, pid: u32) {
+    if let Some(id) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process_group(id, rustix::process::Signal::KILL);
+    }
+    let _ = end_when_exits(child, pid).await;
+}
+
+/// Waits for a worker to exit, then — before it is reaped, so its id cannot
+/// be another's yet — kills what it started (its process group); its exit
+/// status, or `None` when a signal ended it.
+async fn end_when_exits(mut child: std::process::Child, pid: u32) -> Option<i32> {
+    tokio::task::spawn_blocking(move || {
+        if let Some(id) = rustix::process::Pid::from_raw(pid as i32) {
+            let _ = rustix::process::waitid(
+                rustix::process::WaitId::Pid(id),
+                rustix::process::WaitIdOptions::EXITED | rustix::process::WaitIdOptions::NOWAIT,
+            );
+            let _ = rustix::process::kill_process_group(id, rustix::process::Signal::KILL);
+        }
+        child.wait().ok().and_then(|s| s.code())
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+/// A process's resident memory, KiB.
+fn memory_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+impl crate::apps::Elsewhere for Workers {
+    fn shown(&self) -> serde_json::Value {
+        serde_json::to_value(Workers::shown(self)).unwrap_or_default()
+    }
+
+    fn run(
+        &self,
+        call: Carried,
+        manifest: &Manifest,
+    ) -> BoxFuture<(Result<serde_json::Value, CallError>, Option<Row>)> {
+        let side = match &call.entry {
+            CarriedEntry::Route { route, .. }
+                if manifest.route(route).is_some_and(|r| r.effect == Effect::External) =>
+            {
+                Side::Outer
+            }
+            _ => Side::Inner,
+        };
+        let policy = self.inner.policy(&call.app, side, &call.release, manifest);
+        let this = self.inner.clone();
+        Box::pin(async move {
+            let started = Instant::now();
+            let mut row = call.row.clone();
+            let result = match policy {
+                Ok((policy, grants)) => this.call(side, policy, Carried { grants, ..call }).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(answer) => answer,
+                // Never reached its worker, or its worker ended or was
+                // killed before it answered: the launcher records it.
+                Err(e) => {
+                    let (outcome, reason) = match e.kind {
+                        ErrorKind::Trap => ("trap", "the guest was stopped".to_string()),
+                        kind => ("error", format!("{kind:?}").to_lowercase()),
+                    };
+                    row.outcome = outcome.into();
+                    let said: String = e.message.chars().take(200).collect();
+                    row.reason = format!("{reason}: {said}");
+                    row.duration_ms += started.elapsed().as_secs_f64() * 1000.0;
+                    (Err(e), Some(row))
+                }
+            }
+        })
+    }
+
+    fn prepare(&self, app: &AppId, release: &str, manifest: &Manifest) -> BoxFuture<Result<(), CallError>> {
+        let policy = self.inner.policy(app, Side::Inner, release, manifest);
+        let (this, app, release) = (self.inner.clone(), app.clone(), release.to_string());
+        Box::pin(async move {
+            let live = this.worker(&app, Side::Inner, policy?.0).await?;
+            match this.ask(&live, What::Prepare { release }, Duration::from_secs(60)).await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) | Err(e) => Err(e),
+            }
+        })
+    }
+}
+
+impl Inner {
+    /// Runs `call` in its app's worker on `side`: `Ok` with what the worker
+    /// answered (recorded there), `Err` when it never ran there or its
+    /// worker ended first (recorded by the caller).
+    async fn call(
+        &self,
+        side: Side,
+        policy: Arc<Policy>,
+        call: Carried,
+    ) -> Result<(Result<serde_json::Value, CallError>, Option<Row>), CallError> {
+        let live = self.worker(&call.app, side, policy).await?;
+        let keys = call
+            .keys
+            .iter()
+            .map(|g| Key { name: g.name.clone(), binding: g.binding.clone(), value: g.value.expose().to_string() })
+            .collect();
+        #[cfg(debug_assertions)]
+        if let Some(attempts) = super::probe::asked() {
+            // Debug builds only: what an escape would try, in the worker.
+            return self.ask(&live, What::Probe(attempts), Duration::from_secs(60)).await.map(|a| (a, None));
+        }
+        let deadline = self.config.call_deadline() + ANSWER_MARGIN;
+        let answer = self.ask(&live, What::Call { call: Box::new(call), keys }, deadline).await?;
+        Ok((answer, None))
+    }
+
+    /// Sends `what` to a worker and waits for its answer until `within`;
+    /// kills a worker that does not answer by then.
+    async fn ask(
+        &self,
+        live: &Live,
+        what: What,
+        within: Duration,
+    ) -> Result<Result<serde_json::Value, CallError>, CallError> {
+        let s = &live.shared;
+        let id = s.next.fetch_add(1, Ordering::Relaxed);
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        s.pending.lock().expect("pending").insert(id, Pending { answer });
+        let mut line = zeroize::Zeroizing::new(
+            serde_json::to_vec(&Ask { id, what })
+                .map_err(|e| CallError::new(ErrorKind::Internal, format!("cannot describe the call ({e})")))?,
+        );
+        line.push(b'\n');
+        s.calls.fetch_add(1, Ordering::AcqRel);
+        *s.last_used.lock().expect("used") = Instant::now();
+        // Ended meanwhile: its calls were failed before this one was there.
+        let sent = !s.gone.load(Ordering::Acquire) && live.lines.send(line).is_ok();
+        let result = match sent {
+            true => tokio::time::timeout(within, answered).await.map(|r| r.map_err(|_| ())),
+            false => {
+                drop(answered);
+                s.pending.lock().expect("pending").remove(&id);
+                Ok(Err(()))
+            }
+        };
+        s.calls.fetch_sub(1, Ordering::AcqRel);
+        *s.last_used.lock().expect("used") = Instant::now();
+        match result {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(())) => Err(CallError::new(
+                ErrorKind::Internal,
+                format!("{}'s worker ended before it answered; try again", s.app),
+            )),
+            Err(_) => {
+                s.pending.lock().expect("pending").remove(&id);
+                // It does not answer: killed (its calls fail), and the next
+                // call starts another.
+                let _ = rustix::process::kill_process_group(
+                    rustix::process::Pid::from_raw(s.pid as i32).expect("a child's pid"),
+                    rustix::process::Signal::KILL,
+                );
+                Err(CallError::new(
+                    ErrorKind::Internal,
+                    format!("{}'s worker did not answer within {}s and was stopped", s.app, within.as_secs()),
+                ))
+            }
+        }
+    }
+}
