@@ -105,6 +105,9 @@ pub trait Elsewhere: Send + Sync {
     fn prepare(&self, app: &AppId, release: &str, manifest: &Manifest) -> BoxFuture<Result<(), CallError>>;
     /// The workers running now, as `autoapp status` shows them.
     fn shown(&self) -> serde_json::Value;
+    /// Retires the workers that hold `data` open (before the folder is
+    /// moved: a rollback, a restore, a removal).
+    fn retire_holding(&self, data: &Path);
 }
 
 /// A boxed future the launcher awaits.
@@ -377,6 +380,9 @@ impl Apps {
     /// Forgets the open store of `data` and closes its record (before its
     /// folder is renamed).
     pub(crate) fn close_store(&self, data: &Path) {
+        if let Some(elsewhere) = self.elsewhere.get() {
+            elsewhere.retire_holding(data);
+        }
         self.stores.lock().expect("stores").remove(data.as_os_str());
         self.recorder.close(data);
         crate::applog::flush();
@@ -716,7 +722,15 @@ impl Apps {
         let result = match self.elsewhere.get() {
             Some(elsewhere) => {
                 let keys = match effect == Effect::External && !preview {
-                    true => self.keys_of(app, &loaded.manifest)?,
+                    true => match self.keys_of(app, &loaded.manifest) {
+                        Ok(keys) => keys,
+                        Err(e) => {
+                            let (outcome, reason) = outcome_of::<()>(&Err(e.clone()));
+                            let row = Row { outcome: outcome.into(), reason, ..template };
+                            let _ = self.record(&data, effect, row).await;
+                            return Err(e);
+                        }
+                    },
                     false => Vec::new(),
                 };
                 let entry = CarriedEntry::Route { route: route.to_string(), input: pass.input().to_string() };
@@ -877,7 +891,9 @@ impl Apps {
                 if let Some(row) = row {
                     self.recorder.write(&data, row);
                 }
-                result
+                // Checked here too: the page a person sees is never only a
+                // worker's word.
+                result.and_then(|spec| valid_view(app, page, spec, &loaded))
             }
             None => self.settle_render(&pass, &loaded, app, &data, page, &query, template).await,
         }
@@ -901,17 +917,7 @@ impl Apps {
             .run(pass, loaded, app, data, Effect::Read, Entry::View { page, query }, page, None, None)
             .await
             .0
-            .and_then(|spec| {
-                match crate::view::validate(&spec, &loaded.manifest, &|route, input| {
-                    loaded.validators.get(route).is_some_and(|v| v.is_valid(input))
-                }) {
-                    Ok(()) => Ok(spec),
-                    Err(why) => Err(CallError::new(
-                        ErrorKind::Internal,
-                        format!("{app} returned a page `{page}` that cannot be shown: {why}"),
-                    )),
-                }
-            });
+            .and_then(|spec| valid_view(app, page, spec, loaded));
         let (outcome, reason) = outcome_of(&result);
         let row = Row {
             reason,
@@ -1331,6 +1337,24 @@ fn app_error(e: AppError) -> CallError {
 }
 
 /// The outcome column of a call's row, and the reason for a failure.
+/// `spec` when it is a view the release's page may show.
+fn valid_view(
+    app: &AppId,
+    page: &str,
+    spec: serde_json::Value,
+    loaded: &Loaded,
+) -> Result<serde_json::Value, CallError> {
+    match crate::view::validate(&spec, &loaded.manifest, &|route, input| {
+        loaded.validators.get(route).is_some_and(|v| v.is_valid(input))
+    }) {
+        Ok(()) => Ok(spec),
+        Err(why) => Err(CallError::new(
+            ErrorKind::Internal,
+            format!("{app} returned a page `{page}` that cannot be shown: {why}"),
+        )),
+    }
+}
+
 fn outcome_of<T>(result: &Result<T, CallError>) -> (&'static str, String) {
     match result {
         Ok(_) => ("ok", String::new()),

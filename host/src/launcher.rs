@@ -74,8 +74,10 @@ pub async fn run(root: crate::root::Root, config: Config, only: Option<AppId>) -
     }
     say!("Autoapp is stopping: finishing the calls in flight.");
     launcher.shutdown().await;
-    // Each finishes what it has, writes its last rows and ends.
+    // Each finishes what it has, writes its last rows and ends; then the
+    // rows the launcher wrote meanwhile.
     workers.stop_all(std::time::Duration::from_secs(10)).await;
+    launcher.apps().flush_record();
     drop(control);
     if let Err(e) = launcher.apps().plans().end_launcher(Some(&me.id), "the launcher stopped") {
         tracing::error!("cannot end the runs: {e:#}");

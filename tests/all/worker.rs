@@ -712,3 +712,37 @@ fn an_idle_worker_ends_after_worker_idle_secs_and_the_next_call_starts_it_again(
     assert!(log.contains("reads and writes worker started") && log.contains("reads and writes worker ended"), "{log}");
     assert!(!log.contains("ended on its own"), "a worker retired is not a crash: {log}");
 }
+
+#[test]
+fn after_a_rollback_that_puts_the_data_back_the_next_write_goes_to_the_data_put_back() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    let ws = root.install_hostile_with("network = [\"http://127.0.0.1:9\"]");
+    // A second release, activated: the activation keeps a snapshot of the data.
+    let manifest = std::fs::read_to_string(ws.path().join("autoapp.toml")).unwrap();
+    std::fs::write(ws.path().join("autoapp.toml"), manifest.replace("127.0.0.1:9", "127.0.0.1:10")).unwrap();
+    let component = crate::support::hostile_component();
+    let built: serde_json::Value =
+        serde_json::from_str(&root.ok(&["build", "hostile", "--component", component.to_str().unwrap(), "--json"]))
+            .unwrap();
+    root.grant_all("hostile");
+    root.ok(&["activate", "hostile", built["release"].as_str().unwrap()]);
+    let launcher = Served::start(&root, &["open"]);
+    let mut panel = launcher.tab("the Autoapp panel");
+    let r = panel.request("POST", "/api/open", Some(r#"{"app":"hostile"}"#)).unwrap();
+    assert_eq!(r.status, 200);
+    let mut tab = launcher.tab("hostile");
+    let r = tab.request("POST", "/api/call/mark", Some("{}")).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    // Back to the first release and the data as it was then: the folder the
+    // worker wrote is set aside, another is put in its place.
+    let r = panel.request("POST", "/api/rollback", Some(r#"{"app":"hostile","how":"restore","yes":true}"#)).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let r = tab.request("POST", "/api/call/mark", Some("{}")).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let r = tab.request("POST", "/api/call/count", Some("{}")).unwrap();
+    let seen: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    launcher.stop();
+    // The write after the rollback is in the data put back, and only it.
+    assert_eq!(root.call("hostile", "count", "{}")["marks"], 1);
+    assert_eq!(seen["marks"], 1, "the launcher's worker reads the data put back");
+}

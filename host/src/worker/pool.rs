@@ -181,6 +181,8 @@ struct Inner {
     /// the process's): this one lives as long as the launcher's workers,
     /// where a runtime's thread may end with its site or when idle.
     spawner: Mutex<std::sync::mpsc::Sender<Spawn>>,
+    /// The launcher is stopping: no worker starts any more.
+    stopping: AtomicBool,
 }
 
 /// A worker's command, and where its process goes once started.
@@ -199,6 +201,10 @@ struct Stamp {
     release: String,
     grants: Option<(u64, i64, i64, u64)>,
     previews: Option<(u64, i64, i64, u64)>,
+    /// The app's folder and its data folder, by inode: a rollback, a
+    /// restore or a removal puts another folder there, which a worker's
+    /// rules (made for the folder, not its name) do not reach.
+    folders: (Option<u64>, Option<u64>),
 }
 
 fn stamp_of(path: &std::path::Path) -> Option<(u64, i64, i64, u64)> {
@@ -230,6 +236,9 @@ struct Shared {
     gone: AtomicBool,
     /// Retired by the launcher: its end is not a crash.
     retired: AtomicBool,
+    /// Asks the task that owns its process to kill it (only that task
+    /// reaps it, after the kill: its id is never another's by then).
+    kill: tokio::sync::Notify,
 }
 
 /// A call a worker has not answered yet.
@@ -249,6 +258,7 @@ impl Workers {
         })?;
         let inner = Arc::new(Inner {
             spawner: Mutex::new(spawner),
+            stopping: AtomicBool::new(false),
             root,
             config,
             me,
@@ -286,6 +296,7 @@ impl Workers {
     /// Retires every worker and waits (up to `within`) for each to finish
     /// its calls, write its last rows and end.
     pub async fn stop_all(&self, within: Duration) {
+        self.inner.stopping.store(true, Ordering::Release);
         let retired: Vec<Arc<Shared>> = {
             let mut live = self.inner.live.lock().expect("workers");
             let retired = live.values().map(|w| w.shared.clone()).collect();
@@ -345,6 +356,7 @@ impl Inner {
         side: Side,
         release: &str,
         manifest: &Manifest,
+        data: &std::path::Path,
     ) -> Result<(Arc<Policy>, Option<crate::grants::Grants>), CallError> {
         let internal = |e: anyhow::Error| CallError::new(ErrorKind::Internal, format!("{e:#}"));
         let paths = self.root.app(app);
@@ -352,10 +364,14 @@ impl Inner {
             release: if side == Side::Outer { release.to_string() } else { String::new() },
             grants: stamp_of(&crate::grants::file(&paths)),
             previews: stamp_of(&paths.dir.join("previews")),
+            folders: (stamp_of(&paths.dir).map(|s| s.0), stamp_of(&paths.data()).map(|s| s.0)),
         };
         let key = (app.clone(), side);
+        // (A preview made while its folder's time was read is found by its
+        // data folder, which the cached policy does not write.)
         if let Some((s, p, g)) = self.policies.lock().expect("policies").get(&key)
             && *s == stamp
+            && p.write.iter().any(|w| w == data)
         {
             return Ok((p.clone(), g.clone()));
         }
@@ -373,7 +389,7 @@ impl Inner {
 
     /// The worker of `app` on `side` for `policy`: the one running, or a
     /// new one (the old one, whose policy differs, retired).
-    async fn worker(&self, app: &AppId, side: Side, policy: Arc<Policy>) -> Result<Arc<Live>, CallError> {
+    async fn worker(self: &Arc<Self>, app: &AppId, side: Side, policy: Arc<Policy>) -> Result<Arc<Live>, CallError> {
         let key = (app.clone(), side);
         let current = |live: &HashMap<Which, Arc<Live>>| {
             live.get(&key)
@@ -396,11 +412,40 @@ impl Inner {
             _ => Duration::ZERO,
         };
         tokio::time::sleep(wait).await;
-        let live = Arc::new(self.start(app, side, policy).await?);
-        if let Some(old) = self.live.lock().expect("workers").insert(key, live.clone()) {
-            old.shared.retired.store(true, Ordering::Release);
-        }
-        Ok(live)
+        // In a task of its own: a caller that goes away meanwhile (its
+        // client disconnected) does not leave a process half started.
+        let (this, app, started_key) = (self.clone(), app.clone(), key.clone());
+        let started = tokio::spawn(async move {
+            if this.stopping.load(Ordering::Acquire) {
+                return Err(CallError::new(ErrorKind::Internal, "the launcher is stopping"));
+            }
+            let live = Arc::new(this.start(&app, side, policy).await?);
+            let mut all = this.live.lock().expect("workers");
+            if this.stopping.load(Ordering::Acquire) {
+                live.shared.retired.store(true, Ordering::Release);
+                return Err(CallError::new(ErrorKind::Internal, "the launcher is stopping"));
+            }
+            if let Some(old) = all.insert(started_key, live.clone()) {
+                old.shared.retired.store(true, Ordering::Release);
+            }
+            Ok(live)
+        });
+        started
+            .await
+            .unwrap_or_else(|e| Err(CallError::new(ErrorKind::Internal, format!("starting a worker failed ({e})"))))
+    }
+
+    /// Retires the workers of the app whose folder holds `data` (before that
+    /// folder is moved: a rollback, a restore, a removal).
+    fn retire_holding(&self, data: &std::path::Path) {
+        self.live.lock().expect("workers").retain(|(app, _), w| {
+            let holds = data.starts_with(self.root.app(app).dir);
+            if holds {
+                w.shared.retired.store(true, Ordering::Release);
+            }
+            !holds
+        });
+        self.policies.lock().expect("policies").retain(|(app, _), _| !data.starts_with(self.root.app(app).dir));
     }
 
     /// Starts a worker and waits until it is confined and ready.
@@ -526,6 +571,7 @@ impl Inner {
             pending: Mutex::default(),
             gone: AtomicBool::new(false),
             retired: AtomicBool::new(false),
+            kill: tokio::sync::Notify::new(),
         });
         crate::applog::queue(
             &crate::applog::dir_of(&paths.dir),
@@ -533,9 +579,13 @@ impl Inner {
         );
         let (lines, mut to_send) = tokio::sync::mpsc::unbounded_channel::<zeroize::Zeroizing<Vec<u8>>>();
         // Its channel: what the launcher sends, until the last `Live` goes.
+        let writing = shared.clone();
         tokio::spawn(async move {
             while let Some(line) = to_send.recv().await {
                 if stdin.write_all(&line).await.is_err() {
+                    // It closed its channel: a worker that does not read its
+                    // calls is ended, and the next call starts another.
+                    writing.kill.notify_one();
                     break;
                 }
             }
@@ -543,13 +593,16 @@ impl Inner {
         });
         // Its answers, each to the call that waits for it.
         let reading = shared.clone();
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             while let Ok(Some(told)) = read_line(&mut stdout).await {
                 let waiting = reading.pending.lock().expect("pending").remove(&told.id);
                 if let (Some(p), Said::Answer(answer)) = (waiting, told.said) {
                     let _ = p.answer.send(answer);
                 }
             }
+            // Its end, or a line too long or not the channel's: either way
+            // it is not heard any more, and ended.
+            reading.kill.notify_one();
         });
         // Its words, escaped and bounded.
         let (who, side_word) = (app.clone(), side.word());
@@ -565,7 +618,9 @@ impl Inner {
         let ended = Arc::downgrade(&self.ended);
         let log_dir = crate::applog::dir_of(&paths.dir);
         tokio::spawn(async move {
-            let status = end_when_exits(child, pid).await;
+            let status = end_when_exits(child, pid, &ending.kill).await;
+            // The answers it wrote before it ended are read first.
+            let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
             ending.gone.store(true, Ordering::Release);
             let failed: Vec<Pending> = ending.pending.lock().expect("pending").drain().map(|(_, p)| p).collect();
             let retired = ending.retired.load(Ordering::Acquire);
@@ -576,7 +631,10 @@ impl Inner {
             for p in failed {
                 let _ = p.answer.send(Err(CallError::new(
                     ErrorKind::Internal,
-                    format!("{}'s worker ended before it answered ({how}); try again", ending.app),
+                    format!(
+                        "{}'s worker ended before it answered ({how}); whether the call ran is in the app's record (`autoapp runs {}`)",
+                        ending.app, ending.app
+                    ),
                 )));
             }
             let message = match retired {
@@ -606,6 +664,29 @@ impl Side {
     }
 }
 
+/// A call waiting for its worker's answer: counted while it waits, and
+/// taken out of the worker's pending calls however its wait ends.
+struct Waiting<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl<'a> Waiting<'a> {
+    fn new(shared: &'a Shared, id: u64) -> Waiting<'a> {
+        shared.calls.fetch_add(1, Ordering::AcqRel);
+        *shared.last_used.lock().expect("used") = Instant::now();
+        Waiting { shared, id }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.shared.pending.lock().expect("pending").remove(&self.id);
+        *self.shared.last_used.lock().expect("used") = Instant::now();
+        self.shared.calls.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Reads one line from a worker, bounded: `None` at its end, an error when
 /// it is too long or not a line the launcher understands.
 async fn read_line(reader: &mut tokio::io::BufReader<tokio::process::ChildStdout>) -> std::io::Result<Option<Told>> {
@@ -622,29 +703,53 @@ async fn read_line(reader: &mut tokio::io::BufReader<tokio::process::ChildStdout
 
 /// Kills a worker's process group and reaps it.
 async fn end(child: std::process::Child, pid: u32) {
-    if let Some(id) = rustix::process::Pid::from_raw(pid as i32) {
-        let _ = rustix::process::kill_process_group(id, rustix::process::Signal::KILL);
-    }
-    let _ = end_when_exits(child, pid).await;
+    let kill = tokio::sync::Notify::new();
+    kill.notify_one();
+    let _ = end_when_exits(child, pid, &kill).await;
 }
 
-/// Waits for a worker to exit, then — before it is reaped, so its id cannot
-/// be another's yet — kills what it started (its process group); its exit
-/// status, or `None` when a signal ended it.
-async fn end_when_exits(mut child: std::process::Child, pid: u32) -> Option<i32> {
-    tokio::task::spawn_blocking(move || {
-        if let Some(id) = rustix::process::Pid::from_raw(pid as i32) {
-            let _ = rustix::process::waitid(
-                rustix::process::WaitId::Pid(id),
-                rustix::process::WaitIdOptions::EXITED | rustix::process::WaitIdOptions::NOWAIT,
-            );
-            let _ = rustix::process::kill_process_group(id, rustix::process::Signal::KILL);
+/// Waits for a worker to exit — killing its process group whenever `kill`
+/// asks —, then, before it is reaped (so its id cannot be another's yet),
+/// kills what it started (its process group); its exit status, or `None`
+/// when a signal ended it.
+async fn end_when_exits(mut child: std::process::Child, pid: u32, kill: &tokio::sync::Notify) -> Option<i32> {
+    let id = rustix::process::Pid::from_raw(pid as i32)?;
+    let group = || {
+        let _ = rustix::process::kill_process_group(id, rustix::process::Signal::KILL);
+    };
+    // Its exit, seen through a pidfd (no thread held per worker), or where
+    // the kernel has none (before Linux 5.3) by a blocking wait. (The pidfd
+    // is owned by the `AsyncFd`: what made `with_interest` deprecated, a
+    // descriptor closed under it, cannot happen here.)
+    #[allow(deprecated)]
+    let exited = async {
+        match rustix::process::pidfd_open(id, rustix::process::PidfdFlags::NONBLOCK)
+            .map_err(std::io::Error::from)
+            .and_then(|fd| tokio::io::unix::AsyncFd::with_interest(fd, tokio::io::Interest::READABLE))
+        {
+            Ok(fd) => {
+                let _ = fd.readable().await;
+            }
+            Err(_) => {
+                let _ = tokio::task::spawn_blocking(move || {
+                    rustix::process::waitid(
+                        rustix::process::WaitId::Pid(id),
+                        rustix::process::WaitIdOptions::EXITED | rustix::process::WaitIdOptions::NOWAIT,
+                    )
+                })
+                .await;
+            }
         }
-        child.wait().ok().and_then(|s| s.code())
-    })
-    .await
-    .ok()
-    .flatten()
+    };
+    tokio::pin!(exited);
+    loop {
+        tokio::select! {
+            _ = &mut exited => break,
+            _ = kill.notified() => group(),
+        }
+    }
+    group();
+    tokio::task::spawn_blocking(move || child.wait().ok().and_then(|s| s.code())).await.ok().flatten()
 }
 
 /// A process's resident memory, KiB.
@@ -655,6 +760,10 @@ fn memory_kib(pid: u32) -> Option<u64> {
 }
 
 impl crate::apps::Elsewhere for Workers {
+    fn retire_holding(&self, data: &std::path::Path) {
+        self.inner.retire_holding(data);
+    }
+
     fn shown(&self) -> serde_json::Value {
         serde_json::to_value(Workers::shown(self)).unwrap_or_default()
     }
@@ -672,7 +781,7 @@ impl crate::apps::Elsewhere for Workers {
             }
             _ => Side::Inner,
         };
-        let policy = self.inner.policy(&call.app, side, &call.release, manifest);
+        let policy = self.inner.policy(&call.app, side, &call.release, manifest, &call.data);
         let this = self.inner.clone();
         Box::pin(async move {
             let started = Instant::now();
@@ -701,7 +810,7 @@ impl crate::apps::Elsewhere for Workers {
     }
 
     fn prepare(&self, app: &AppId, release: &str, manifest: &Manifest) -> BoxFuture<Result<(), CallError>> {
-        let policy = self.inner.policy(app, Side::Inner, release, manifest);
+        let policy = self.inner.policy(app, Side::Inner, release, manifest, &self.inner.root.app(app).data());
         let (this, app, release) = (self.inner.clone(), app.clone(), release.to_string());
         Box::pin(async move {
             let live = this.worker(&app, Side::Inner, policy?.0).await?;
@@ -718,7 +827,7 @@ impl Inner {
     /// answered (recorded there), `Err` when it never ran there or its
     /// worker ended first (recorded by the caller).
     async fn call(
-        &self,
+        self: &Arc<Self>,
         side: Side,
         policy: Arc<Policy>,
         call: Carried,
@@ -750,40 +859,31 @@ impl Inner {
         let s = &live.shared;
         let id = s.next.fetch_add(1, Ordering::Relaxed);
         let (answer, answered) = tokio::sync::oneshot::channel();
-        s.pending.lock().expect("pending").insert(id, Pending { answer });
         let mut line = zeroize::Zeroizing::new(
             serde_json::to_vec(&Ask { id, what })
                 .map_err(|e| CallError::new(ErrorKind::Internal, format!("cannot describe the call ({e})")))?,
         );
         line.push(b'\n');
-        s.calls.fetch_add(1, Ordering::AcqRel);
-        *s.last_used.lock().expect("used") = Instant::now();
+        s.pending.lock().expect("pending").insert(id, Pending { answer });
+        // Counted while it waits, and let go however its wait ends (a
+        // caller that goes away drops this future).
+        let _waiting = Waiting::new(s, id);
         // Ended meanwhile: its calls were failed before this one was there.
         let sent = !s.gone.load(Ordering::Acquire) && live.lines.send(line).is_ok();
         let result = match sent {
             true => tokio::time::timeout(within, answered).await.map(|r| r.map_err(|_| ())),
-            false => {
-                drop(answered);
-                s.pending.lock().expect("pending").remove(&id);
-                Ok(Err(()))
-            }
+            false => Ok(Err(())),
         };
-        s.calls.fetch_sub(1, Ordering::AcqRel);
-        *s.last_used.lock().expect("used") = Instant::now();
         match result {
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err(())) => Err(CallError::new(
                 ErrorKind::Internal,
-                format!("{}'s worker ended before it answered; try again", s.app),
+                format!("{}'s worker ended before it answered; whether the call ran is in the app's record", s.app),
             )),
             Err(_) => {
-                s.pending.lock().expect("pending").remove(&id);
                 // It does not answer: killed (its calls fail), and the next
                 // call starts another.
-                let _ = rustix::process::kill_process_group(
-                    rustix::process::Pid::from_raw(s.pid as i32).expect("a child's pid"),
-                    rustix::process::Signal::KILL,
-                );
+                s.kill.notify_one();
                 Err(CallError::new(
                     ErrorKind::Internal,
                     format!("{}'s worker did not answer within {}s and was stopped", s.app, within.as_secs()),

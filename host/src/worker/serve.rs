@@ -43,7 +43,15 @@ pub(super) fn main(held: Held) -> i32 {
 }
 
 async fn serve(held: Held) -> i32 {
-    let mut input = tokio::io::BufReader::new(tokio::io::stdin());
+    // Its channel's pipes, read and written as the runtime's own (tokio's
+    // standard streams hand every read and write to a blocking thread).
+    use std::os::fd::AsFd as _;
+    let pipes = (
+        std::io::stdin().as_fd().try_clone_to_owned().and_then(tokio::net::unix::pipe::Receiver::from_owned_fd),
+        std::io::stdout().as_fd().try_clone_to_owned().and_then(tokio::net::unix::pipe::Sender::from_owned_fd),
+    );
+    let (Ok(input), Ok(mut stdout)) = pipes else { return failed("the worker's channel is not its launcher's pipes") };
+    let mut input = tokio::io::BufReader::new(input);
     let start: Start = match read(&mut input).await {
         Some(Ok(line)) => match serde_json::from_slice(&line) {
             Ok(s) => s,
@@ -63,7 +71,6 @@ async fn serve(held: Held) -> i32 {
     let app = start.app;
     let (out, mut to_write) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
     let writer = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
         while let Some(line) = to_write.recv().await {
             if stdout.write_all(&line).await.and(stdout.flush().await).is_err() {
                 break;
@@ -143,7 +150,7 @@ async fn serve(held: Held) -> i32 {
 }
 
 /// One line of its standard input, bounded; `None` at its end.
-async fn read(input: &mut tokio::io::BufReader<tokio::io::Stdin>) -> Option<std::io::Result<Vec<u8>>> {
+async fn read<R: tokio::io::AsyncBufRead + Unpin>(input: &mut R) -> Option<std::io::Result<Vec<u8>>> {
     let mut line = Vec::new();
     match (&mut *input).take(MAX_ASK + 1).read_until(b'\n', &mut line).await {
         Ok(0) => None,
