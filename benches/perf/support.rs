@@ -152,7 +152,10 @@ impl Autoapp {
     pub fn new(root: PathBuf, config: &str) -> anyhow::Result<Autoapp> {
         std::fs::create_dir_all(&root)?;
         std::fs::write(root.join("config.toml"), config)?;
-        Ok(Autoapp { bin: PathBuf::from(env!("CARGO_BIN_EXE_autoapp")), root })
+        // Another build of the host (AUTOAPP_BENCH_BIN), to measure a change
+        // before and after in one run; this build's by default.
+        let bin = std::env::var_os("AUTOAPP_BENCH_BIN").map(PathBuf::from);
+        Ok(Autoapp { bin: bin.unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_autoapp"))), root })
     }
 
     pub fn command(&self) -> Command {

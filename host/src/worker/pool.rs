@@ -581,8 +581,15 @@ impl Inner {
         // Its channel: what the launcher sends, until the last `Live` goes.
         let writing = shared.clone();
         tokio::spawn(async move {
-            while let Some(line) = to_send.recv().await {
-                if stdin.write_all(&line).await.is_err() {
+            // The lines queued meanwhile go in one write: under load, one
+            // system call and one wake of the worker for many calls.
+            let mut queued = Vec::new();
+            while to_send.recv_many(&mut queued, 256).await > 0 {
+                let mut batch = zeroize::Zeroizing::new(Vec::new());
+                for line in queued.drain(..) {
+                    batch.extend_from_slice(&line);
+                }
+                if stdin.write_all(&batch).await.is_err() {
                     // It closed its channel: a worker that does not read its
                     // calls is ended, and the next call starts another.
                     writing.kill.notify_one();

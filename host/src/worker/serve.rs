@@ -71,8 +71,14 @@ async fn serve(held: Held) -> i32 {
     let app = start.app;
     let (out, mut to_write) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
     let writer = tokio::spawn(async move {
-        while let Some(line) = to_write.recv().await {
-            if stdout.write_all(&line).await.and(stdout.flush().await).is_err() {
+        // The answers ready meanwhile go in one write.
+        let (mut queued, mut batch) = (Vec::new(), Vec::new());
+        while to_write.recv_many(&mut queued, 256).await > 0 {
+            batch.clear();
+            for line in queued.drain(..) {
+                batch.extend_from_slice(&line);
+            }
+            if stdout.write_all(&batch).await.is_err() {
                 break;
             }
         }
