@@ -837,12 +837,17 @@ fn p4_cold(ctx: &Ctx) -> anyhow::Result<Row> {
 /// How long an idle worker lives in P5's launchers (`worker_idle_secs`).
 const P5_IDLE_SECS: u64 = 5;
 
-/// The resident memory of a launcher and of every worker it runs (each
-/// app's calls run in processes of its own: `autoapp status` lists them).
+/// The resident memory of a launcher, and what every worker it runs adds
+/// of its own (each app's calls run in processes of its own: `autoapp
+/// status` lists them): their private pages, since the pages of the binary
+/// they share with the launcher are counted once, in its figure.
 fn with_workers(pid: u32, status: &serde_json::Value) -> anyhow::Result<u64> {
-    let workers: u64 =
-        status["workers"].as_array().into_iter().flatten().filter_map(|w| w["memory_kib"].as_u64()).sum();
-    Ok(support::rss(pid)? + workers * 1024)
+    let mut total = support::rss(pid)?;
+    for w in status["workers"].as_array().into_iter().flatten() {
+        let worker = w["pid"].as_u64().context("a worker's pid")?;
+        total += support::private(worker as u32)?;
+    }
+    Ok(total)
 }
 
 /// A launcher of `a` that calls each of `apps` once: its memory and its
@@ -908,7 +913,10 @@ fn p5(ctx: &Ctx) -> anyhow::Result<Row> {
         what: format!(
             "resident memory of a launcher with {n} active apps, each served and called once, then idle (its workers ended after `worker_idle_secs` = {P5_IDLE_SECS}); the launcher and its workers together"
         ),
-        ours: format!("{w:.1} MiB (while the {n} workers lived: {l:.1} MiB, {:.1} MiB per worker)", (l - w) / n as f64),
+        ours: format!(
+            "{w:.1} MiB (while the {n} workers lived: {l:.1} MiB, {:.1} MiB of its own per worker)",
+            (l - w) / n as f64
+        ),
         peer_name: "the same launcher with no apps".into(),
         peer: format!("{z:.1} MiB"),
         ratio: format!("+{:.1} MiB ({:.2} MiB per app)", w - z, (w - z) / n as f64),

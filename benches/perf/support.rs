@@ -288,6 +288,17 @@ pub fn rss(pid: u32) -> anyhow::Result<u64> {
     Ok(kib * 1024)
 }
 
+/// A process's private resident memory (clean and dirty), bytes: what it
+/// holds that no other process shares.
+pub fn private(pid: u32) -> anyhow::Result<u64> {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))?;
+    let mut kib = 0u64;
+    for line in rollup.lines().filter(|l| l.starts_with("Private_Clean:") || l.starts_with("Private_Dirty:")) {
+        kib += line.split_whitespace().nth(1).context("a Private_ value")?.parse::<u64>()?;
+    }
+    Ok(kib * 1024)
+}
+
 /// A free loopback port (bound and released; good enough for one run).
 pub fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
