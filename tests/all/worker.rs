@@ -580,8 +580,12 @@ fn a_launchers_worker_killed_under_32_writers_loses_no_acknowledged_write_and_th
     // Another app's calls go on throughout.
     let mut others = 0;
     let mut killed = Vec::new();
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(4);
-    while std::time::Instant::now() < until {
+    // At least 4 s, and until three of its workers were killed (a loaded
+    // machine starts them slower), at most 60 s.
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_secs(4)
+        || (killed.len() < 3 && started.elapsed() < std::time::Duration::from_secs(60))
+    {
         let r = notes.request("POST", "/api/call/notes.list", Some("{}")).unwrap();
         assert_eq!(r.status, 200, "the other app answers: {}", String::from_utf8_lossy(&r.body));
         others += 1;
@@ -592,7 +596,7 @@ fn a_launchers_worker_killed_under_32_writers_loses_no_acknowledged_write_and_th
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             if String::from_utf8_lossy(&cmdline).contains(&*bench_dir.to_string_lossy())
                 && !killed.contains(&pid)
-                && killed.len() < 4
+                && killed.len() < 3
             {
                 let _ = rustix::process::kill_process(
                     rustix::process::Pid::from_raw(pid).unwrap(),
