@@ -696,7 +696,7 @@ impl Drop for Waiting<'_> {
 
 /// Reads one line from a worker, bounded: `None` at its end, an error when
 /// it is too long or not a line the launcher understands.
-async fn read_line(reader: &mut tokio::io::BufReader<tokio::process::ChildStdout>) -> std::io::Result<Option<Told>> {
+async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(reader: &mut R) -> std::io::Result<Option<Told>> {
     let mut line = Vec::new();
     let n = (&mut *reader).take(MAX_LINE + 1).read_until(b'\n', &mut line).await?;
     if n == 0 {
@@ -897,5 +897,37 @@ impl Inner {
                 ))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_workers_line_is_read_whole_or_refused_when_too_long_cut_or_not_the_channels() {
+        let good = br#"{"id":7,"said":{"answer":{"Ok":{"hello":"world"}}}}"#;
+        let mut text = good.to_vec();
+        text.push(b'\n');
+        let mut r = tokio::io::BufReader::new(&text[..]);
+        let told = read_line(&mut r).await.unwrap().expect("a line");
+        assert_eq!(told.id, 7);
+        assert!(matches!(told.said, Said::Answer(Ok(ref v)) if v["hello"] == "world"));
+        assert!(read_line(&mut r).await.unwrap().is_none(), "its end");
+        // Cut (no end of line), not the channel's, too long.
+        let mut cut = tokio::io::BufReader::new(&good[..]);
+        assert!(read_line(&mut cut).await.is_err());
+        let mut other = tokio::io::BufReader::new(&b"{\"id\":1}\n"[..]);
+        assert!(read_line(&mut other).await.is_err());
+        // A line the channel would understand, but over the bound.
+        let mut long = br#"{"id":1,"said":{"failed":""#.to_vec();
+        long.resize(long.len() + MAX_LINE as usize, b'a');
+        long.extend_from_slice(b"\"}}\n");
+        let mut reader = tokio::io::BufReader::new(&long[..]);
+        assert!(read_line(&mut reader).await.is_err(), "a line over the bound is refused, not read whole");
+        let within = &long[long.len() - 64..];
+        let within = [&br#"{"id":1,"said":{"failed":""#[..], within].concat();
+        let mut reader = tokio::io::BufReader::new(&within[..]);
+        assert!(read_line(&mut reader).await.unwrap().is_some(), "the same line, short, is read");
     }
 }
