@@ -750,3 +750,31 @@ fn after_a_rollback_that_puts_the_data_back_the_next_write_goes_to_the_data_put_
     assert_eq!(root.call("hostile", "count", "{}")["marks"], 1);
     assert_eq!(seen["marks"], 1, "the launcher's worker reads the data put back");
 }
+
+#[test]
+fn a_launchers_worker_runs_without_landlock_only_where_the_kernel_says_it_has_none() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    root.install("notes");
+    // A worker that fails to confine itself on a kernel that can: the call
+    // is refused, never run unconfined, and nothing is written.
+    let served = Served::start_with_env(&root, &["serve", "notes"], &[("AUTOAPP_FAULT", "worker-unconfinable".into())]);
+    let mut tab = served.tab("notes");
+    let r = tab.request("POST", "/api/call/notes.add", Some(r#"{"title":"z"}"#)).unwrap();
+    let said = String::from_utf8_lossy(&r.body).into_owned();
+    assert_eq!(r.status, 500, "{said}");
+    assert!(said.contains("the call was not run: notes's worker could not be confined"), "{said}");
+    assert!(launchers_workers(root.path()).is_empty(), "no worker runs");
+    served.stop();
+    assert_eq!(root.call("notes", "notes.list", "{}")["notes"].as_array().unwrap().len(), 0, "nothing was written");
+    // Where the kernel's own answer is that it cannot confine (the probe
+    // played by the same fault as the command line's test), the worker runs
+    // with what is left, and `status` says how it is held.
+    let served = Served::start_with_env(&root, &["serve", "notes"], &[("AUTOAPP_FAULT", "no-seccomp".into())]);
+    let mut tab = served.tab("notes");
+    let r = tab.request("POST", "/api/call/notes.add", Some(r#"{"title":"y"}"#)).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let status = root.ok(&["status"]);
+    assert!(status.contains("filter only"), "{status}");
+    served.stop();
+    assert_eq!(root.call("notes", "notes.list", "{}")["notes"][0]["title"], "y");
+}

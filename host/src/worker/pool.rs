@@ -462,7 +462,15 @@ impl Inner {
                 Err(why) => {
                     // Only where the kernel says it has no Landlock does a
                     // worker run without it.
-                    let here = without.is_none().then(|| confine::Support::here(&self.config));
+                    // (The kernel's answer comes from a process of its own: off
+                    // the runtime's threads.)
+                    let here = match without.is_none() {
+                        true => {
+                            let config = self.config.clone();
+                            tokio::task::spawn_blocking(move || confine::Support::here(&config)).await.ok()
+                        }
+                        false => None,
+                    };
                     match here.filter(|s| s.answered && !s.enforced) {
                         Some(none_here) => {
                             *self.without_landlock.lock().expect("support") = Some(none_here.clone());
