@@ -850,6 +850,20 @@ fn with_workers(pid: u32, status: &serde_json::Value) -> anyhow::Result<u64> {
     Ok(total)
 }
 
+/// Waits, up to `within`, until the launcher on `c` runs no worker (each
+/// ended idle).
+async fn no_workers(c: &mut autoapp::control::Client, within: Duration) -> anyhow::Result<()> {
+    let until = Instant::now() + within;
+    loop {
+        let status = c.request(&serde_json::json!({ "type": "status" })).await?;
+        if status["workers"].as_array().is_none_or(Vec::is_empty) {
+            return Ok(());
+        }
+        ensure!(Instant::now() < until, "the idle workers did not end within {}s", within.as_secs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// A launcher of `a` that calls each of `apps` once: its memory and its
 /// workers' while they live, and once they have ended (idle).
 fn launcher_rss(a: &Autoapp, apps: &[String]) -> anyhow::Result<(u64, u64)> {
@@ -869,17 +883,10 @@ fn launcher_rss(a: &Autoapp, apps: &[String]) -> anyhow::Result<(u64, u64)> {
         ensure!(serving == apps.len(), "the launcher serves {serving} apps, not {}", apps.len());
         let live = with_workers(pid, &status)?;
         // Then idle: each worker ends after `worker_idle_secs`.
-        let until = Instant::now() + Duration::from_secs(P5_IDLE_SECS + 60);
-        loop {
-            let status = c.request(&serde_json::json!({ "type": "status" })).await?;
-            if status["workers"].as_array().is_none_or(Vec::is_empty) {
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                let status = c.request(&serde_json::json!({ "type": "status" })).await?;
-                return anyhow::Ok((live, with_workers(pid, &status)?));
-            }
-            ensure!(Instant::now() < until, "the idle workers did not end");
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        no_workers(&mut c, Duration::from_secs(P5_IDLE_SECS + 60)).await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let status = c.request(&serde_json::json!({ "type": "status" })).await?;
+        anyhow::Ok((live, with_workers(pid, &status)?))
     })?;
     launcher.stop()?;
     Ok(measured)
@@ -945,15 +952,7 @@ fn p5_cold(ctx: &Ctx) -> anyhow::Result<Row> {
         // Wait for its worker to end idle.
         current_thread()?.block_on(async {
             let mut c = autoapp::control::Client::connect(&root).await?;
-            let until = Instant::now() + Duration::from_secs(30);
-            loop {
-                let status = c.request(&serde_json::json!({ "type": "status" })).await?;
-                if status["workers"].as_array().is_none_or(Vec::is_empty) {
-                    return anyhow::Ok(());
-                }
-                ensure!(Instant::now() < until, "the idle worker did not end");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            no_workers(&mut c, Duration::from_secs(30)).await
         })?;
         cold.push(call()?);
         for _ in 0..10 {

@@ -95,12 +95,11 @@ pub struct Apps {
 /// launcher keeps what a person touches: the gate, its questions, the grants
 /// and the activation.
 pub trait Elsewhere: Send + Sync {
-    /// Runs `call` in its app's worker; `manifest` is its release's.
-    /// What it hands back is the answer, and the row for the launcher to
-    /// record when the call did not reach its worker or its worker ended
-    /// before it answered (a worker records the calls it answers).
-    fn run(&self, call: Carried, manifest: &Manifest)
-    -> BoxFuture<(Result<serde_json::Value, CallError>, Option<Row>)>;
+    /// Runs `call` in its app's worker; `manifest` is its release's. `Ok`:
+    /// the worker's answer, recorded there; `Err`: the call did not reach
+    /// its worker, or its worker ended before it answered — for the
+    /// launcher to record.
+    fn run(&self, call: Carried, manifest: &Manifest) -> BoxFuture<Result<Answered, CallError>>;
     /// Makes `release` of `app` ready in its worker before its activation.
     fn prepare(&self, app: &AppId, release: &str, manifest: &Manifest) -> BoxFuture<Result<(), CallError>>;
     /// The workers running now, as `autoapp status` shows them.
@@ -109,6 +108,9 @@ pub trait Elsewhere: Send + Sync {
     /// moved: a rollback, a restore, a removal).
     fn retire_holding(&self, data: &Path);
 }
+
+/// What a worker answered a call.
+pub type Answered = Result<serde_json::Value, CallError>;
 
 /// A boxed future the launcher awaits.
 pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'static>>;
@@ -722,16 +724,12 @@ impl Apps {
         let result = match self.elsewhere.get() {
             Some(elsewhere) => {
                 let keys = match effect == Effect::External && !preview {
-                    true => match self.keys_of(app, &loaded.manifest) {
-                        Ok(keys) => keys,
-                        Err(e) => {
-                            let (outcome, reason) = outcome_of::<()>(&Err(e.clone()));
-                            let row = Row { outcome: outcome.into(), reason, ..template };
-                            let _ = self.record(&data, effect, row).await;
-                            return Err(e);
-                        }
-                    },
-                    false => Vec::new(),
+                    true => self.keys_of(app, &loaded.manifest),
+                    false => Ok(Vec::new()),
+                };
+                let keys = match keys {
+                    Ok(keys) => keys,
+                    Err(e) => return Err(self.record_unrun(&data, effect, template, started, e).await),
                 };
                 let entry = CarriedEntry::Route { route: route.to_string(), input: pass.input().to_string() };
                 let call = Carried {
@@ -739,15 +737,14 @@ impl Apps {
                     release: release_id.clone(),
                     data: data.clone(),
                     entry,
-                    row: template,
+                    row: template.clone(),
                     grants: None,
                     keys,
                 };
-                let (result, row) = elsewhere.run(call, &loaded.manifest).await;
-                if let Some(row) = row {
-                    let _ = self.record(&data, effect, row).await;
+                match elsewhere.run(call, &loaded.manifest).await {
+                    Ok(answered) => answered,
+                    Err(e) => Err(self.record_unrun(&data, effect, template, started, e).await),
                 }
-                result
             }
             None => self.settle_call(&pass, &loaded, app, &data, effect, route, template, None).await,
         };
@@ -808,18 +805,44 @@ impl Apps {
         if manifest.capabilities.secret.is_empty() {
             return Ok(Vec::new());
         }
-        let read = || -> anyhow::Result<Vec<crate::secrets::Given>> {
-            let grants = crate::grants::load(&self.root.app(app))?;
-            crate::secrets::given(self.vault()?, app, manifest, &grants.network)
-        };
-        // The keyring may take seconds to answer (its first unlock, up to the
-        // vault's deadline): the tasks this worker thread holds move to
-        // another meanwhile, so no other call waits.
+        crate::grants::load(&self.root.app(app))
+            .and_then(|grants| self.read_keys(app, manifest, &grants.network))
+            .map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))
+    }
+
+    /// The person's keys `manifest` declares, for the origins `granted`,
+    /// from the keyring. It may take seconds to answer (its first unlock, up
+    /// to the vault's deadline): the tasks this worker thread holds move to
+    /// another meanwhile, so no other call waits.
+    fn read_keys(
+        &self,
+        app: &AppId,
+        manifest: &Manifest,
+        granted: &[crate::manifest::Origin],
+    ) -> anyhow::Result<Vec<crate::secrets::Given>> {
+        let read = || crate::secrets::given(self.vault()?, app, manifest, granted);
         match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
             Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(read),
             _ => read(),
         }
-        .map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))
+    }
+
+    /// Records a call the gate passed that did not run where it was sent
+    /// (its keys could not be read, it never reached its worker, or its
+    /// worker ended before it answered), and hands its error back.
+    async fn record_unrun(
+        &self,
+        data: &Path,
+        effect: Effect,
+        template: Row,
+        started: Instant,
+        e: CallError,
+    ) -> CallError {
+        let (outcome, reason) = outcome_of::<()>(&Err(e.clone()));
+        let row =
+            Row { outcome: outcome.into(), reason, duration_ms: started.elapsed().as_secs_f64() * 1000.0, ..template };
+        let _ = self.record(data, effect, row).await;
+        e
     }
 
     /// Records a decision in the record of `data`: the row of a `write` or
@@ -883,14 +906,14 @@ impl Apps {
                     release: release_id,
                     data: data.clone(),
                     entry,
-                    row: template,
+                    row: template.clone(),
                     grants: None,
                     keys: Vec::new(),
                 };
-                let (result, row) = elsewhere.run(call, &loaded.manifest).await;
-                if let Some(row) = row {
-                    self.recorder.write(&data, row);
-                }
+                let result = match elsewhere.run(call, &loaded.manifest).await {
+                    Ok(answered) => answered,
+                    Err(e) => Err(self.record_unrun(&data, Effect::Read, template, started, e).await),
+                };
                 // Checked here too: the page a person sees is never only a
                 // worker's word.
                 result.and_then(|spec| valid_view(app, page, spec, &loaded))
@@ -1054,16 +1077,7 @@ impl Apps {
                 true => ahead.keys.iter().filter(|k| grants.network.contains(&k.binding.origin)).cloned().collect(),
                 false => Vec::new(),
             },
-            (false, None) => {
-                let read = || crate::secrets::given(self.vault()?, app, manifest, &grants.network);
-                // The keyring may take seconds to answer (its first unlock,
-                // up to the vault's deadline): the tasks this worker thread
-                // holds move to another meanwhile, so no other call waits.
-                match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-                    Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(read)?,
-                    _ => read()?,
-                }
-            }
+            (false, None) => self.read_keys(app, manifest, &grants.network)?,
         };
         let declared = &manifest.capabilities;
         let network = caps::network::configure(&declared.network, &grants.network);

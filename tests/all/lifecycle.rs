@@ -331,6 +331,12 @@ fn a_write_between_an_activations_switch_and_its_record_is_noted_as_its_first() 
     let a = autoapp::release::journal::activation(&paths).unwrap().unwrap();
     assert_eq!(a.release, v2);
     assert!(a.first_write_at.is_some(), "{a:?}");
+    // The thread that noted it lets go of the app's lock just after its
+    // history line: the rollback below must not find it still held.
+    while autoapp::release::journal::lock(&paths, true).is_err() {
+        assert!(noted.elapsed() < std::time::Duration::from_secs(10), "the app's lock is let go");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let e = n.root.fails_with(1, &["rollback", "notes"]);
     assert!(e.contains("--restore --yes"), "v2 wrote: a rollback must choose: {e}");
     serving.apps.flush_record();

@@ -197,11 +197,7 @@ fn one_apps_writers_waiting_their_turn_do_not_hold_up_another_app() {
     t.install("bench");
     let launcher = Served::start(&t, &["open"]);
     let mut panel = launcher.tab("the Autoapp panel");
-    let mut tab = |app: &str| {
-        let r = panel.request("POST", "/api/open", Some(&format!(r#"{{"app":"{app}"}}"#))).unwrap();
-        assert_eq!(r.status, 200, "the panel opens {app}");
-        launcher.tab(app)
-    };
+    let mut tab = |app: &str| launcher.opened(&mut panel, app);
     let hostile = tab("hostile");
     let mut bench = tab("bench");
 

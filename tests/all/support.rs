@@ -405,6 +405,14 @@ impl Served {
         }
     }
 
+    /// A tab of `app`, opened as the person does from the `panel`'s tab
+    /// (Open), which must succeed.
+    pub fn opened(&self, panel: &mut http::Http, app: &str) -> http::Http {
+        let r = panel.request("POST", "/api/open", Some(&format!(r#"{{"app":"{app}"}}"#))).unwrap();
+        assert_eq!(r.status, 200, "the panel opens {app}");
+        self.tab(app)
+    }
+
     /// The launcher's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

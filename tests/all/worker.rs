@@ -568,11 +568,7 @@ fn a_launchers_worker_killed_under_32_writers_loses_no_acknowledged_write_and_th
     root.install("notes");
     let launcher = Served::start(&root, &["open"]);
     let mut panel = launcher.tab("the Autoapp panel");
-    let mut tab = |app: &str| {
-        let r = panel.request("POST", "/api/open", Some(&format!(r#"{{"app":"{app}"}}"#))).unwrap();
-        assert_eq!(r.status, 200, "the panel opens {app}");
-        launcher.tab(app)
-    };
+    let mut tab = |app: &str| launcher.opened(&mut panel, app);
     let bench = tab("bench");
     let mut notes = tab("notes");
     let stop = std::sync::Arc::new(AtomicBool::new(false));
@@ -732,9 +728,7 @@ fn after_a_rollback_that_puts_the_data_back_the_next_write_goes_to_the_data_put_
     root.ok(&["activate", "hostile", built["release"].as_str().unwrap()]);
     let launcher = Served::start(&root, &["open"]);
     let mut panel = launcher.tab("the Autoapp panel");
-    let r = panel.request("POST", "/api/open", Some(r#"{"app":"hostile"}"#)).unwrap();
-    assert_eq!(r.status, 200);
-    let mut tab = launcher.tab("hostile");
+    let mut tab = launcher.opened(&mut panel, "hostile");
     let r = tab.request("POST", "/api/call/mark", Some("{}")).unwrap();
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     // Back to the first release and the data as it was then: the folder the

@@ -248,9 +248,7 @@ fn a_run_still_going_when_the_next_is_due_is_skipped_and_does_not_hold_up_anothe
     t.install("bench");
     let launcher = Served::start(&t, &["open"]);
     let mut panel = launcher.tab("the Autoapp panel");
-    let r = panel.request("POST", "/api/open", Some(r#"{"app":"bench"}"#)).unwrap();
-    assert_eq!(r.status, 200);
-    let mut bench = launcher.tab("bench");
+    let mut bench = launcher.opened(&mut panel, "bench");
     let rows = wait_for_runs(&t, "hostile", "loop", "a skipped run and a stopped one", |r| {
         r.iter().any(|x| x["reason"].as_str().unwrap_or("").starts_with("skipped"))
             && r.iter().any(|x| x["outcome"] == "trap")

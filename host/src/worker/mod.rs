@@ -90,6 +90,23 @@ struct Key {
     value: String,
 }
 
+impl Key {
+    /// The key `given` holds, to be sent to a worker.
+    fn of(given: &crate::secrets::Given) -> Key {
+        Key { name: given.name.clone(), binding: given.binding.clone(), value: given.value.expose().to_string() }
+    }
+
+    /// The key as the worker's network filter takes it; its text moves
+    /// into a value that is cleared when dropped.
+    fn into_given(mut self) -> crate::secrets::Given {
+        crate::secrets::Given {
+            name: std::mem::take(&mut self.name),
+            binding: self.binding.clone(),
+            value: crate::secrets::Value::new(std::mem::take(&mut self.value)),
+        }
+    }
+}
+
 impl Drop for Key {
     fn drop(&mut self) {
         zeroize::Zeroize::zeroize(&mut self.value);
@@ -152,8 +169,7 @@ pub fn call(
                 // worker runs without it only where the kernel says there is
                 // none, never because confining failed for another reason or
                 // the probe could not run.
-                let here = support.is_none().then(|| confine::Support::here(&config));
-                match here.filter(|s| s.answered && !s.enforced) {
+                match support.is_none().then(|| none_here(&config)).flatten() {
                     Some(none_here) => support = Some(none_here),
                     None => {
                         return Err(format!(
@@ -175,6 +191,14 @@ pub fn call(
         }
     }
     Err(format!("the compiled code of {app}'s release could not be made ready; try again"))
+}
+
+/// This kernel's own answer that it cannot confine (no Landlock, or the
+/// person turned it off): the only case where a worker runs without it —
+/// never because confining failed for another reason, nor when the probe
+/// could not run (`Support::answered`).
+fn none_here(config: &Config) -> Option<confine::Support> {
+    Some(confine::Support::here(config)).filter(|s| s.answered && !s.enforced)
 }
 
 /// The most of a worker's error said to the person.
@@ -317,11 +341,7 @@ fn keys_for(
     }
     let vault = crate::secrets::Vault::of(root.dir(), config.secrets_kept_in).map_err(|e| format!("{e:#}"))?;
     let given = crate::secrets::given(&vault, app, &reach.manifest, &reach.origins).map_err(|e| format!("{e:#}"))?;
-    let keys = given
-        .into_iter()
-        .map(|g| Key { name: g.name, binding: g.binding, value: g.value.expose().to_string() })
-        .collect();
-    Ok((declared, keys))
+    Ok((declared, given.iter().map(Key::of).collect()))
 }
 
 /// `autoapp __worker <policy>`: confines itself, reads one call on its
@@ -404,15 +424,7 @@ async fn serve(request: Request, held: Held) -> Reply {
         release: request.release,
         containment,
         declared: request.declared,
-        keys: request
-            .keys
-            .into_iter()
-            .map(|mut k| crate::secrets::Given {
-                name: std::mem::take(&mut k.name),
-                binding: k.binding.clone(),
-                value: crate::secrets::Value::new(std::mem::take(&mut k.value)),
-            })
-            .collect(),
+        keys: request.keys.into_iter().map(Key::into_given).collect(),
     };
     let apps = match Apps::confined(root, &request.config, ahead) {
         Ok(apps) => apps,

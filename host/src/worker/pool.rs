@@ -34,10 +34,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::apps::{BoxFuture, CallError, Carried, CarriedEntry, ErrorKind};
+use crate::apps::{Answered, BoxFuture, CallError, Carried, CarriedEntry, ErrorKind};
 use crate::caps::confine::{self, Policy};
 use crate::config::Config;
-use crate::gate::record::Row;
 use crate::manifest::{AppId, Effect, Manifest};
 use crate::root::Root;
 
@@ -362,7 +361,8 @@ impl Inner {
         let paths = self.root.app(app);
         let stamp = Stamp {
             release: if side == Side::Outer { release.to_string() } else { String::new() },
-            grants: stamp_of(&crate::grants::file(&paths)),
+            // An inner worker's rules do not hold what is granted.
+            grants: if side == Side::Outer { stamp_of(&crate::grants::file(&paths)) } else { None },
             previews: stamp_of(&paths.dir.join("previews")),
             folders: (stamp_of(&paths.dir).map(|s| s.0), stamp_of(&paths.data()).map(|s| s.0)),
         };
@@ -467,11 +467,11 @@ impl Inner {
                     let here = match without.is_none() {
                         true => {
                             let config = self.config.clone();
-                            tokio::task::spawn_blocking(move || confine::Support::here(&config)).await.ok()
+                            tokio::task::spawn_blocking(move || super::none_here(&config)).await.ok().flatten()
                         }
                         false => None,
                     };
-                    match here.filter(|s| s.answered && !s.enforced) {
+                    match here {
                         Some(none_here) => {
                             *self.without_landlock.lock().expect("support") = Some(none_here.clone());
                             without = Some(none_here);
@@ -783,11 +783,7 @@ impl crate::apps::Elsewhere for Workers {
         serde_json::to_value(Workers::shown(self)).unwrap_or_default()
     }
 
-    fn run(
-        &self,
-        call: Carried,
-        manifest: &Manifest,
-    ) -> BoxFuture<(Result<serde_json::Value, CallError>, Option<Row>)> {
+    fn run(&self, call: Carried, manifest: &Manifest) -> BoxFuture<Result<Answered, CallError>> {
         let side = match &call.entry {
             CarriedEntry::Route { route, .. }
                 if manifest.route(route).is_some_and(|r| r.effect == Effect::External) =>
@@ -799,28 +795,8 @@ impl crate::apps::Elsewhere for Workers {
         let policy = self.inner.policy(&call.app, side, &call.release, manifest, &call.data);
         let this = self.inner.clone();
         Box::pin(async move {
-            let started = Instant::now();
-            let mut row = call.row.clone();
-            let result = match policy {
-                Ok((policy, grants)) => this.call(side, policy, Carried { grants, ..call }).await,
-                Err(e) => Err(e),
-            };
-            match result {
-                Ok(answer) => answer,
-                // Never reached its worker, or its worker ended or was
-                // killed before it answered: the launcher records it.
-                Err(e) => {
-                    let (outcome, reason) = match e.kind {
-                        ErrorKind::Trap => ("trap", "the guest was stopped".to_string()),
-                        kind => ("error", format!("{kind:?}").to_lowercase()),
-                    };
-                    row.outcome = outcome.into();
-                    let said: String = e.message.chars().take(200).collect();
-                    row.reason = format!("{reason}: {said}");
-                    row.duration_ms += started.elapsed().as_secs_f64() * 1000.0;
-                    (Err(e), Some(row))
-                }
-            }
+            let (policy, grants) = policy?;
+            this.call(side, policy, Carried { grants, ..call }).await
         })
     }
 
@@ -841,36 +817,21 @@ impl Inner {
     /// Runs `call` in its app's worker on `side`: `Ok` with what the worker
     /// answered (recorded there), `Err` when it never ran there or its
     /// worker ended first (recorded by the caller).
-    async fn call(
-        self: &Arc<Self>,
-        side: Side,
-        policy: Arc<Policy>,
-        call: Carried,
-    ) -> Result<(Result<serde_json::Value, CallError>, Option<Row>), CallError> {
+    async fn call(self: &Arc<Self>, side: Side, policy: Arc<Policy>, call: Carried) -> Result<Answered, CallError> {
         let live = self.worker(&call.app, side, policy).await?;
-        let keys = call
-            .keys
-            .iter()
-            .map(|g| Key { name: g.name.clone(), binding: g.binding.clone(), value: g.value.expose().to_string() })
-            .collect();
+        let keys = call.keys.iter().map(Key::of).collect();
         #[cfg(debug_assertions)]
         if let Some(attempts) = super::probe::asked() {
             // Debug builds only: what an escape would try, in the worker.
-            return self.ask(&live, What::Probe(attempts), Duration::from_secs(60)).await.map(|a| (a, None));
+            return self.ask(&live, What::Probe(attempts), Duration::from_secs(60)).await;
         }
         let deadline = self.config.call_deadline() + ANSWER_MARGIN;
-        let answer = self.ask(&live, What::Call { call: Box::new(call), keys }, deadline).await?;
-        Ok((answer, None))
+        self.ask(&live, What::Call { call: Box::new(call), keys }, deadline).await
     }
 
     /// Sends `what` to a worker and waits for its answer until `within`;
     /// kills a worker that does not answer by then.
-    async fn ask(
-        &self,
-        live: &Live,
-        what: What,
-        within: Duration,
-    ) -> Result<Result<serde_json::Value, CallError>, CallError> {
+    async fn ask(&self, live: &Live, what: What, within: Duration) -> Result<Answered, CallError> {
         let s = &live.shared;
         let id = s.next.fetch_add(1, Ordering::Relaxed);
         let (answer, answered) = tokio::sync::oneshot::channel();

@@ -103,14 +103,7 @@ async fn serve(held: Held) -> i32 {
         calls.spawn(async move {
             let answer = match what {
                 What::Call { mut call, keys } => {
-                    call.keys = keys
-                        .into_iter()
-                        .map(|mut k| crate::secrets::Given {
-                            name: std::mem::take(&mut k.name),
-                            binding: k.binding.clone(),
-                            value: crate::secrets::Value::new(std::mem::take(&mut k.value)),
-                        })
-                        .collect();
+                    call.keys = keys.into_iter().map(super::Key::into_given).collect();
                     if call.app != app {
                         Err(crate::apps::CallError::new(
                             crate::apps::ErrorKind::Internal,
