@@ -108,7 +108,8 @@ function workersText(workers) {
   return "Its calls run in confined processes of its own: " + workers.map((w) => {
     const what = w.side === "outer" ? "external routes" : "reads, writes, pages";
     const memory = w.memory_kib == null ? "" : `, ${(w.memory_kib / 1024).toFixed(1)} MiB`;
-    return `${what} — pid ${w.pid}, ${w.state}${memory}, ${w.confined}`;
+    const serves = w.serves_port == null ? "" : `, serves its page`;
+    return `${what} — pid ${w.pid}, ${w.state}${memory}, ${w.confined}${serves}`;
   }).join("; ") + ".";
 }
 

@@ -87,6 +87,15 @@ pub struct Apps {
     /// In the launcher: where a call the gate passed runs — the app's
     /// worker (`crate::worker::pool`); none where calls run in this process.
     elsewhere: std::sync::OnceLock<Arc<dyn Elsewhere>>,
+    /// In a worker that serves its app's pages: who notes a write's first
+    /// write in the app's journal (its launcher).
+    noter: std::sync::OnceLock<Arc<dyn Noter>>,
+}
+
+/// Notes the first write of an activation for a worker, which may not
+/// write its app's journal: its launcher, over its channel.
+pub trait Noter: Send + Sync {
+    fn note(&self, app: &AppId, release: &str) -> BoxFuture<()>;
 }
 
 /// Where the launcher's calls run once its gate passed them: a process of
@@ -161,8 +170,10 @@ pub enum CarriedEntry {
 pub(crate) struct Ahead {
     /// The release the worker's policy was made for: a call that finds
     /// another (an activation in between) is refused, never run under the
-    /// other's rules.
-    pub release: String,
+    /// other's rules. None in a launcher's worker, whose rules read every
+    /// release of its app and write only its data (it serves whichever is
+    /// active), and which runs no external route it was not carried.
+    pub release: Option<String>,
     pub containment: caps::spawn::Containment,
     /// The keys the release declared when they were read (`declared`): a
     /// release that declares others is given none.
@@ -218,6 +229,7 @@ impl Apps {
             stores,
             ahead,
             elsewhere: std::sync::OnceLock::new(),
+            noter: std::sync::OnceLock::new(),
         })
     }
 
@@ -225,6 +237,21 @@ impl Apps {
     /// launcher's workers), not in this process.
     pub fn run_elsewhere(&self, elsewhere: Arc<dyn Elsewhere>) {
         let _ = self.elsewhere.set(elsewhere);
+    }
+
+    /// In a worker that serves its app's pages: its writes' first write is
+    /// noted by `noter` (its launcher).
+    pub(crate) fn note_through(&self, noter: Arc<dyn Noter>) {
+        let _ = self.noter.set(noter);
+    }
+
+    /// The effect of `route` of `app`'s active release, none when it has
+    /// no such route: a worker's server sends an external call to its
+    /// launcher, whose gate and other worker run it.
+    pub(crate) async fn route_effect(&self, app: &AppId, route: &str) -> Result<Option<Effect>, CallError> {
+        let release = self.active(app, &self.root.app(app))?;
+        let loaded = self.load(app, &release).await?;
+        Ok(loaded.manifest.route(route).map(|r| r.effect))
     }
 
     /// The workers the calls run in (`autoapp status`); none where the
@@ -281,35 +308,14 @@ impl Apps {
     /// from memory until something changes on its way (`pointer`): the same
     /// release activated again (here or by another process) is a new
     /// activation, whose first write is noted again.
-    fn note_first_write(&self, app: &AppId, release_id: &str) {
-        use crate::release::journal;
+    pub(crate) fn note_first_write(&self, app: &AppId, release_id: &str) {
         if self.ahead.is_some() {
-            // A worker's parent notes it (`note_first_write_of`).
+            // A worker's parent notes it (`note_first_write_of`), or its
+            // launcher (`Noter`).
             return;
         }
         let paths = self.root.app(app);
-        let file = journal::activation_file(&paths);
-        let Ok(text) = crate::pointer::read_through(&file, || std::fs::read_to_string(&file)) else {
-            // No activation to note it in (or none readable): nothing to do.
-            return;
-        };
-        if self
-            .written
-            .lock()
-            .expect("written")
-            .get(app)
-            .is_some_and(|(noted, release)| *noted == text && release == release_id)
-        {
-            return;
-        }
-        let made_under = match to_note(app, &file, &text, release_id) {
-            ToNote::Damaged => return,
-            ToNote::Already => {
-                self.written.lock().expect("written").insert(app.clone(), (text, release_id.to_string()));
-                return;
-            }
-            ToNote::Note(made_under) => made_under,
-        };
+        let Some((text, made_under)) = self.first_write_unnoted(app, release_id) else { return };
         let wait = (app.clone(), made_under.key());
         if self.first_write_waits.lock().expect("waits").contains(&wait) {
             // A thread already waits to note this activation's first write.
@@ -362,6 +368,32 @@ impl Apps {
                 }
             }
             Err(e) => tracing::error!(app = %app, "cannot record the first write: {e:#}"),
+        }
+    }
+
+    /// The activation a write of `release_id` would note as its first
+    /// write, with its file's text, when it is not noted yet: read from
+    /// memory while the activation file is unchanged (`pointer`).
+    fn first_write_unnoted(&self, app: &AppId, release_id: &str) -> Option<(String, MadeUnder)> {
+        let file = crate::release::journal::activation_file(&self.root.app(app));
+        // No activation to note it in (or none readable): nothing to do.
+        let text = crate::pointer::read_through(&file, || std::fs::read_to_string(&file)).ok()?;
+        if self
+            .written
+            .lock()
+            .expect("written")
+            .get(app)
+            .is_some_and(|(noted, release)| *noted == text && release == release_id)
+        {
+            return None;
+        }
+        match to_note(app, &file, &text, release_id) {
+            ToNote::Damaged => None,
+            ToNote::Already => {
+                self.written.lock().expect("written").insert(app.clone(), (text, release_id.to_string()));
+                None
+            }
+            ToNote::Note(made_under) => Some((text, made_under)),
         }
     }
 
@@ -654,13 +686,13 @@ impl Apps {
     ) -> Result<Answer, CallError> {
         let started = Instant::now();
         let Resolved { release: release_id, data, preview } = self.resolve_target(app, target)?;
-        if let Some(ahead) = self.ahead.as_ref().filter(|a| a.release != release_id) {
+        if let Some(made_for) = self.ahead.as_ref().and_then(|a| a.release.as_ref()).filter(|r| **r != release_id) {
             return Err(CallError::new(
                 ErrorKind::Conflict,
                 format!(
                     "{app} changed to release {} while the call started (it was {}); try again",
                     release::short(&release_id),
-                    release::short(&ahead.release)
+                    release::short(made_for)
                 ),
             ));
         }
@@ -750,7 +782,16 @@ impl Apps {
         };
         let output = result?;
         if effect.writes() && !preview {
-            self.note_first_write(app, &release_id);
+            match self.noter.get() {
+                // A worker that serves its app's pages: its launcher notes
+                // it (before the call is answered), when not noted yet.
+                Some(noter) => {
+                    if self.first_write_unnoted(app, &release_id).is_some() {
+                        noter.note(app, &release_id).await;
+                    }
+                }
+                None => self.note_first_write(app, &release_id),
+            }
         }
         Ok(Answer { output, release: release_id, effect, duration_ms: started.elapsed().as_secs_f64() * 1000.0 })
     }
@@ -999,6 +1040,15 @@ impl Apps {
         what: &str,
         handed: Option<&Handed>,
     ) -> Result<CallPlan, CallError> {
+        if effect == Effect::External && handed.is_none() && self.ahead.as_ref().is_some_and(|a| a.release.is_none()) {
+            // A launcher's worker runs an external route only as carried,
+            // with what its launcher read (an activation between its
+            // server's look at the route and the call made it external).
+            return Err(CallError::new(
+                ErrorKind::Conflict,
+                format!("{app} changed while the call started; try again"),
+            ));
+        }
         let config = self.runtime.config();
         let store = self.store(data).map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
         let mode = if effect.writes() { Mode::ReadWrite } else { Mode::ReadOnly };

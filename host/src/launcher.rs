@@ -36,6 +36,9 @@ pub async fn run(root: crate::root::Root, config: Config, only: Option<AppId>) -
     }
     let opener = Opener::from_config(&config.opener);
     let launcher = Launcher::new(apps, config, opener, only.is_none(), me.id.clone(), me.started_at.clone());
+    // Each app's own server is served by its worker, on the socket the
+    // launcher opens and keeps.
+    launcher.serve_through(workers.clone());
     let control = crate::control::start(&root, launcher.clone()).await?;
     match &only {
         None => {

@@ -27,6 +27,19 @@ pub(crate) struct Seen {
 /// `n` writers, each on its own keep-alive connection, each writing rows with
 /// keys of its own (`<prefix>-<writer>-<i>`) until `stop` is set.
 pub(crate) fn writers(tab: &Http, n: usize, prefix: &str, stop: &Arc<AtomicBool>) -> Vec<JoinHandle<Seen>> {
+    writers_through(tab, n, prefix, stop, false)
+}
+
+/// [`writers`]; with `through_failures`, a writer whose connection failed
+/// goes on with a new one (the server's process was killed, not the
+/// launcher).
+pub(crate) fn writers_through(
+    tab: &Http,
+    n: usize,
+    prefix: &str,
+    stop: &Arc<AtomicBool>,
+    through_failures: bool,
+) -> Vec<JoinHandle<Seen>> {
     (0..n)
         .map(|w| {
             let (mut h, stop, prefix) = (beside(tab), stop.clone(), prefix.to_string());
@@ -41,6 +54,10 @@ pub(crate) fn writers(tab: &Http, n: usize, prefix: &str, stop: &Arc<AtomicBool>
                         Ok(r) => seen.failures.push(format!("{}: {}", r.status, String::from_utf8_lossy(&r.body))),
                         Err(e) => {
                             seen.failures.push(format!("{e:#}"));
+                            if through_failures {
+                                std::thread::sleep(std::time::Duration::from_millis(20));
+                                continue;
+                            }
                             // A connection that failed (the launcher is gone): stop this writer.
                             break;
                         }

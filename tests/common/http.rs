@@ -53,7 +53,19 @@ impl Http {
         self.port
     }
 
+    /// Sends a request and reads its answer. A request sent on a kept
+    /// connection that the server closed before it answered (it let its
+    /// idle connections go: a worker retired) is sent again once, on a new
+    /// connection — as browsers do.
     pub fn request(&mut self, method: &str, path: &str, body: Option<&str>) -> anyhow::Result<Response> {
+        let reused = self.conn.is_some();
+        match self.request_once(method, path, body) {
+            Err(e) if reused && unanswered(&e) => self.request_once(method, path, body),
+            answer => answer,
+        }
+    }
+
+    fn request_once(&mut self, method: &str, path: &str, body: Option<&str>) -> anyhow::Result<Response> {
         if self.conn.is_none() {
             let s = TcpStream::connect(("127.0.0.1", self.port))?;
             s.set_nodelay(true)?;
@@ -83,9 +95,25 @@ impl Http {
     }
 }
 
+/// Whether `e` says the server closed the connection without a byte of
+/// an answer (its end, or a reset).
+fn unanswered(e: &anyhow::Error) -> bool {
+    e.to_string() == CLOSED
+        || e.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::BrokenPipe
+                    | std::io::ErrorKind::ConnectionAborted
+            )
+        })
+}
+
+const CLOSED: &str = "the server closed the connection";
+
 fn read_response(conn: &mut BufReader<TcpStream>) -> anyhow::Result<Response> {
     let mut line = String::new();
-    ensure!(conn.read_line(&mut line)? > 0, "the server closed the connection");
+    ensure!(conn.read_line(&mut line)? > 0, CLOSED);
     let status: u16 = line.split_whitespace().nth(1).context("a status line")?.parse()?;
     let mut headers = Vec::new();
     loop {

@@ -71,8 +71,12 @@ pub(super) fn status(root: Root, json: bool) -> Result<(), Failure> {
                 Some(kib) => format!("{:.1} MiB", kib as f64 / 1024.0),
                 None => "memory unknown".into(),
             };
+            let serves = match w["serves_port"].as_u64() {
+                Some(port) => format!("; serves its page on port {port}"),
+                None => String::new(),
+            };
             say!(
-                "  {} ({}): pid {}, {}, {} calls now, {memory}, {}, started {}s ago",
+                "  {} ({}{serves}): pid {}, {}, {} calls now, {memory}, {}, started {}s ago",
                 w["app"].as_str().unwrap_or("?"),
                 match w["side"].as_str() {
                     Some("outer") => "external routes",

@@ -529,7 +529,9 @@ pub fn main() -> ExitCode {
             return ExitCode::from(crate::runtime::compile_main(&args[2..]) as u8);
         }
         // An app's worker: confined before anything else runs (see worker).
-        Some(crate::worker::COMMAND) => return ExitCode::from(crate::worker::main(&args[2..], init_tracing) as u8),
+        Some(crate::worker::COMMAND) => {
+            return ExitCode::from(crate::worker::main(&args[2..], init_tracing, crate::server::front::serve) as u8);
+        }
         // Debug builds only: what an escape would try, unconfined.
         #[cfg(debug_assertions)]
         Some("__escape-probe") => return ExitCode::from(crate::worker::probe::main(&args[2..]) as u8),

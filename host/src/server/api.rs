@@ -73,7 +73,7 @@ pub fn router(launcher: Arc<Launcher>, site: Arc<Site>) -> Router {
         .layer(axum::middleware::map_response(hardening))
 }
 
-async fn hardening(mut res: Response) -> Response {
+pub(super) async fn hardening(mut res: Response) -> Response {
     let h = res.headers_mut();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
@@ -82,7 +82,7 @@ async fn hardening(mut res: Response) -> Response {
     res
 }
 
-fn html(p: &page::Page) -> Response {
+pub(super) fn html(p: &page::Page) -> Response {
     let mut res =
         (StatusCode::OK, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], p.html.clone()).into_response();
     res.headers_mut()
@@ -91,7 +91,7 @@ fn html(p: &page::Page) -> Response {
 }
 
 /// An error as the pages read it: `{"error": {"kind", "message"}}`.
-fn error(kind: ErrorKind, message: impl Into<String>) -> Response {
+pub(super) fn error(kind: ErrorKind, message: impl Into<String>) -> Response {
     let status = match kind {
         ErrorKind::NotFound => StatusCode::NOT_FOUND,
         ErrorKind::InvalidInput => StatusCode::BAD_REQUEST,
@@ -103,7 +103,7 @@ fn error(kind: ErrorKind, message: impl Into<String>) -> Response {
     (status, axum::Json(json!({ "error": { "kind": kind, "message": message.into() } }))).into_response()
 }
 
-fn call_error(e: CallError) -> Response {
+pub(super) fn call_error(e: CallError) -> Response {
     error(e.kind, e.message)
 }
 
@@ -123,7 +123,12 @@ async fn launch(State(ctx): State<Ctx>, Query(q): Query<LaunchQuery>) -> Respons
     let Some(session) = q.token.as_deref().and_then(|t| ctx.site.redeem(t)) else {
         return fence::refused();
     };
-    let cookie = format!("{}={session}; HttpOnly; SameSite=Strict; Path=/", ctx.site.cookie_name());
+    launched(&ctx.site.cookie_name(), &session)
+}
+
+/// The answer to a launch token redeemed: the session's cookie, and the page.
+pub(super) fn launched(cookie_name: &str, session: &str) -> Response {
+    let cookie = format!("{cookie_name}={session}; HttpOnly; SameSite=Strict; Path=/");
     let mut res = Redirect::to("/").into_response();
     res.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&cookie).expect("a cookie is a header value"));
     res

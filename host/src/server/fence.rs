@@ -32,9 +32,14 @@ fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// The session cookie of `site` in `headers`, if any.
-pub fn session(headers: &HeaderMap, site: &Site) -> Option<String> {
-    let name = site.cookie_name();
+/// The name of the session cookie of the server on `port`.
+pub fn cookie_name(port: u16) -> String {
+    format!("autoapp_session_{port}")
+}
+
+/// The session cookie of the server on `port` in `headers`, if any.
+pub fn session(headers: &HeaderMap, port: u16) -> Option<String> {
+    let name = cookie_name(port);
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -68,14 +73,20 @@ pub fn admits(method: &Method, headers: &HeaderMap, port: u16) -> bool {
 }
 
 pub async fn middleware(State(site): State<Arc<Site>>, req: Request<Body>, next: Next) -> Response {
-    if !admits(req.method(), req.headers(), site.port) {
+    passes(req, next, site.port, |s| site.has_session(s)).await
+}
+
+/// The fence's rules for the server on `port`, whose sessions `has` knows:
+/// the launcher's servers', and an app's server as its worker serves it.
+pub async fn passes(req: Request<Body>, next: Next, port: u16, has: impl Fn(&str) -> bool) -> Response {
+    if !admits(req.method(), req.headers(), port) {
         return refused();
     }
     if req.uri().path() == "/launch" {
         return next.run(req).await;
     }
-    match session(req.headers(), &site) {
-        Some(s) if site.has_session(&s) => next.run(req).await,
+    match session(req.headers(), port) {
+        Some(s) if has(&s) => next.run(req).await,
         _ => refused(),
     }
 }
@@ -141,17 +152,16 @@ mod tests {
 
     #[test]
     fn the_session_is_read_from_this_servers_own_cookie_only() {
-        let site = site(4000);
         let cookies = |v: &str| {
             let mut m = HeaderMap::new();
             m.append(header::COOKIE, v.parse().unwrap());
             m
         };
-        assert_eq!(session(&cookies("autoapp_session_4000=abc"), &site), Some("abc".into()));
-        assert_eq!(session(&cookies("a=1; autoapp_session_4000=abc; b=2"), &site), Some("abc".into()));
-        assert_eq!(session(&cookies("autoapp_session_40000=abc"), &site), None);
-        assert_eq!(session(&cookies("xautoapp_session_4000=abc"), &site), None);
-        assert_eq!(session(&HeaderMap::new(), &site), None);
+        assert_eq!(session(&cookies("autoapp_session_4000=abc"), 4000), Some("abc".into()));
+        assert_eq!(session(&cookies("a=1; autoapp_session_4000=abc; b=2"), 4000), Some("abc".into()));
+        assert_eq!(session(&cookies("autoapp_session_40000=abc"), 4000), None);
+        assert_eq!(session(&cookies("xautoapp_session_4000=abc"), 4000), None);
+        assert_eq!(session(&HeaderMap::new(), 4000), None);
     }
 
     fn h(pairs: &[(&str, &str)]) -> HeaderMap {

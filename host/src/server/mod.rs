@@ -13,6 +13,7 @@
 mod api;
 mod fence;
 pub mod folder;
+pub mod front;
 mod page;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -61,7 +62,7 @@ pub struct Site {
 
 impl Site {
     fn cookie_name(&self) -> String {
-        format!("autoapp_session_{}", self.port)
+        fence::cookie_name(self.port)
     }
 
     /// A fresh single-use launch address for this server.
@@ -197,6 +198,9 @@ pub struct Launcher {
     /// This launcher start's id (random): with a connection's number, what a
     /// run, a session and a plan's author are bound to.
     pub id: String,
+    /// The apps' workers, which serve each app's own server on the socket
+    /// the launcher opens (none: the launcher serves them itself).
+    workers: std::sync::OnceLock<crate::worker::pool::Workers>,
 }
 
 /// Whether a tab was opened by the system or its address printed.
@@ -231,7 +235,14 @@ impl Launcher {
             folder: folder::FolderWindow::default(),
             started_at,
             id,
+            workers: std::sync::OnceLock::new(),
         })
+    }
+
+    /// From now on each app's own server is served by its worker
+    /// (`server::front`) on the socket the launcher opens and keeps.
+    pub fn serve_through(&self, workers: crate::worker::pool::Workers) {
+        let _ = self.workers.set(workers);
     }
 
     pub fn apps(&self) -> &Arc<Apps> {
@@ -275,6 +286,13 @@ impl Launcher {
             stop: site_stop,
         });
         let router = api::router(self.clone(), site.clone());
+        if let (SiteKey::App(app), Some(workers)) = (&key, self.workers.get()) {
+            // Its worker serves it; the launcher answers what it sends on.
+            let door = AppDoor { launcher: Arc::downgrade(self), site: site.clone(), router, app: app.clone() };
+            workers.serve_site(app, listener, Arc::new(door))?;
+            self.sites.lock().expect("sites").insert(key, site.clone());
+            return Ok(site);
+        }
         let mut stop = self.stop.subscribe();
         let shutdown = async move {
             tokio::select! {
@@ -388,6 +406,9 @@ impl Launcher {
     pub fn stop_site(&self, key: &SiteKey) {
         if let Some(site) = self.sites.lock().expect("sites").remove(key) {
             let _ = site.stop.send(true);
+            if let (SiteKey::App(app), Some(workers)) = (key, self.workers.get()) {
+                workers.unserve_site(app);
+            }
         }
     }
 
@@ -434,5 +455,73 @@ impl Launcher {
     /// Asks the launcher to stop (the same path as Ctrl+C).
     pub fn request_stop(&self) {
         let _ = self.stop.send(true);
+    }
+}
+
+/// The launcher's side of an app's server that its worker serves: the
+/// tokens and sessions stay here, and what the worker sends on is answered
+/// by the launcher's own router for that server (behind its fence).
+struct AppDoor {
+    launcher: std::sync::Weak<Launcher>,
+    site: Arc<Site>,
+    router: axum::Router,
+    app: AppId,
+}
+
+impl crate::worker::pool::Door for AppDoor {
+    fn sessions(&self) -> Vec<String> {
+        self.site.sessions.lock().expect("sessions").iter().cloned().collect()
+    }
+
+    fn redeem(&self, token: &str) -> Option<String> {
+        self.site.redeem(token)
+    }
+
+    fn forward(&self, request: axum::http::Request<Vec<u8>>) -> crate::apps::BoxFuture<crate::worker::pool::SentBack> {
+        use futures::StreamExt as _;
+        use tower::ServiceExt as _;
+        let router = self.router.clone();
+        Box::pin(async move {
+            let response = match router.oneshot(request.map(axum::body::Body::from)).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+            let (parts, body) = response.into_parts();
+            let headers = parts
+                .headers
+                .iter()
+                .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+                .collect();
+            let length = http_body::Body::size_hint(&body).exact();
+            // Its pieces until its end (or a piece it could not make).
+            let body = body.into_data_stream().take_while(|piece| std::future::ready(piece.is_ok()));
+            let body = body.filter_map(|piece| std::future::ready(piece.ok().map(|b| b.to_vec()))).boxed();
+            crate::worker::pool::SentBack { status: parts.status.as_u16(), headers, length, body }
+        })
+    }
+
+    fn note(&self, release: &str) {
+        if let Some(launcher) = self.launcher.upgrade() {
+            launcher.apps.note_first_write(&self.app, release);
+        }
+    }
+
+    fn changed(&self) {
+        if let Some(launcher) = self.launcher.upgrade() {
+            launcher.announce(LauncherEvent::Changed { app: self.app.to_string() });
+        }
+    }
+
+    fn serve_here(
+        &self,
+        listener: tokio::net::TcpListener,
+        until: crate::apps::BoxFuture<()>,
+    ) -> crate::apps::BoxFuture<()> {
+        let router = self.router.clone();
+        Box::pin(async move {
+            if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(until).await {
+                tracing::error!("a server stopped: {e}");
+            }
+        })
     }
 }

@@ -26,7 +26,7 @@
 
 pub mod pool;
 pub mod reach;
-mod serve;
+pub mod serve;
 
 #[cfg(debug_assertions)]
 pub mod probe;
@@ -324,6 +324,11 @@ fn command(me: &std::path::Path, paths: &crate::root::AppPaths, policy: &str) ->
             }
         }
     }
+    // A test's escape probe reaches the worker that serves its app's pages.
+    #[cfg(debug_assertions)]
+    if let Some(v) = std::env::var_os(probe::ENV) {
+        command.env(probe::ENV, v);
+    }
     command
 }
 
@@ -347,8 +352,9 @@ fn keys_for(
 /// `autoapp __worker <policy>`: confines itself, reads one call on its
 /// standard input, runs it, answers on its standard output. `tracing` is
 /// how the binary starts its log (after confinement: it reads the
-/// environment the parent made).
-pub fn main(args: &[String], tracing: fn()) -> i32 {
+/// environment the parent made); `front`, how a launcher's worker serves
+/// its app's own server.
+pub fn main(args: &[String], tracing: fn(), front: serve::Front) -> i32 {
     let policy: Result<Policy, String> = match args.first() {
         Some(p) => serde_json::from_str(p).map_err(|e| format!("the worker's policy is malformed ({e})")),
         None => Err("a worker needs its policy".to_string()),
@@ -378,7 +384,7 @@ pub fn main(args: &[String], tracing: fn()) -> i32 {
     };
     tracing();
     if serving {
-        return serve::main(held);
+        return serve::main(held, front);
     }
     // It holds the keys: cleared when dropped.
     let mut bytes = zeroize::Zeroizing::new(Vec::new());
@@ -421,7 +427,7 @@ async fn serve(request: Request, held: Held) -> Reply {
     // same way (what `confine::probe` would have found).
     let containment = request.containment.unwrap_or_else(|| containment_of(held, &request.config));
     let ahead = crate::apps::Ahead {
-        release: request.release,
+        release: Some(request.release),
         containment,
         declared: request.declared,
         keys: request.keys.into_iter().map(Key::into_given).collect(),

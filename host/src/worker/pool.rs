@@ -74,7 +74,22 @@ pub(super) struct Start {
     /// How its programs are contained, when the launcher knows (it started
     /// it without Landlock); else by whether it confined itself.
     pub containment: Option<crate::caps::spawn::Containment>,
+    /// The app's own server, which it serves on the socket it was given
+    /// as its descriptor 3 (an inner worker of an app the launcher serves).
+    #[serde(default)]
+    pub site: Option<SiteStart>,
 }
+
+/// What a worker needs to serve its app's own server.
+#[derive(Serialize, Deserialize)]
+pub(super) struct SiteStart {
+    pub port: u16,
+    /// The sessions of the app's tabs so far (each later one is sent).
+    pub sessions: Vec<String>,
+}
+
+/// The descriptor a worker finds its app's listening socket at.
+pub(super) const SITE_FD: i32 = 3;
 
 /// A line to a worker.
 #[derive(Serialize, Deserialize)]
@@ -95,6 +110,28 @@ pub(super) enum What {
     },
     #[cfg(debug_assertions)]
     Probe(Vec<super::probe::Attempt>),
+    /// The answer to what the worker asked (`id`: the worker's).
+    Reply(Reply),
+    /// The sessions of the app's tabs, all of them.
+    Sessions(Vec<String>),
+    /// Retired: it takes no new connection, finishes what it has, and ends.
+    Retire,
+}
+
+/// The launcher's answer to what a worker asked.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reply {
+    /// A launch token redeemed: the session it opened, none if it was not live.
+    Redeemed(Option<String>),
+    /// A forwarded request's answer: its head, ...
+    Head { status: u16, headers: Vec<(String, String)> },
+    /// ... its body, a piece at a time (base64), ...
+    Chunk(String),
+    /// ... and its end.
+    End,
+    /// A first write noted.
+    Noted,
 }
 
 /// A line from a worker: `id` 0 is its start.
@@ -116,6 +153,30 @@ pub(super) enum Said {
     /// It could not start (after it was confined).
     Failed(String),
     Answer(Result<serde_json::Value, CallError>),
+    /// A tab's launch token to redeem (the launcher holds the tokens).
+    Redeem(String),
+    /// A request of its server that the launcher answers (its questions,
+    /// events, the app's information, the panel): sent whole, answered by
+    /// [`Reply::Head`], [`Reply::Chunk`]s and [`Reply::End`].
+    Forward(Forwarded),
+    /// The client of a forwarded request went away.
+    Cancel,
+    /// A write of `release` that may be its activation's first.
+    Note(String),
+    /// A write changed the app's data (the pages hear of it).
+    Changed,
+    /// Its server is used (at most once a second): not idle.
+    Used,
+}
+
+/// A request a worker's server sends on to its launcher.
+#[derive(Serialize, Deserialize)]
+pub(super) struct Forwarded {
+    pub method: String,
+    pub uri: String,
+    pub headers: Vec<(String, String)>,
+    /// base64.
+    pub body: String,
 }
 
 /// [`Held`], as a worker says it.
@@ -152,6 +213,9 @@ pub struct Shown {
     /// `landlock files only`, `filter only`.
     pub confined: String,
     pub started_secs_ago: u64,
+    /// The port of the app's own server, when this worker serves it.
+    #[serde(default)]
+    pub serves_port: Option<u16>,
 }
 
 /// The workers of one launcher (cloned cheaply: one set, shared).
@@ -182,7 +246,52 @@ struct Inner {
     spawner: Mutex<std::sync::mpsc::Sender<Spawn>>,
     /// The launcher is stopping: no worker starts any more.
     stopping: AtomicBool,
+    /// The apps whose own server their inner worker serves, on the
+    /// launcher's socket.
+    sites: Mutex<HashMap<AppId, Arc<Site>>>,
 }
+
+/// An app's own server: the launcher's listening socket (kept, so its port
+/// stays while workers come and go), served by the app's inner worker.
+struct Site {
+    listener: std::net::TcpListener,
+    port: u16,
+    door: Arc<dyn Door>,
+}
+
+/// What the launcher's side of an app's server does for the worker that
+/// serves it: the launch tokens and sessions (the launcher's), the
+/// requests it answers itself (questions, events, the app's information,
+/// the panel), first writes, changes; and the server itself while no
+/// worker can start.
+pub trait Door: Send + Sync {
+    /// The sessions of the app's tabs.
+    fn sessions(&self) -> Vec<String>;
+    /// Redeems a launch token: the session it opens, none if it is not live.
+    fn redeem(&self, token: &str) -> Option<String>;
+    /// Answers a request the worker sent on.
+    fn forward(&self, request: http::Request<Vec<u8>>) -> BoxFuture<SentBack>;
+    /// Notes a write of `release` that may be its activation's first.
+    fn note(&self, release: &str);
+    /// The app's data changed.
+    fn changed(&self);
+    /// Serves the app's server in the launcher until `until` (its worker
+    /// could not start: each call then fails as its start did).
+    fn serve_here(&self, listener: tokio::net::TcpListener, until: BoxFuture<()>) -> BoxFuture<()>;
+}
+
+/// The launcher's answer to a request a worker sent on: its head, and its
+/// body as it comes (its length, when it is known).
+pub struct SentBack {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub length: Option<u64>,
+    pub body: futures::stream::BoxStream<'static, Vec<u8>>,
+}
+
+/// At most this many forwarded requests of one worker at once (its tabs'
+/// event streams, questions answered).
+const MAX_FORWARDED: usize = 256;
 
 /// A worker's command, and where its process goes once started.
 type Spawn = (std::process::Command, tokio::sync::oneshot::Sender<std::io::Result<std::process::Child>>);
@@ -238,6 +347,30 @@ struct Shared {
     /// Asks the task that owns its process to kill it (only that task
     /// reaps it, after the kill: its id is never another's by then).
     kill: tokio::sync::Notify,
+    /// Retired or ended: it takes no new connection of its app's server.
+    over: tokio::sync::watch::Sender<bool>,
+    /// Ended.
+    ended: tokio::sync::watch::Sender<bool>,
+    /// The port of its app's server, when it serves it.
+    site: Option<u16>,
+    /// The launcher's answers to what it asked (its channel's second
+    /// queue, open until it ends: a retired worker still hears them).
+    replies: tokio::sync::mpsc::UnboundedSender<zeroize::Zeroizing<Vec<u8>>>,
+}
+
+impl Shared {
+    fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+        self.over.send_replace(true);
+    }
+
+    /// Sends `what` as the answer to its ask `id`.
+    fn reply(&self, id: u64, what: What) {
+        if let Ok(mut line) = serde_json::to_vec(&Ask { id, what }) {
+            line.push(b'\n');
+            let _ = self.replies.send(zeroize::Zeroizing::new(line));
+        }
+    }
 }
 
 /// A call a worker has not answered yet.
@@ -266,6 +399,7 @@ impl Workers {
             policies: Mutex::default(),
             ended: Arc::default(),
             without_landlock: Mutex::new(None),
+            sites: Mutex::default(),
         });
         Ok(Workers { inner })
     }
@@ -285,11 +419,38 @@ impl Workers {
                 let quiet = w.shared.calls.load(Ordering::Acquire) == 0
                     && w.shared.last_used.lock().expect("used").elapsed() >= idle;
                 if quiet {
-                    w.shared.retired.store(true, Ordering::Release);
+                    w.shared.retire();
                 }
                 !quiet
             });
         }
+    }
+
+    /// From now on `app`'s own server is served by its inner worker, on
+    /// `listener` (the launcher keeps it: the port stays while workers come
+    /// and go). A worker is started at the first connection, and again at
+    /// the next one after it retired or ended.
+    pub fn serve_site(&self, app: &AppId, listener: std::net::TcpListener, door: Arc<dyn Door>) -> anyhow::Result<()> {
+        let port = listener.local_addr()?.port();
+        let site = Arc::new(Site { listener, port, door });
+        self.inner.sites.lock().expect("sites").insert(app.clone(), site.clone());
+        // The one running has no socket: the next call or connection starts one with it.
+        self.inner.retire_side(app, Side::Inner);
+        tokio::spawn(self.inner.clone().watch_site(app.clone(), site));
+        Ok(())
+    }
+
+    /// `app`'s own server is served no more (its worker stops taking
+    /// connections; the calls it has finish).
+    pub fn unserve_site(&self, app: &AppId) {
+        if self.inner.sites.lock().expect("sites").remove(app).is_some() {
+            self.inner.retire_side(app, Side::Inner);
+        }
+    }
+
+    /// Sends the sessions of `app`'s tabs to its workers that serve its server.
+    pub fn sessions_changed(&self, app: &AppId) {
+        self.inner.sessions_changed(app);
     }
 
     /// Retires every worker and waits (up to `within`) for each to finish
@@ -300,7 +461,7 @@ impl Workers {
             let mut live = self.inner.live.lock().expect("workers");
             let retired = live.values().map(|w| w.shared.clone()).collect();
             for w in live.values() {
-                w.shared.retired.store(true, Ordering::Release);
+                w.shared.retire();
             }
             live.clear();
             retired
@@ -334,6 +495,7 @@ impl Workers {
                     }
                     .to_string(),
                     started_secs_ago: s.started.elapsed().as_secs(),
+                    serves_port: s.site,
                 }
             })
             .collect();
@@ -343,6 +505,107 @@ impl Workers {
 }
 
 impl Inner {
+    fn retire_side(&self, app: &AppId, side: Side) {
+        if let Some(w) = self.live.lock().expect("workers").remove(&(app.clone(), side)) {
+            w.shared.retire();
+        }
+    }
+
+    fn sessions_changed(&self, app: &AppId) {
+        let Some(site) = self.sites.lock().expect("sites").get(app).cloned() else { return };
+        let serving: Vec<Arc<Shared>> = self
+            .live
+            .lock()
+            .expect("workers")
+            .values()
+            .filter(|w| w.shared.app == *app && w.shared.site.is_some())
+            .map(|w| w.shared.clone())
+            .collect();
+        let sessions = site.door.sessions();
+        for s in serving {
+            s.reply(0, What::Sessions(sessions.clone()));
+        }
+    }
+
+    /// Keeps `app`'s server answered while it is served: when no worker
+    /// serves it and a connection waits, starts one (and while none can
+    /// start, serves it here for a while, each call failing as the start
+    /// did).
+    async fn watch_site(self: Arc<Self>, app: AppId, site: Arc<Site>) {
+        #[allow(deprecated)]
+        let waiting = site
+            .listener
+            .try_clone()
+            .and_then(|l| tokio::io::unix::AsyncFd::with_interest(l, tokio::io::Interest::READABLE));
+        let waiting = match waiting {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::error!(app = %app, "cannot watch the app's server: {e}");
+                return;
+            }
+        };
+        let served = |this: &Inner| {
+            !this.stopping.load(Ordering::Acquire)
+                && this.sites.lock().expect("sites").get(&app).is_some_and(|s| Arc::ptr_eq(s, &site))
+        };
+        while served(&self) {
+            let serving = self
+                .live
+                .lock()
+                .expect("workers")
+                .get(&(app.clone(), Side::Inner))
+                .filter(|w| w.shared.site.is_some() && !*w.shared.over.borrow())
+                .map(|w| w.shared.clone());
+            if let Some(w) = serving {
+                // Until it is retired or ends (or, now and then, to see
+                // whether the server is still served).
+                let mut over = w.over.subscribe();
+                let _ = tokio::time::timeout(Duration::from_secs(1), over.wait_for(|o| *o)).await;
+                continue;
+            }
+            // None serves it: wait for a connection.
+            let Ok(Ok(mut ready)) = tokio::time::timeout(Duration::from_secs(1), waiting.readable()).await else {
+                continue;
+            };
+            // Readiness the runtime saw while a worker served it may be
+            // stale: asked of the socket itself.
+            let mut fds = [rustix::event::PollFd::new(waiting.get_ref(), rustix::event::PollFlags::IN)];
+            let pending =
+                rustix::event::poll(&mut fds, Some(&rustix::event::Timespec::default())).is_ok_and(|n| n == 1);
+            if !pending {
+                ready.clear_ready();
+                continue;
+            }
+            drop(ready);
+            if let Err(e) = self.clone().start_serving(&app).await {
+                if !served(&self) {
+                    return;
+                }
+                tracing::warn!(app = %app, "its worker cannot serve its page: {}", e.message);
+                match site.listener.try_clone().and_then(|l| tokio::net::TcpListener::from_std(l)) {
+                    Ok(listener) => {
+                        let until: BoxFuture<()> = Box::pin(tokio::time::sleep(Duration::from_secs(2)));
+                        site.door.serve_here(listener, until).await;
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+                }
+            }
+        }
+    }
+
+    /// Starts `app`'s inner worker for its active release (it takes the
+    /// app's server with it).
+    async fn start_serving(self: Arc<Self>, app: &AppId) -> Result<(), CallError> {
+        let internal = |e: anyhow::Error| CallError::new(ErrorKind::Internal, format!("{e:#}"));
+        let paths = self.root.app(app);
+        let release = crate::release::active(&paths)
+            .map_err(internal)?
+            .ok_or_else(|| CallError::new(ErrorKind::NotFound, format!("{app} has no active release")))?;
+        let manifest = crate::release::manifest(&paths, &release).map_err(internal)?;
+        let (policy, _) = self.policy(app, Side::Inner, &release, &manifest, &paths.data())?;
+        self.worker(app, Side::Inner, policy).await.map(|_| ())
+    }
+
     /// The policy of `app`'s worker on `side` for `manifest`'s `release`,
     /// computed again only when what it comes from changed; with the
     /// grants it was computed from (an outer worker's), which its calls
@@ -392,8 +655,11 @@ impl Inner {
     async fn worker(self: &Arc<Self>, app: &AppId, side: Side, policy: Arc<Policy>) -> Result<Arc<Live>, CallError> {
         let key = (app.clone(), side);
         let current = |live: &HashMap<Which, Arc<Live>>| {
+            // An inner worker serves its app's server when the launcher serves it.
+            let site = side == Side::Inner && self.sites.lock().expect("sites").contains_key(app);
             live.get(&key)
                 .filter(|w| !w.shared.gone.load(Ordering::Acquire) && (w.policy == policy || *w.policy == *policy))
+                .filter(|w| w.shared.site.is_some() == site)
                 .cloned()
         };
         if let Some(w) = current(&self.live.lock().expect("workers")) {
@@ -422,11 +688,11 @@ impl Inner {
             let live = Arc::new(this.start(&app, side, policy).await?);
             let mut all = this.live.lock().expect("workers");
             if this.stopping.load(Ordering::Acquire) {
-                live.shared.retired.store(true, Ordering::Release);
+                live.shared.retire();
                 return Err(CallError::new(ErrorKind::Internal, "the launcher is stopping"));
             }
             if let Some(old) = all.insert(started_key, live.clone()) {
-                old.shared.retired.store(true, Ordering::Release);
+                old.shared.retire();
             }
             Ok(live)
         });
@@ -441,7 +707,7 @@ impl Inner {
         self.live.lock().expect("workers").retain(|(app, _), w| {
             let holds = data.starts_with(self.root.app(app).dir);
             if holds {
-                w.shared.retired.store(true, Ordering::Release);
+                w.shared.retire();
             }
             !holds
         });
@@ -449,7 +715,7 @@ impl Inner {
     }
 
     /// Starts a worker and waits until it is confined and ready.
-    async fn start(&self, app: &AppId, side: Side, policy: Arc<Policy>) -> Result<Live, CallError> {
+    async fn start(self: &Arc<Self>, app: &AppId, side: Side, policy: Arc<Policy>) -> Result<Live, CallError> {
         let refused = |why: String| CallError::new(ErrorKind::Internal, why);
         let mut without = self.without_landlock.lock().expect("support").clone();
         for _ in 0..2 {
@@ -492,7 +758,7 @@ impl Inner {
     /// Starts one worker process: `Ok(Err(why))` when it could not confine
     /// itself.
     async fn spawn(
-        &self,
+        self: &Arc<Self>,
         app: &AppId,
         side: Side,
         policy: &Arc<Policy>,
@@ -508,6 +774,29 @@ impl Inner {
             .map_err(|e| internal(format!("cannot describe the worker's confinement ({e})")))?;
         let mut command = super::command(&self.me, &paths, &policy_text);
         command.arg("serve");
+        // An inner worker of an app the launcher serves serves its server:
+        // the launcher's listening socket is its descriptor 3.
+        let site = match side {
+            Side::Inner => self.sites.lock().expect("sites").get(app).cloned(),
+            Side::Outer => None,
+        };
+        if let Some(site) = &site {
+            use std::os::fd::AsRawFd as _;
+            use std::os::unix::process::CommandExt as _;
+            let fd = site.listener.as_raw_fd();
+            // SAFETY: between fork and exec only `dup2` and `fcntl` run,
+            // both async-signal-safe; `site` (the socket) outlives the spawn.
+            #[allow(unsafe_code)]
+            unsafe {
+                command.pre_exec(move || {
+                    let given = match fd == SITE_FD {
+                        true => libc::fcntl(fd, libc::F_SETFD, 0),
+                        false => libc::dup2(fd, SITE_FD),
+                    };
+                    if given < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
+                });
+            }
+        }
         let (started, child) = tokio::sync::oneshot::channel();
         let sent = self.spawner.lock().expect("spawner").send((command, started));
         let mut child = match (sent, child.await) {
@@ -536,12 +825,14 @@ impl Inner {
             config: self.config.clone(),
             app: app.clone(),
             containment: support.filter(|_| unconfined).map(|s| crate::caps::spawn::Containment::of(s, &self.config)),
+            site: site.as_ref().map(|s| SiteStart { port: s.port, sessions: s.door.sessions() }),
         };
         let mut line = serde_json::to_vec(&start).map_err(|e| internal(format!("cannot describe the worker ({e})")))?;
         line.push(b'\n');
         // One that could not confine itself answers without reading it.
         let _ = stdin.write_all(&line).await;
         let first = tokio::time::timeout(START_WITHIN, read_line(&mut stdout)).await;
+        let (replies, mut to_reply) = tokio::sync::mpsc::unbounded_channel::<zeroize::Zeroizing<Vec<u8>>>();
         let held = match first {
             Ok(Ok(Some(told))) => match told.said {
                 Said::Ready { held } => held,
@@ -553,7 +844,7 @@ impl Inner {
                     end(child, pid).await;
                     return Err(internal(format!("{app}'s worker could not start: {}", super::bounded(why))));
                 }
-                Said::Answer(_) => {
+                _ => {
                     end(child, pid).await;
                     return Err(internal(format!("{app}'s worker did not start as a worker does")));
                 }
@@ -580,6 +871,10 @@ impl Inner {
             gone: AtomicBool::new(false),
             retired: AtomicBool::new(false),
             kill: tokio::sync::Notify::new(),
+            over: tokio::sync::watch::Sender::new(false),
+            ended: tokio::sync::watch::Sender::new(false),
+            site: site.as_ref().map(|s| s.port),
+            replies,
         });
         crate::applog::queue(
             &crate::applog::dir_of(&paths.dir),
@@ -591,8 +886,24 @@ impl Inner {
         tokio::spawn(async move {
             // The lines queued meanwhile go in one write: under load, one
             // system call and one wake of the worker for many calls.
-            let mut queued = Vec::new();
-            while to_send.recv_many(&mut queued, 256).await > 0 {
+            let (mut queued, mut answers, mut retiring) = (Vec::new(), Vec::new(), false);
+            let mut ended = writing.ended.subscribe();
+            loop {
+                tokio::select! {
+                    n = to_send.recv_many(&mut queued, 256), if !retiring => {
+                        if n == 0 {
+                            // Retired (the last `Live` went): it is told so,
+                            // and still hears the answers to what it asks.
+                            retiring = true;
+                            let mut line = serde_json::to_vec(&Ask { id: 0, what: What::Retire }).unwrap_or_default();
+                            line.push(b'\n');
+                            queued.push(zeroize::Zeroizing::new(line));
+                        }
+                    }
+                    _ = to_reply.recv_many(&mut answers, 256) => {}
+                    _ = ended.wait_for(|e| *e) => break,
+                }
+                queued.append(&mut answers);
                 let mut batch = zeroize::Zeroizing::new(Vec::new());
                 for line in queued.drain(..) {
                     batch.extend_from_slice(&line);
@@ -608,15 +919,60 @@ impl Inner {
         });
         // Its answers, each to the call that waits for it.
         let reading = shared.clone();
+        let (pool, door) = (Arc::downgrade(self), site.as_ref().map(|s| s.door.clone()));
         let reader = tokio::spawn(async move {
+            let mut forwarded: HashMap<u64, tokio::task::AbortHandle> = HashMap::new();
+            let mut forwarding = tokio::task::JoinSet::new();
             while let Ok(Some(told)) = read_line(&mut stdout).await {
-                let waiting = reading.pending.lock().expect("pending").remove(&told.id);
-                if let (Some(p), Said::Answer(answer)) = (waiting, told.said) {
-                    let _ = p.answer.send(answer);
+                while forwarding.try_join_next().is_some() {}
+                forwarded.retain(|_, a| !a.is_finished());
+                let Told { id, said } = told;
+                match said {
+                    Said::Answer(answer) => {
+                        if let Some(p) = reading.pending.lock().expect("pending").remove(&id) {
+                            let _ = p.answer.send(answer);
+                        }
+                    }
+                    Said::Redeem(token) => {
+                        let session = door.as_ref().and_then(|d| d.redeem(&token));
+                        reading.reply(id, What::Reply(Reply::Redeemed(session.clone())));
+                        if let (Some(_), Some(pool)) = (session, pool.upgrade()) {
+                            pool.sessions_changed(&reading.app);
+                        }
+                    }
+                    Said::Forward(request) => {
+                        let (shared, door) = (reading.clone(), door.clone());
+                        if forwarded.len() >= MAX_FORWARDED {
+                            shared.reply(id, What::Reply(Reply::Head { status: 503, headers: Vec::new() }));
+                            shared.reply(id, What::Reply(Reply::End));
+                            continue;
+                        }
+                        let task = forwarding.spawn(async move { forward(&shared, id, door, request).await });
+                        forwarded.insert(id, task);
+                    }
+                    Said::Cancel => {
+                        if let Some(task) = forwarded.remove(&id) {
+                            task.abort();
+                        }
+                    }
+                    Said::Note(release) => {
+                        if let Some(door) = &door {
+                            door.note(&release);
+                        }
+                        reading.reply(id, What::Reply(Reply::Noted));
+                    }
+                    Said::Changed => {
+                        if let Some(door) = &door {
+                            door.changed();
+                        }
+                    }
+                    Said::Used => *reading.last_used.lock().expect("used") = Instant::now(),
+                    Said::Ready { .. } | Said::Unconfinable(_) | Said::Failed(_) => {}
                 }
             }
             // Its end, or a line too long or not the channel's: either way
             // it is not heard any more, and ended.
+            forwarding.abort_all();
             reading.kill.notify_one();
         });
         // Its words, escaped and bounded.
@@ -637,6 +993,8 @@ impl Inner {
             // The answers it wrote before it ended are read first.
             let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
             ending.gone.store(true, Ordering::Release);
+            ending.ended.send_replace(true);
+            ending.over.send_replace(true);
             let failed: Vec<Pending> = ending.pending.lock().expect("pending").drain().map(|(_, p)| p).collect();
             let retired = ending.retired.load(Ordering::Acquire);
             let how = match status {
@@ -668,6 +1026,46 @@ impl Inner {
         });
         Ok(Ok(Live { policy: policy.clone(), shared, lines }))
     }
+}
+
+/// Answers a request a worker sent on: through the launcher's side of its
+/// app's server (`door`), its head, body and end sent back as they come.
+async fn forward(shared: &Shared, id: u64, door: Option<Arc<dyn Door>>, request: Forwarded) {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let reply = |r: Reply| shared.reply(id, What::Reply(r));
+    let made = (|| {
+        let mut builder = http::Request::builder().method(request.method.as_str()).uri(request.uri.as_str());
+        for (name, value) in &request.headers {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        let body = b64.decode(request.body.as_bytes()).ok()?;
+        builder.body(body).ok()
+    })();
+    let (door, request) = match (door, made) {
+        (Some(door), Some(request)) => (door, request),
+        (door, _) => {
+            // A worker that serves no server, or a request that is not one.
+            reply(Reply::Head { status: if door.is_none() { 404 } else { 400 }, headers: Vec::new() });
+            reply(Reply::End);
+            return;
+        }
+    };
+    let SentBack { status, mut headers, length, mut body } = door.forward(request).await;
+    // A body of known length is said so (sent on whole); a stream (the
+    // events) as it comes.
+    if let Some(length) = length
+        && !headers.iter().any(|(k, _)| k == "content-length")
+    {
+        headers.push(("content-length".into(), length.to_string()));
+    }
+    reply(Reply::Head { status, headers });
+    while let Some(chunk) = futures::StreamExt::next(&mut body).await {
+        // A tab's open event stream keeps its worker from being idle.
+        *shared.last_used.lock().expect("used") = Instant::now();
+        reply(Reply::Chunk(b64.encode(&chunk)));
+    }
+    reply(Reply::End);
 }
 
 impl Side {

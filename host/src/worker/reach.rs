@@ -5,8 +5,8 @@
 //! Read (never executed): the system's libraries and the few files of `/etc`
 //! a name lookup reads (`confine::System::Build`; the whole of `/etc` and
 //! `/proc` only when a program is granted, which needs them), the app's
-//! releases, its active pointer, activation file and grants, its previews'
-//! files, and the compiled code of every release (`cache/compiled`, which it
+//! folder (its releases, active pointer, activation file, grants, previews
+//! and the data snapshots of its own activations), and the compiled code of every release (`cache/compiled`, which it
 //! can read and never write: a worker that could write there could plant code
 //! that another app's process would run). Written: the app's data (its store
 //! and its record), its logs, its previews' copies of the data, its programs'
@@ -92,14 +92,11 @@ pub fn policy(
     let paths = root.app(app);
     let mut policy = Policy {
         system: System::Build,
-        read: vec![
-            paths.releases(),
-            paths.active_file(),
-            crate::release::journal::activation_file(&paths),
-            crate::grants::file(&paths),
-            paths.dir.join("previews"),
-            root.compiled_cache(),
-        ],
+        // Its app's folder, read: its releases, previews, active pointer
+        // and activation file — as they are replaced, since a rule on a
+        // file holds the file it named, and a worker that serves its
+        // app's pages reads the pointer after every activation.
+        read: vec![paths.dir.clone(), root.compiled_cache()],
         execute: Some(Vec::new()),
         write: vec![paths.data(), crate::applog::dir_of(&paths.dir)],
         sockets: Sockets::None,

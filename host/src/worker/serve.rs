@@ -1,17 +1,26 @@
 //! A launcher's worker, once confined (`worker::main` with `serve`): reads
 //! whose it is, then the calls its launcher's gate passed, one JSON line
 //! each on its standard input, runs each as it comes (many at once), and
-//! answers each on its standard output with the call's id. When its
-//! standard input ends (the launcher retired it, or ended), it finishes the
-//! calls it has and ends.
+//! answers each on its standard output with the call's id. An inner worker
+//! of an app the launcher serves also serves the app's own server, on the
+//! socket the launcher gave it (`server::front`): its pages and their
+//! calls run here, with no hop through the launcher; what the launcher
+//! keeps (launch tokens, questions, events) it asks over the same channel
+//! ([`Link`]). When it is retired (or its standard input ends: the
+//! launcher ended), it takes no new connection or call, finishes what it
+//! has, and ends.
 
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::Held;
-use super::pool::{Ask, Said, Start, Told, What};
-use crate::apps::{Ahead, Apps};
+pub use super::pool::Reply;
+use super::pool::{Ask, Forwarded, Said, Start, Told, What};
+use crate::apps::{Ahead, Apps, CallError, ErrorKind};
 use crate::root::Root;
 
 /// The most a line from the launcher may be (a call's input and keys).
@@ -31,10 +40,26 @@ fn tell_blocking(told: &Told) {
     }
 }
 
-/// Serves its launcher until its standard input ends.
-pub(super) fn main(held: Held) -> i32 {
+/// The app's own server as its worker serves it (`server::front`, given
+/// by the command line: the server's room is above the worker's).
+pub type Front = fn(Served) -> crate::apps::BoxFuture<()>;
+
+/// What a worker gives its app's server.
+pub struct Served {
+    pub listener: tokio::net::TcpListener,
+    pub port: u16,
+    pub apps: Arc<Apps>,
+    pub app: crate::manifest::AppId,
+    pub link: Arc<Link>,
+    /// Turns true when it is retired (or its launcher ended): it takes no
+    /// new connection and ends those it has once their requests are answered.
+    pub stop: tokio::sync::watch::Receiver<bool>,
+}
+
+/// Serves its launcher until it is retired or its standard input ends.
+pub(super) fn main(held: Held, front: Front) -> i32 {
     match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt.block_on(serve(held)),
+        Ok(rt) => rt.block_on(serve(held, front)),
         Err(e) => {
             tell_blocking(&Told { id: 0, said: Said::Failed(format!("the worker could not start ({e})")) });
             1
@@ -42,7 +67,26 @@ pub(super) fn main(held: Held) -> i32 {
     }
 }
 
-async fn serve(held: Held) -> i32 {
+/// The socket its launcher gave it (descriptor 3), checked: a TCP socket
+/// listening on loopback at `port`.
+fn given_listener(port: u16) -> Result<std::net::TcpListener, String> {
+    use std::os::fd::FromRawFd as _;
+    // SAFETY: descriptor 3 is the socket its launcher placed there before
+    // it was started (`pool::SITE_FD`), taken once, here; it is checked
+    // before it is used.
+    #[allow(unsafe_code)]
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(super::pool::SITE_FD) };
+    let listening = rustix::net::sockopt::socket_acceptconn(&fd).unwrap_or(false);
+    let listener = std::net::TcpListener::from(fd);
+    let at = listener.local_addr().map_err(|e| format!("its socket is not one ({e})"))?;
+    if !listening || at != std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port)) {
+        return Err("its socket is not its app's server's".into());
+    }
+    listener.set_nonblocking(true).map_err(|e| format!("its socket cannot be used ({e})"))?;
+    Ok(listener)
+}
+
+async fn serve(held: Held, front: Front) -> i32 {
     // Its channel's pipes, read and written as the runtime's own (tokio's
     // standard streams hand every read and write to a blocking thread).
     use std::os::fd::AsFd as _;
@@ -60,10 +104,19 @@ async fn serve(held: Held) -> i32 {
         _ => return failed("the worker was given no start"),
     };
     let Ok(root) = Root::open(&start.root) else { return failed("the worker's start names no root") };
+    let listener = match &start.site {
+        Some(site) => match given_listener(site.port)
+            .and_then(|l| tokio::net::TcpListener::from_std(l).map_err(|e| format!("its socket cannot be used ({e})")))
+        {
+            Ok(l) => Some(l),
+            Err(why) => return failed(&format!("the worker cannot serve its app: {why}")),
+        },
+        None => None,
+    };
     // Confined with Landlock and the filter, it contains its programs the
     // same way (what `confine::probe` would have found).
     let containment = start.containment.unwrap_or_else(|| super::containment_of(held, &start.config));
-    let ahead = Ahead { release: String::new(), containment, declared: Vec::new(), keys: Vec::new() };
+    let ahead = Ahead { release: None, containment, declared: Vec::new(), keys: Vec::new() };
     let apps = match Apps::confined(root, &start.config, ahead) {
         Ok(apps) => Arc::new(apps),
         Err(e) => return failed(&format!("{e:#}")),
@@ -83,69 +136,255 @@ async fn serve(held: Held) -> i32 {
             }
         }
     });
-    let say = |out: &tokio::sync::mpsc::UnboundedSender<Vec<u8>>, told: Told| {
-        if let Ok(mut bytes) = serde_json::to_vec(&told) {
-            bytes.push(b'\n');
-            let _ = out.send(bytes);
-        }
-    };
-    say(&out, Told { id: 0, said: Said::Ready { held: held.into() } });
-    let mut calls = tokio::task::JoinSet::new();
-    while let Some(Ok(line)) = read(&mut input).await {
-        // It holds the keys: cleared when dropped.
-        let line = zeroize::Zeroizing::new(line);
-        let Ok(Ask { id, what }) = serde_json::from_slice::<Ask>(&line) else {
-            // The launcher wrote it: a line it cannot read ends the worker.
-            break;
-        };
-        drop(line);
-        let (apps, app, out) = (apps.clone(), app.clone(), out.clone());
-        calls.spawn(async move {
-            let answer = match what {
-                What::Call { mut call, keys } => {
-                    call.keys = keys.into_iter().map(super::Key::into_given).collect();
-                    if call.app != app {
-                        Err(crate::apps::CallError::new(
-                            crate::apps::ErrorKind::Internal,
-                            "the call is of another app's worker",
-                        ))
-                    } else {
-                        apps.run_carried(*call).await
+    let port = start.site.as_ref().map_or(0, |s| s.port);
+    let link = Arc::new(Link::new(out.clone(), start.site.map(|s| s.sessions).unwrap_or_default()));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    // Each call holds a clone; when the last goes, its calls are done.
+    let (running, mut all_done) = tokio::sync::mpsc::channel::<()>(1);
+    // Ready before its server takes a connection: the launcher's first
+    // line from it is this one.
+    link.say(0, Said::Ready { held: held.into() });
+    let server = listener.map(|listener| {
+        apps.note_through(link.clone());
+        tokio::spawn(front(Served {
+            listener,
+            port,
+            apps: apps.clone(),
+            app: app.clone(),
+            link: link.clone(),
+            stop: stopped.clone(),
+        }))
+    });
+    // Its channel, read until its end: the launcher's calls, and its
+    // answers to what this worker asked.
+    let reading = {
+        let (apps, app, link, out) = (apps.clone(), app.clone(), link.clone(), out.clone());
+        tokio::spawn(async move {
+            let mut running = Some(running);
+            while let Some(Ok(line)) = read(&mut input).await {
+                // It holds the keys: cleared when dropped.
+                let line = zeroize::Zeroizing::new(line);
+                let Ok(Ask { id, what }) = serde_json::from_slice::<Ask>(&line) else {
+                    // The launcher wrote it: a line it cannot read ends the worker.
+                    break;
+                };
+                drop(line);
+                let what = match what {
+                    What::Reply(reply) => {
+                        link.replied(id, reply);
+                        continue;
                     }
-                }
-                What::Prepare { release } => {
-                    apps.prepare_carried(&app, &release).await.map(|_| serde_json::Value::Null)
-                }
-                #[cfg(debug_assertions)]
-                What::Probe(attempts) => {
-                    // On a thread made after confinement, as a guest's code runs.
-                    match tokio::task::spawn_blocking(move || super::probe::run(&attempts)).await {
-                        Ok(outcomes) => Ok(serde_json::to_value(outcomes).unwrap_or_default()),
-                        Err(e) => Err(crate::apps::CallError::new(
-                            crate::apps::ErrorKind::Internal,
-                            format!("the probe failed ({e})"),
-                        )),
+                    What::Sessions(sessions) => {
+                        link.set_sessions(sessions);
+                        continue;
                     }
-                }
-            };
-            if let Ok(mut bytes) = serde_json::to_vec(&Told { id, said: Said::Answer(answer) }) {
-                bytes.push(b'\n');
-                let _ = out.send(bytes);
+                    What::Retire => {
+                        // No new call; the ones it has finish.
+                        running = None;
+                        link.end_forwards();
+                        let _ = stop.send(true);
+                        continue;
+                    }
+                    what => what,
+                };
+                let Some(held) = running.clone() else { continue };
+                let (apps, app, out) = (apps.clone(), app.clone(), out.clone());
+                tokio::spawn(async move {
+                    let _held = held;
+                    let answer = run(&apps, &app, what).await;
+                    if let Ok(mut bytes) = serde_json::to_vec(&Told { id, said: Said::Answer(answer) }) {
+                        bytes.push(b'\n');
+                        let _ = out.send(bytes);
+                    }
+                });
             }
-        });
-        // Finished calls are let go as it goes.
-        while calls.try_join_next().is_some() {}
+            // Its launcher ended (or wrote what it cannot read): nothing it
+            // asked will be answered.
+            link.close();
+            let _ = stop.send(true);
+        })
+    };
+    // Retired, or its launcher ended: its server ends once its requests
+    // are answered, and its calls finish.
+    let mut stopped_too = stopped.clone();
+    let _ = stopped_too.wait_for(|s| *s).await;
+    if let Some(server) = server {
+        let _ = server.await;
     }
-    // Retired or its launcher ended: the calls it has finish.
-    while calls.join_next().await.is_some() {}
+    while all_done.recv().await.is_some() {}
+    reading.abort();
+    drop(link);
     drop(out);
-    let _ = writer.await;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), writer).await;
     // Its last rows (reads are batched) and log lines, written before it
     // ends: the launcher waits for its end on a clean stop.
     apps.flush_record();
     crate::applog::flush();
     drop(apps);
     0
+}
+
+/// Runs one thing its launcher asked.
+async fn run(apps: &Apps, app: &crate::manifest::AppId, what: What) -> Result<serde_json::Value, CallError> {
+    match what {
+        What::Call { mut call, keys } => {
+            call.keys = keys.into_iter().map(super::Key::into_given).collect();
+            if call.app != *app {
+                return Err(CallError::new(ErrorKind::Internal, "the call is of another app's worker"));
+            }
+            apps.run_carried(*call).await
+        }
+        What::Prepare { release } => apps.prepare_carried(app, &release).await.map(|_| serde_json::Value::Null),
+        #[cfg(debug_assertions)]
+        What::Probe(attempts) => {
+            // On a thread made after confinement, as a guest's code runs.
+            match tokio::task::spawn_blocking(move || super::probe::run(&attempts)).await {
+                Ok(outcomes) => Ok(serde_json::to_value(outcomes).unwrap_or_default()),
+                Err(e) => Err(CallError::new(ErrorKind::Internal, format!("the probe failed ({e})"))),
+            }
+        }
+        What::Reply(_) | What::Sessions(_) | What::Retire => {
+            Err(CallError::new(ErrorKind::Internal, "not something a worker runs"))
+        }
+    }
+}
+
+/// A worker's side of its channel, for its app's server: what it asks its
+/// launcher (a launch token redeemed, a request it answers, a first write
+/// noted), and the sessions of the app's tabs.
+pub struct Link {
+    out: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    next: AtomicU64,
+    /// What waits for the launcher's answer, by id: whether it is a
+    /// forwarded request whose answer's body comes now, and where its
+    /// answer goes.
+    waiting: Mutex<HashMap<u64, (bool, tokio::sync::mpsc::UnboundedSender<Reply>)>>,
+    sessions: Mutex<HashSet<String>>,
+    used: Mutex<Option<Instant>>,
+    closed: AtomicBool,
+}
+
+impl Link {
+    fn new(out: tokio::sync::mpsc::UnboundedSender<Vec<u8>>, sessions: Vec<String>) -> Link {
+        Link {
+            out,
+            next: AtomicU64::new(1),
+            waiting: Mutex::default(),
+            sessions: Mutex::new(sessions.into_iter().collect()),
+            used: Mutex::default(),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    fn say(&self, id: u64, said: Said) {
+        if let Ok(mut bytes) = serde_json::to_vec(&Told { id, said }) {
+            bytes.push(b'\n');
+            let _ = self.out.send(bytes);
+        }
+    }
+
+    /// Asks the launcher: its answers come on the receiver, which ends
+    /// when nothing more will come.
+    fn ask(&self, said: Said) -> (u64, tokio::sync::mpsc::UnboundedReceiver<Reply>) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        if !self.closed.load(Ordering::Acquire) {
+            self.waiting.lock().expect("waiting").insert(id, (false, tx));
+            self.say(id, said);
+        }
+        (id, rx)
+    }
+
+    fn replied(&self, id: u64, reply: Reply) {
+        let last = matches!(reply, Reply::Redeemed(_) | Reply::End | Reply::Noted);
+        let head = matches!(reply, Reply::Head { .. });
+        let mut waiting = self.waiting.lock().expect("waiting");
+        if let Some((streaming, tx)) = waiting.get_mut(&id) {
+            *streaming |= head;
+            let _ = tx.send(reply);
+            if last {
+                waiting.remove(&id);
+            }
+        }
+    }
+
+    fn set_sessions(&self, sessions: Vec<String>) {
+        *self.sessions.lock().expect("sessions") = sessions.into_iter().collect();
+    }
+
+    /// Ends the forwarded requests whose answers' bodies come now (a tab's
+    /// events: they end, and the tab connects again, to the next worker):
+    /// retired. What waits for its answer's head still gets it.
+    fn end_forwards(&self) {
+        self.waiting.lock().expect("waiting").retain(|_, (streaming, _)| !*streaming);
+    }
+
+    /// Its launcher is gone: nothing it waits for will come.
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.waiting.lock().expect("waiting").clear();
+    }
+
+    /// Whether `session` is one of the app's tabs'.
+    pub fn has_session(&self, session: &str) -> bool {
+        self.sessions.lock().expect("sessions").iter().any(|s| crate::secret::same(s, session))
+    }
+
+    /// Redeems a launch token through the launcher: the session it opens.
+    pub async fn redeem(&self, token: &str) -> Option<String> {
+        let (_, mut answer) = self.ask(Said::Redeem(token.to_string()));
+        match answer.recv().await {
+            Some(Reply::Redeemed(Some(session))) => {
+                self.sessions.lock().expect("sessions").insert(session.clone());
+                Some(session)
+            }
+            _ => None,
+        }
+    }
+
+    /// Sends a request on to the launcher: its id (to cancel it) and its
+    /// answer's head, pieces and end as they come.
+    pub fn forward(
+        &self,
+        method: String,
+        uri: String,
+        headers: Vec<(String, String)>,
+        body: &[u8],
+    ) -> (u64, tokio::sync::mpsc::UnboundedReceiver<Reply>) {
+        use base64::Engine as _;
+        let body = base64::engine::general_purpose::STANDARD.encode(body);
+        self.ask(Said::Forward(Forwarded { method, uri, headers, body }))
+    }
+
+    /// The client of forwarded request `id` went away.
+    pub fn cancel(&self, id: u64) {
+        if self.waiting.lock().expect("waiting").remove(&id).is_some() {
+            self.say(id, Said::Cancel);
+        }
+    }
+
+    /// A write changed the app's data.
+    pub fn changed(&self) {
+        self.say(0, Said::Changed);
+    }
+
+    /// Its server was used: said at most once a second (not idle).
+    pub fn used(&self) {
+        let mut used = self.used.lock().expect("used");
+        if used.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(1)) {
+            *used = Some(Instant::now());
+            self.say(0, Said::Used);
+        }
+    }
+}
+
+impl crate::apps::Noter for Link {
+    fn note(&self, _app: &crate::manifest::AppId, release: &str) -> crate::apps::BoxFuture<()> {
+        let (_, mut answer) = self.ask(Said::Note(release.to_string()));
+        Box::pin(async move {
+            let _ = answer.recv().await;
+        })
+    }
 }
 
 /// One line of its standard input, bounded; `None` at its end.
