@@ -164,10 +164,15 @@ async fn forward(ctx: &Ctx, method: Method, uri: &Uri, headers: &HeaderMap, body
         // Of known length: answered whole (its length set by the server).
         use base64::Engine as _;
         let mut body = Vec::new();
-        while let Some(Reply::Chunk(b64)) = answers.recv().await {
-            match base64::engine::general_purpose::STANDARD.decode(b64) {
-                Ok(piece) if body.len() + piece.len() <= MAX_SENT_ON * 32 => body.extend_from_slice(&piece),
-                _ => return api::error(ErrorKind::Internal, "the launcher's answer could not be sent on"),
+        loop {
+            match answers.recv().await {
+                Some(Reply::Chunk(b64)) => match base64::engine::general_purpose::STANDARD.decode(b64) {
+                    Ok(piece) if body.len() + piece.len() <= MAX_SENT_ON * 32 => body.extend_from_slice(&piece),
+                    _ => return api::error(ErrorKind::Internal, "the launcher's answer could not be sent on"),
+                },
+                Some(Reply::End) => break,
+                // Cut short: never served as if whole.
+                _ => return api::error(ErrorKind::Internal, "the launcher's answer was cut short; try again"),
             }
         }
         let mut cancel = cancel;

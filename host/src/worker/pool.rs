@@ -114,7 +114,10 @@ pub(super) enum What {
     Reply(Reply),
     /// The sessions of the app's tabs, all of them.
     Sessions(Vec<String>),
-    /// Retired: it takes no new connection, finishes what it has, and ends.
+    /// Retired: it takes no new connection of its app's server and ends its
+    /// tabs' event streams (the calls it was sent still run).
+    StopServing,
+    /// Retired, and sent its last call: it finishes what it has, and ends.
     Retire,
 }
 
@@ -289,6 +292,10 @@ pub struct SentBack {
     pub body: futures::stream::BoxStream<'static, Vec<u8>>,
 }
 
+/// The most of a forwarded request's body (base64), as a worker's server
+/// takes it (2 MiB).
+const MAX_SENT_ON_B64: usize = (2 << 20) * 4 / 3 + 4;
+
 /// At most this many forwarded requests of one worker at once (its tabs'
 /// event streams, questions answered).
 const MAX_FORWARDED: usize = 256;
@@ -362,6 +369,11 @@ impl Shared {
     fn retire(&self) {
         self.retired.store(true, Ordering::Release);
         self.over.send_replace(true);
+        if self.site.is_some() {
+            // At once, while a caller may still hold it: another worker
+            // takes the socket now.
+            self.reply(0, What::StopServing);
+        }
     }
 
     /// Sends `what` as the answer to its ask `id`.
@@ -585,7 +597,9 @@ impl Inner {
                 match site.listener.try_clone().and_then(|l| tokio::net::TcpListener::from_std(l)) {
                     Ok(listener) => {
                         let until: BoxFuture<()> = Box::pin(tokio::time::sleep(Duration::from_secs(2)));
-                        site.door.serve_here(listener, until).await;
+                        // (A tab's event stream would hold it open: not past 3 s.)
+                        let _ =
+                            tokio::time::timeout(Duration::from_secs(3), site.door.serve_here(listener, until)).await;
                     }
                     Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
                 }
@@ -693,6 +707,11 @@ impl Inner {
             }
             if let Some(old) = all.insert(started_key, live.clone()) {
                 old.shared.retire();
+            }
+            drop(all);
+            if live.shared.site.is_some() {
+                // A tab's session opened while it started reaches it too.
+                this.sessions_changed(&app);
             }
             Ok(live)
         });
@@ -942,7 +961,10 @@ impl Inner {
                     }
                     Said::Forward(request) => {
                         let (shared, door) = (reading.clone(), door.clone());
-                        if forwarded.len() >= MAX_FORWARDED {
+                        if forwarding.len() >= MAX_FORWARDED
+                            || forwarded.contains_key(&id)
+                            || request.body.len() > MAX_SENT_ON_B64
+                        {
                             shared.reply(id, What::Reply(Reply::Head { status: 503, headers: Vec::new() }));
                             shared.reply(id, What::Reply(Reply::End));
                             continue;
@@ -1034,12 +1056,13 @@ async fn forward(shared: &Shared, id: u64, door: Option<Arc<dyn Door>>, request:
     use base64::Engine as _;
     let b64 = base64::engine::general_purpose::STANDARD;
     let reply = |r: Reply| shared.reply(id, What::Reply(r));
-    let made = (|| {
-        let mut builder = http::Request::builder().method(request.method.as_str()).uri(request.uri.as_str());
-        for (name, value) in &request.headers {
+    let made = (move || {
+        let Forwarded { method, uri, headers, body } = request;
+        let mut builder = http::Request::builder().method(method.as_str()).uri(uri.as_str());
+        for (name, value) in &headers {
             builder = builder.header(name.as_str(), value.as_str());
         }
-        let body = b64.decode(request.body.as_bytes()).ok()?;
+        let body = base64::engine::general_purpose::STANDARD.decode(body.as_bytes()).ok()?;
         builder.body(body).ok()
     })();
     let (door, request) = match (door, made) {

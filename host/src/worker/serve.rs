@@ -123,10 +123,22 @@ async fn serve(held: Held, front: Front) -> i32 {
     };
     let app = start.app;
     let (out, mut to_write) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let (end_writer, mut ending) = tokio::sync::oneshot::channel::<()>();
     let writer = tokio::spawn(async move {
-        // The answers ready meanwhile go in one write.
-        let (mut queued, mut batch) = (Vec::new(), Vec::new());
-        while to_write.recv_many(&mut queued, 256).await > 0 {
+        // The answers ready meanwhile go in one write; at its end, what is
+        // queued still goes.
+        let (mut queued, mut batch, mut last) = (Vec::new(), Vec::new(), false);
+        while !last {
+            let got = tokio::select! {
+                n = to_write.recv_many(&mut queued, 256) => n > 0,
+                _ = &mut ending => false,
+            };
+            if !got {
+                while let Ok(line) = to_write.try_recv() {
+                    queued.push(line);
+                }
+                last = true;
+            }
             batch.clear();
             for line in queued.drain(..) {
                 batch.extend_from_slice(&line);
@@ -178,6 +190,13 @@ async fn serve(held: Held, front: Front) -> i32 {
                         link.set_sessions(sessions);
                         continue;
                     }
+                    What::StopServing => {
+                        // Another worker takes the socket: no new
+                        // connection here, its tabs' event streams end.
+                        link.end_forwards();
+                        let _ = stop.send(true);
+                        continue;
+                    }
                     What::Retire => {
                         // No new call; the ones it has finish.
                         running = None;
@@ -215,6 +234,7 @@ async fn serve(held: Held, front: Front) -> i32 {
     reading.abort();
     drop(link);
     drop(out);
+    let _ = end_writer.send(());
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), writer).await;
     // Its last rows (reads are batched) and log lines, written before it
     // ends: the launcher waits for its end on a clean stop.
@@ -243,7 +263,7 @@ async fn run(apps: &Apps, app: &crate::manifest::AppId, what: What) -> Result<se
                 Err(e) => Err(CallError::new(ErrorKind::Internal, format!("the probe failed ({e})"))),
             }
         }
-        What::Reply(_) | What::Sessions(_) | What::Retire => {
+        What::Reply(_) | What::Sessions(_) | What::StopServing | What::Retire => {
             Err(CallError::new(ErrorKind::Internal, "not something a worker runs"))
         }
     }
@@ -262,6 +282,10 @@ pub struct Link {
     sessions: Mutex<HashSet<String>>,
     used: Mutex<Option<Instant>>,
     closed: AtomicBool,
+    /// Retired: an event stream's answer that comes now ends at once.
+    retired: AtomicBool,
+    /// A `changed` notice is on its way.
+    changing: AtomicBool,
 }
 
 impl Link {
@@ -273,6 +297,8 @@ impl Link {
             sessions: Mutex::new(sessions.into_iter().collect()),
             used: Mutex::default(),
             closed: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
+            changing: AtomicBool::new(false),
         }
     }
 
@@ -296,27 +322,47 @@ impl Link {
     }
 
     fn replied(&self, id: u64, reply: Reply) {
-        let last = matches!(reply, Reply::Redeemed(_) | Reply::End | Reply::Noted);
-        let head = matches!(reply, Reply::Head { .. });
+        let mut last = matches!(reply, Reply::Redeemed(_) | Reply::End | Reply::Noted);
+        // A stream: an answer whose length is not known (a tab's events).
+        let stream = match &reply {
+            Reply::Head { headers, .. } => !headers.iter().any(|(k, _)| k == "content-length"),
+            _ => false,
+        };
         let mut waiting = self.waiting.lock().expect("waiting");
         if let Some((streaming, tx)) = waiting.get_mut(&id) {
-            *streaming |= head;
+            *streaming |= stream;
             let _ = tx.send(reply);
+            if stream && self.retired.load(Ordering::Acquire) {
+                // Retired meanwhile: it ends now, and the tab connects again.
+                last = true;
+                self.say(id, Said::Cancel);
+            }
             if last {
                 waiting.remove(&id);
             }
         }
     }
 
+    /// Sessions the launcher opened (none is ever taken back while it runs).
     fn set_sessions(&self, sessions: Vec<String>) {
-        *self.sessions.lock().expect("sessions") = sessions.into_iter().collect();
+        self.sessions.lock().expect("sessions").extend(sessions);
     }
 
     /// Ends the forwarded requests whose answers' bodies come now (a tab's
     /// events: they end, and the tab connects again, to the next worker):
     /// retired. What waits for its answer's head still gets it.
     fn end_forwards(&self) {
-        self.waiting.lock().expect("waiting").retain(|_, (streaming, _)| !*streaming);
+        self.retired.store(true, Ordering::Release);
+        let mut ended = Vec::new();
+        self.waiting.lock().expect("waiting").retain(|id, (streaming, _)| {
+            if *streaming {
+                ended.push(*id);
+            }
+            !*streaming
+        });
+        for id in ended {
+            self.say(id, Said::Cancel);
+        }
     }
 
     /// Its launcher is gone: nothing it waits for will come.
@@ -363,9 +409,18 @@ impl Link {
         }
     }
 
-    /// A write changed the app's data.
-    pub fn changed(&self) {
-        self.say(0, Said::Changed);
+    /// A write changed the app's data: said at most once per 50 ms (the
+    /// pages refresh once for a burst of writes).
+    pub fn changed(self: &Arc<Self>) {
+        if self.changing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let link = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            link.changing.store(false, Ordering::Release);
+            link.say(0, Said::Changed);
+        });
     }
 
     /// Its server was used: said at most once a second (not idle).
