@@ -434,10 +434,26 @@ pub fn wrk_at(
     secs: u64,
     connections: u32,
 ) -> anyhow::Result<Load> {
-    let before = cpu_of(server)?;
+    let before = cpu_with_children(server)?;
     let mut load = wrk(wrk_bin, url, script, secs, connections)?;
-    load.server_cpu = Some(cpu_of(server)?.saturating_sub(before));
+    load.server_cpu = Some(cpu_with_children(server)?.saturating_sub(before));
     Ok(load)
+}
+
+/// The processor time of process `pid` and of its live children (a
+/// launcher and its apps' workers, which run the calls and serve the pages).
+pub fn cpu_with_children(pid: u32) -> anyhow::Result<Duration> {
+    let mut total = cpu_of(pid)?;
+    for entry in std::fs::read_dir("/proc")?.flatten() {
+        let name = entry.file_name();
+        let Some(child) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit())) else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let parent = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if parent == Some(pid) {
+            total += proc_stat_ticks(child, 11).unwrap_or_default();
+        }
+    }
+    Ok(total)
 }
 
 /// Processor time a request, over `loads`: the server's and wrk's (the two

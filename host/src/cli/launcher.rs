@@ -75,8 +75,12 @@ pub(super) fn status(root: Root, json: bool) -> Result<(), Failure> {
                 Some(port) => format!("; serves its page on port {port}"),
                 None => String::new(),
             };
+            let reset = match w["in_place"].as_bool() {
+                Some(true) => ", instances reset in place",
+                _ => ", instances given back to the kernel",
+            };
             say!(
-                "  {} ({}{serves}): pid {}, {}, {} calls now, {memory}, {}, started {}s ago",
+                "  {} ({}{serves}): pid {}, {}, {} calls now, {memory}, {}{reset}, started {}s ago",
                 w["app"].as_str().unwrap_or("?"),
                 match w["side"].as_str() {
                     Some("outer") => "external routes",

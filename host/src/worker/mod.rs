@@ -363,6 +363,8 @@ pub fn main(args: &[String], tracing: fn(), front: serve::Front) -> i32 {
     // type into, and one group its parent ends whole.
     let _ = rustix::process::setsid();
     let serving = args.get(1).is_some_and(|a| a == "serve");
+    // Its own page map, opened while it may (no thread is made).
+    crate::runtime::before_confinement();
     let confined = policy.and_then(|p| confine(&p).map(|held| (held, p.sockets)));
     let held = match confined {
         Ok((held, sockets)) => {

@@ -150,6 +150,9 @@ pub(super) enum Said {
     /// Confined (as `held`) and ready for calls.
     Ready {
         held: HeldAs,
+        /// Its runtime resets a freed instance in place (it has its page map).
+        #[serde(default)]
+        in_place: bool,
     },
     /// It could not confine itself: why.
     Unconfinable(String),
@@ -219,6 +222,10 @@ pub struct Shown {
     /// The port of the app's own server, when this worker serves it.
     #[serde(default)]
     pub serves_port: Option<u16>,
+    /// Its runtime resets a freed instance in place (it opened its page
+    /// map before it was confined, on a kernel with `PAGEMAP_SCAN`).
+    #[serde(default)]
+    pub in_place: bool,
 }
 
 /// The workers of one launcher (cloned cheaply: one set, shared).
@@ -360,6 +367,8 @@ struct Shared {
     ended: tokio::sync::watch::Sender<bool>,
     /// The port of its app's server, when it serves it.
     site: Option<u16>,
+    /// Its runtime resets freed instances in place.
+    in_place: bool,
     /// The launcher's answers to what it asked (its channel's second
     /// queue, open until it ends: a retired worker still hears them).
     replies: tokio::sync::mpsc::UnboundedSender<zeroize::Zeroizing<Vec<u8>>>,
@@ -508,6 +517,7 @@ impl Workers {
                     .to_string(),
                     started_secs_ago: s.started.elapsed().as_secs(),
                     serves_port: s.site,
+                    in_place: s.in_place,
                 }
             })
             .collect();
@@ -852,9 +862,9 @@ impl Inner {
         let _ = stdin.write_all(&line).await;
         let first = tokio::time::timeout(START_WITHIN, read_line(&mut stdout)).await;
         let (replies, mut to_reply) = tokio::sync::mpsc::unbounded_channel::<zeroize::Zeroizing<Vec<u8>>>();
-        let held = match first {
+        let (held, in_place) = match first {
             Ok(Ok(Some(told))) => match told.said {
-                Said::Ready { held } => held,
+                Said::Ready { held, in_place } => (held, in_place),
                 Said::Unconfinable(why) => {
                     end(child, pid).await;
                     return Ok(Err(why));
@@ -893,6 +903,7 @@ impl Inner {
             over: tokio::sync::watch::Sender::new(false),
             ended: tokio::sync::watch::Sender::new(false),
             site: site.as_ref().map(|s| s.port),
+            in_place,
             replies,
         });
         crate::applog::queue(

@@ -155,7 +155,7 @@ async fn serve(held: Held, front: Front) -> i32 {
     let (running, mut all_done) = tokio::sync::mpsc::channel::<()>(1);
     // Ready before its server takes a connection: the launcher's first
     // line from it is this one.
-    link.say(0, Said::Ready { held: held.into() });
+    link.say(0, Said::Ready { held: held.into(), in_place: crate::runtime::resets_in_place() });
     let server = listener.map(|listener| {
         apps.note_through(link.clone());
         tokio::spawn(front(Served {
