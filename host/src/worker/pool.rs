@@ -303,6 +303,10 @@ pub struct SentBack {
 /// takes it (2 MiB).
 const MAX_SENT_ON_B64: usize = (2 << 20) * 4 / 3 + 4;
 
+/// The most of the launcher's answers queued for one worker and not yet
+/// written to it (its tabs' event streams, answers sent on).
+const MAX_UNREAD: usize = 64 << 20;
+
 /// At most this many forwarded requests of one worker at once (its tabs'
 /// event streams, questions answered).
 const MAX_FORWARDED: usize = 256;
@@ -369,6 +373,8 @@ struct Shared {
     site: Option<u16>,
     /// Its runtime resets freed instances in place.
     in_place: bool,
+    /// The bytes of the launcher's answers queued for it, not yet written.
+    unread: AtomicUsize,
     /// The launcher's answers to what it asked (its channel's second
     /// queue, open until it ends: a retired worker still hears them).
     replies: tokio::sync::mpsc::UnboundedSender<zeroize::Zeroizing<Vec<u8>>>,
@@ -389,6 +395,12 @@ impl Shared {
     fn reply(&self, id: u64, what: What) {
         if let Ok(mut line) = serde_json::to_vec(&Ask { id, what }) {
             line.push(b'\n');
+            // A worker that stops reading its channel while it asks (an
+            // escaped one) does not make the launcher hold its answers
+            // without end: past the bound it is ended.
+            if self.unread.fetch_add(line.len(), Ordering::AcqRel) + line.len() > MAX_UNREAD {
+                self.kill.notify_one();
+            }
             let _ = self.replies.send(zeroize::Zeroizing::new(line));
         }
     }
@@ -904,6 +916,7 @@ impl Inner {
             ended: tokio::sync::watch::Sender::new(false),
             site: site.as_ref().map(|s| s.port),
             in_place,
+            unread: AtomicUsize::new(0),
             replies,
         });
         crate::applog::queue(
@@ -933,6 +946,7 @@ impl Inner {
                     _ = to_reply.recv_many(&mut answers, 256) => {}
                     _ = ended.wait_for(|e| *e) => break,
                 }
+                let answered: usize = answers.iter().map(|l| l.len()).sum();
                 queued.append(&mut answers);
                 let mut batch = zeroize::Zeroizing::new(Vec::new());
                 for line in queued.drain(..) {
@@ -944,6 +958,7 @@ impl Inner {
                     writing.kill.notify_one();
                     break;
                 }
+                writing.unread.fetch_sub(answered, Ordering::AcqRel);
             }
             drop(stdin);
         });
