@@ -112,10 +112,11 @@ fn main() -> anyhow::Result<()> {
     let want = |id: &str| ctx.args.only.is_empty() || ctx.args.only.iter().any(|o| o.eq_ignore_ascii_case(id));
     let mut rows = Vec::new();
     type Bench = fn(&Ctx) -> anyhow::Result<Row>;
-    let all: [(&str, Bench); 11] = [
+    let all: [(&str, Bench); 12] = [
         ("P1", p1),
         ("P2", p2),
         ("P2r", p2r),
+        ("P2n", p2_native),
         ("P3", p3),
         ("P3", p3_power),
         ("P3c", p3c),
@@ -457,6 +458,84 @@ fn against_wasmtime_serve(
     let (o, p) = result?;
     let total: u64 = o.iter().map(|l| l.requests).sum();
     Ok((o, p, total))
+}
+
+// ---------------------------------------------------------------- P2n
+
+/// P2n: the limit itself — P2's route through the app's server against a
+/// native server answering the same bytes (axum on hyper, two threads, in
+/// this process), over the same wrk on the same machine. Reported, with the
+/// processor time a request of each.
+fn p2_native(ctx: &Ctx) -> anyhow::Result<Row> {
+    let a = ctx.root_with("p2n", QUIET, &[("bench", "bench", &ctx.bench_wasm)])?;
+    let server = a.start(&["serve", "bench"])?;
+    let tab = Http::launch(&server.address_of("bench")?)?;
+    let ours_url = format!("http://127.0.0.1:{}/api/call/hello", tab.port());
+    let post = support::post_script("{}", &page_headers(&tab));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let native_port = listener.local_addr()?.port();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let native = std::thread::spawn(move || -> anyhow::Result<()> {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        rt.block_on(async move {
+            let app = axum::Router::new().route(
+                "/api/call/hello",
+                axum::routing::post(|| async { ([("content-type", "application/json")], HELLO) }),
+            );
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await?;
+            anyhow::Ok(())
+        })
+    });
+    let result = (|| {
+        support::wait_for_port(native_port, Duration::from_secs(10))?;
+        let native_url = format!("http://127.0.0.1:{native_port}/api/call/hello");
+        let native_post = support::post_script("{}", &[]);
+        // Both answer the same bytes.
+        let r = Http::new(native_port).request("POST", "/api/call/hello", Some("{}"))?;
+        ensure!(r.status == 200 && r.body == HELLO.as_bytes(), "the native server answered {}", r.status);
+        let mut mine = Http::new(tab.port());
+        mine.cookie = tab.cookie.clone();
+        let r = mine.request("POST", "/api/call/hello", Some("{}"))?;
+        ensure!(r.status == 200 && r.body == HELLO.as_bytes(), "our server answered {}", r.status);
+        let (rounds, secs, conns) = (ctx.scale(1, 3), ctx.scale(3, 10) as u64, 32);
+        support::wrk(&ctx.args.wrk, &ours_url, &post, 2, conns)?.ok()?;
+        support::wrk(&ctx.args.wrk, &native_url, &native_post, 2, conns)?.ok()?;
+        let (mut o, mut n) = (Vec::new(), Vec::new());
+        for round in 0..rounds {
+            for side in [round % 2, 1 - round % 2] {
+                if side == 0 {
+                    o.push(support::wrk_at(server.pid(), &ctx.args.wrk, &ours_url, &post, secs, conns)?.ok()?);
+                } else {
+                    // This process's own time (its threads; not wrk's, a child).
+                    let before = support::cpu_of(std::process::id())?;
+                    let mut load = support::wrk(&ctx.args.wrk, &native_url, &native_post, secs, conns)?;
+                    load.server_cpu = Some(support::cpu_of(std::process::id())?.saturating_sub(before));
+                    n.push(load.ok()?);
+                }
+            }
+        }
+        anyhow::Ok((o, n))
+    })();
+    let _ = stop.send(());
+    let _ = native.join();
+    server.stop()?;
+    let (o, n) = result?;
+    Ok(Row {
+        id: "P2n",
+        what: "HTTP POSTs of `hello` through the app's server, against a native server answering the same bytes (wrk, keep-alive, 32 connections)".into(),
+        ours: fmt_load(&o),
+        peer_name: "a native server: axum on hyper, two threads, answering the same body".into(),
+        peer: fmt_load(&n),
+        ratio: format!("{:.0} % of native requests/s", 100.0 * rps(&o) / rps(&n)),
+        target: "reported".into(),
+        met: None,
+    })
 }
 
 /// The headers a page of the server `tab` is a session of sends with a POST.
