@@ -172,7 +172,8 @@ pub(crate) struct Ahead {
     /// another (an activation in between) is refused, never run under the
     /// other's rules. None in a launcher's worker, whose rules read every
     /// release of its app and write only its data (it serves whichever is
-    /// active), and which runs no external route it was not carried.
+    /// active), and which runs no external route it was not carried
+    /// (`call_page` hands those back).
     pub release: Option<String>,
     pub containment: caps::spawn::Containment,
     /// The keys the release declared when they were read (`declared`): a
@@ -243,15 +244,6 @@ impl Apps {
     /// noted by `noter` (its launcher).
     pub(crate) fn note_through(&self, noter: Arc<dyn Noter>) {
         let _ = self.noter.set(noter);
-    }
-
-    /// The effect of `route` of `app`'s active release, none when it has
-    /// no such route: a worker's server sends an external call to its
-    /// launcher, whose gate and other worker run it.
-    pub(crate) async fn route_effect(&self, app: &AppId, route: &str) -> Result<Option<Effect>, CallError> {
-        let release = self.active(app, &self.root.app(app))?;
-        let loaded = self.load(app, &release).await?;
-        Ok(loaded.manifest.route(route).map(|r| r.effect))
     }
 
     /// The workers the calls run in (`autoapp status`); none where the
@@ -603,7 +595,15 @@ impl Apps {
         route: &str,
         input: &str,
     ) -> Result<Answer, CallError> {
-        self.call_with(caller, app, target, route, input, None).await
+        self.call_with(caller, app, target, route, input, None, true).await?.ok_or_else(not_here)
+    }
+
+    /// In a worker that serves its app's pages: a page's call of the active
+    /// release, answered here — or `None` for an external route, which its
+    /// launcher's gate and the app's other worker run (nothing is run or
+    /// recorded here).
+    pub(crate) async fn call_page(&self, app: &AppId, route: &str, input: &str) -> Result<Option<Answer>, CallError> {
+        self.call_with(&Caller::page(), app, &Target::Active, route, input, None, false).await
     }
 
     /// Runs `workflow` of the app's active release on channel `workflow`.
@@ -617,7 +617,9 @@ impl Apps {
     ) -> Result<Answer, CallError> {
         let caller = Caller::workflow(&workflow.name);
         let input = workflow.input.to_string();
-        self.call_with(&caller, app, &Target::Active, &workflow.route, &input, approved_for).await
+        self.call_with(&caller, app, &Target::Active, &workflow.route, &input, approved_for, true)
+            .await?
+            .ok_or_else(not_here)
     }
 
     /// Records that a run of `workflow` was skipped because its previous run
@@ -675,6 +677,9 @@ impl Apps {
         )
     }
 
+    /// `external_here`: an external route runs in this process (else the
+    /// call answers `None` before anything is decided or recorded).
+    #[allow(clippy::too_many_arguments)]
     async fn call_with(
         &self,
         caller: &Caller,
@@ -683,7 +688,8 @@ impl Apps {
         route: &str,
         input: &str,
         approved_for: Option<&str>,
-    ) -> Result<Answer, CallError> {
+        external_here: bool,
+    ) -> Result<Option<Answer>, CallError> {
         let started = Instant::now();
         let Resolved { release: release_id, data, preview } = self.resolve_target(app, target)?;
         if let Some(made_for) = self.ahead.as_ref().and_then(|a| a.release.as_ref()).filter(|r| **r != release_id) {
@@ -701,6 +707,9 @@ impl Apps {
             return Err(self.no_such_route(caller, app, &release_id, &data, &loaded, route, started));
         };
         let effect = r.effect;
+        if effect == Effect::External && !external_here {
+            return Ok(None);
+        }
         let row = |decision: Decision, reason: &str, outcome: &str, request_id: &str, hash: &str| Row {
             request_id: request_id.to_string(),
             arguments_hash: hash.to_string(),
@@ -793,7 +802,7 @@ impl Apps {
                 None => self.note_first_write(app, &release_id),
             }
         }
-        Ok(Answer { output, release: release_id, effect, duration_ms: started.elapsed().as_secs_f64() * 1000.0 })
+        Ok(Some(Answer { output, release: release_id, effect, duration_ms: started.elapsed().as_secs_f64() * 1000.0 }))
     }
 
     /// Runs a route the gate passed and records it: a call that wrote has
@@ -1040,15 +1049,6 @@ impl Apps {
         what: &str,
         handed: Option<&Handed>,
     ) -> Result<CallPlan, CallError> {
-        if effect == Effect::External && handed.is_none() && self.ahead.as_ref().is_some_and(|a| a.release.is_none()) {
-            // A launcher's worker runs an external route only as carried,
-            // with what its launcher read (an activation between its
-            // server's look at the route and the call made it external).
-            return Err(CallError::new(
-                ErrorKind::Conflict,
-                format!("{app} changed while the call started; try again"),
-            ));
-        }
         let config = self.runtime.config();
         let store = self.store(data).map_err(|e| CallError::new(ErrorKind::Internal, format!("{e:#}")))?;
         let mode = if effect.writes() { Mode::ReadWrite } else { Mode::ReadOnly };
@@ -1137,6 +1137,12 @@ impl Apps {
         let spawn = caps::spawn::configure(&declared.spawn, &grants.spawn, &folders, &network, config, scratch);
         Ok(Given { network, folders, spawn, keys })
     }
+}
+
+/// An external route's call asked of a process that runs them (never
+/// answered `None`).
+fn not_here() -> CallError {
+    CallError::new(ErrorKind::Internal, "an external route's call was not run")
 }
 
 /// Where each program an app's call runs gets a scratch folder of its own:

@@ -475,6 +475,15 @@ fn a_program_granted_to_an_app_still_runs_the_systems_programs_from_its_worker()
 }
 
 /// The pids of the launcher's workers of `root` (started with `serve`).
+/// Waits (up to 20 s) until the launcher's idle workers have ended.
+fn idle_workers_end(root: &Path) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !launchers_workers(root).is_empty() {
+        assert!(std::time::Instant::now() < until, "the idle worker did not end");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 fn launchers_workers(root: &Path) -> Vec<i32> {
     let mut pids = Vec::new();
     for pid in workers_of(root) {
@@ -704,11 +713,7 @@ fn an_idle_worker_ends_after_worker_idle_secs_and_the_next_call_starts_it_again(
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     let first = launchers_workers(root.path());
     assert_eq!(first.len(), 1, "{first:?}");
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !launchers_workers(root.path()).is_empty() {
-        assert!(std::time::Instant::now() < until, "the idle worker did not end");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    idle_workers_end(root.path());
     assert!(root.ok(&["status"]).contains("apps' workers (each app's calls run confined in processes of its own): 0"));
     // The next call starts another, and finds what the first one wrote.
     let r = tab.request("POST", "/api/call/notes.list", Some("{}")).unwrap();
@@ -864,11 +869,7 @@ fn an_apps_page_is_served_by_its_worker_on_the_launchers_socket_whose_port_stays
     let second = launchers_workers(root.path());
     assert!(second.len() == 1 && second[0] as u32 != worker, "a new worker: {second:?}");
     // Idle, it ends; the next connection starts another, on the same port.
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !launchers_workers(root.path()).is_empty() {
-        assert!(std::time::Instant::now() < until, "the idle worker did not end");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    idle_workers_end(root.path());
     assert_eq!(sockets_on(port, "0A"), listening, "the launcher still listens on the app's port");
     let mut fresh = crate::support::beside(&tab);
     let r = fresh.request("GET", "/api/view/index?query=%7B%7D", None).unwrap();

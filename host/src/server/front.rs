@@ -29,12 +29,10 @@ use serde::Deserialize;
 use super::{api, fence, page};
 use crate::apps::{Apps, BoxFuture, ErrorKind, Target};
 use crate::gate::Caller;
-use crate::manifest::{AppId, Effect};
+use crate::manifest::AppId;
 use crate::worker::serve::{Link, Reply, Served};
 
-/// The most of a request's body sent on to the launcher (its routes take
-/// less: answers, the panel's address).
-const MAX_SENT_ON: usize = 2 << 20;
+use crate::worker::pool::MAX_SENT_ON;
 
 #[derive(Clone)]
 struct Ctx {
@@ -115,20 +113,16 @@ async fn call(
             Err(e) => api::error(ErrorKind::Internal, format!("the probe failed ({e})")),
         };
     }
-    match ctx.apps.route_effect(&ctx.app, &route).await {
-        // Its launcher's gate and the app's other worker run it.
-        Ok(Some(Effect::External)) => return forward(&ctx, Method::POST, &uri, &headers, body.as_bytes()).await,
-        Ok(_) => {}
-        Err(e) => return api::call_error(e),
-    }
-    let input = if body.trim().is_empty() { "{}".to_string() } else { body };
-    match ctx.apps.call_at(&Caller::page(), &ctx.app, &Target::Active, &route, &input).await {
-        Ok(a) => {
+    let input = if body.trim().is_empty() { "{}" } else { body.as_str() };
+    match ctx.apps.call_page(&ctx.app, &route, input).await {
+        Ok(Some(a)) => {
             if a.effect.writes() {
                 ctx.link.changed();
             }
             axum::Json(a.output).into_response()
         }
+        // An external route: its launcher's gate and the app's other worker run it.
+        Ok(None) => forward(&ctx, Method::POST, &uri, &headers, body.as_bytes()).await,
         Err(e) => api::call_error(e),
     }
 }

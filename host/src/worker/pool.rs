@@ -299,9 +299,12 @@ pub struct SentBack {
     pub body: futures::stream::BoxStream<'static, Vec<u8>>,
 }
 
-/// The most of a forwarded request's body (base64), as a worker's server
-/// takes it (2 MiB).
-const MAX_SENT_ON_B64: usize = (2 << 20) * 4 / 3 + 4;
+/// The most of a request's body a worker's server sends on to its
+/// launcher (its routes take less: answers, the panel's address).
+pub const MAX_SENT_ON: usize = 2 << 20;
+
+/// [`MAX_SENT_ON`] as base64, as the channel carries it.
+const MAX_SENT_ON_B64: usize = MAX_SENT_ON.div_ceil(3) * 4;
 
 /// The most of the launcher's answers queued for one worker and not yet
 /// written to it (its tabs' event streams, answers sent on).
@@ -393,17 +396,23 @@ impl Shared {
 
     /// Sends `what` as the answer to its ask `id`.
     fn reply(&self, id: u64, what: What) {
-        if let Ok(mut line) = serde_json::to_vec(&Ask { id, what }) {
-            line.push(b'\n');
+        if let Some(line) = line_of(id, what) {
             // A worker that stops reading its channel while it asks (an
             // escaped one) does not make the launcher hold its answers
             // without end: past the bound it is ended.
             if self.unread.fetch_add(line.len(), Ordering::AcqRel) + line.len() > MAX_UNREAD {
                 self.kill.notify_one();
             }
-            let _ = self.replies.send(zeroize::Zeroizing::new(line));
+            let _ = self.replies.send(line);
         }
     }
+}
+
+/// A line to a worker.
+fn line_of(id: u64, what: What) -> Option<zeroize::Zeroizing<Vec<u8>>> {
+    let mut line = zeroize::Zeroizing::new(serde_json::to_vec(&Ask { id, what }).ok()?);
+    line.push(b'\n');
+    Some(line)
 }
 
 /// A call a worker has not answered yet.
@@ -481,11 +490,6 @@ impl Workers {
         }
     }
 
-    /// Sends the sessions of `app`'s tabs to its workers that serve its server.
-    pub fn sessions_changed(&self, app: &AppId) {
-        self.inner.sessions_changed(app);
-    }
-
     /// Retires every worker and waits (up to `within`) for each to finish
     /// its calls, write its last rows and end.
     pub async fn stop_all(&self, within: Duration) {
@@ -545,6 +549,7 @@ impl Inner {
         }
     }
 
+    /// Sends the sessions of `app`'s tabs to its workers that serve its server.
     fn sessions_changed(&self, app: &AppId) {
         let Some(site) = self.sites.lock().expect("sites").get(app).cloned() else { return };
         let serving: Vec<Arc<Shared>> = self
@@ -938,9 +943,7 @@ impl Inner {
                             // Retired (the last `Live` went): it is told so,
                             // and still hears the answers to what it asks.
                             retiring = true;
-                            let mut line = serde_json::to_vec(&Ask { id: 0, what: What::Retire }).unwrap_or_default();
-                            line.push(b'\n');
-                            queued.push(zeroize::Zeroizing::new(line));
+                            queued.extend(line_of(0, What::Retire));
                         }
                     }
                     _ = to_reply.recv_many(&mut answers, 256) => {}
@@ -969,8 +972,6 @@ impl Inner {
             let mut forwarded: HashMap<u64, tokio::task::AbortHandle> = HashMap::new();
             let mut forwarding = tokio::task::JoinSet::new();
             while let Ok(Some(told)) = read_line(&mut stdout).await {
-                while forwarding.try_join_next().is_some() {}
-                forwarded.retain(|_, a| !a.is_finished());
                 let Told { id, said } = told;
                 match said {
                     Said::Answer(answer) => {
@@ -987,6 +988,9 @@ impl Inner {
                     }
                     Said::Forward(request) => {
                         let (shared, door) = (reading.clone(), door.clone());
+                        // (The finished ones let go first.)
+                        while forwarding.try_join_next().is_some() {}
+                        forwarded.retain(|_, a| !a.is_finished());
                         if forwarding.len() >= MAX_FORWARDED
                             || forwarded.contains_key(&id)
                             || request.body.len() > MAX_SENT_ON_B64
@@ -1080,7 +1084,7 @@ impl Inner {
 /// app's server (`door`), its head, body and end sent back as they come.
 async fn forward(shared: &Shared, id: u64, door: Option<Arc<dyn Door>>, request: Forwarded) {
     use base64::Engine as _;
-    let b64 = base64::engine::general_purpose::STANDARD;
+    let b64 = &base64::engine::general_purpose::STANDARD;
     let reply = |r: Reply| shared.reply(id, What::Reply(r));
     let made = (move || {
         let Forwarded { method, uri, headers, body } = request;
@@ -1088,8 +1092,7 @@ async fn forward(shared: &Shared, id: u64, door: Option<Arc<dyn Door>>, request:
         for (name, value) in &headers {
             builder = builder.header(name.as_str(), value.as_str());
         }
-        let body = base64::engine::general_purpose::STANDARD.decode(body.as_bytes()).ok()?;
-        builder.body(body).ok()
+        builder.body(b64.decode(body.as_bytes()).ok()?).ok()
     })();
     let (door, request) = match (door, made) {
         (Some(door), Some(request)) => (door, request),

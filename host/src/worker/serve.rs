@@ -170,7 +170,7 @@ async fn serve(held: Held, front: Front) -> i32 {
     // Its channel, read until its end: the launcher's calls, and its
     // answers to what this worker asked.
     let reading = {
-        let (apps, app, link, out) = (apps.clone(), app.clone(), link.clone(), out.clone());
+        let (apps, app, link) = (apps.clone(), app.clone(), link.clone());
         tokio::spawn(async move {
             let mut running = Some(running);
             while let Some(Ok(line)) = read(&mut input).await {
@@ -207,14 +207,10 @@ async fn serve(held: Held, front: Front) -> i32 {
                     what => what,
                 };
                 let Some(held) = running.clone() else { continue };
-                let (apps, app, out) = (apps.clone(), app.clone(), out.clone());
+                let (apps, app, link) = (apps.clone(), app.clone(), link.clone());
                 tokio::spawn(async move {
                     let _held = held;
-                    let answer = run(&apps, &app, what).await;
-                    if let Ok(mut bytes) = serde_json::to_vec(&Told { id, said: Said::Answer(answer) }) {
-                        bytes.push(b'\n');
-                        let _ = out.send(bytes);
-                    }
+                    link.say(id, Said::Answer(run(&apps, &app, what).await));
                 });
             }
             // Its launcher ended (or wrote what it cannot read): nothing it
