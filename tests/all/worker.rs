@@ -887,3 +887,40 @@ fn an_apps_page_is_served_by_its_worker_on_the_launchers_socket_whose_port_stays
     assert_eq!(r.status, 403);
     served.stop();
 }
+
+#[test]
+fn a_worker_that_started_while_its_app_was_removed_does_not_go_on_serving_the_apps_page() {
+    let root = TestRoot::with_config(&format!("{}worker_idle_secs = 120\n", crate::many_callers::QUIET));
+    root.install("notes");
+    // The launcher holds each worker it started before it puts it in
+    // place (debug builds: AUTOAPP_PAUSE), until the test lets it go.
+    let hold = root.path().join("hold");
+    std::fs::write(&hold, "").unwrap();
+    let env = [("AUTOAPP_PAUSE", "workers:started".into()), ("AUTOAPP_PAUSE_FILE", hold.clone().into_os_string())];
+    let served = Served::start_with_env(&root, &["open"], &env);
+    let mut panel = served.tab("the Autoapp panel");
+    // The page's first connection starts the app's worker: given the
+    // app's socket, it answers the tab (its launch) while it is held.
+    let tab = served.opened(&mut panel, "notes");
+    let port = tab.port();
+    let started = launchers_workers(root.path());
+    assert_eq!(started.len(), 1, "{started:?}");
+    // Meanwhile the person removes the app: its page is served no more.
+    let r = panel.request("POST", "/api/remove", Some(r#"{"app":"notes","confirm":"notes"}"#)).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    std::fs::remove_file(&hold).unwrap();
+    // The worker is retired as it is put in place: it ends, and nothing
+    // listens on the removed app's port any more.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !(launchers_workers(root.path()).is_empty() && sockets_on(port, "0A").is_empty()) {
+        assert!(
+            std::time::Instant::now() < until,
+            "fails before: the worker that started while the app was removed still serves its page ({:?} listening on {port})",
+            launchers_workers(root.path())
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let mut stranger = crate::support::beside(&tab);
+    assert!(stranger.request("GET", "/", None).is_err(), "the removed app's page still answers");
+    served.stop();
+}

@@ -259,6 +259,10 @@ struct Inner {
     /// The apps whose own server their inner worker serves, on the
     /// launcher's socket.
     sites: Mutex<HashMap<AppId, Arc<Site>>>,
+    /// Per app, how many times its workers were retired because what they
+    /// hold changed under them (its server no longer served, its folder
+    /// moved): a worker that started meanwhile is not put in place.
+    eras: Mutex<HashMap<AppId, u64>>,
 }
 
 /// An app's own server: the launcher's listening socket (kept, so its port
@@ -442,6 +446,7 @@ impl Workers {
             ended: Arc::default(),
             without_landlock: Mutex::new(None),
             sites: Mutex::default(),
+            eras: Mutex::default(),
         });
         Ok(Workers { inner })
     }
@@ -486,6 +491,9 @@ impl Workers {
     /// connections; the calls it has finish).
     pub fn unserve_site(&self, app: &AppId) {
         if self.inner.sites.lock().expect("sites").remove(app).is_some() {
+            // (Before the retirement: a worker starting now, given the
+            // socket, is retired as it is put in place.)
+            self.inner.next_era(app);
             self.inner.retire_side(app, Side::Inner);
         }
     }
@@ -543,6 +551,14 @@ impl Workers {
 }
 
 impl Inner {
+    fn era(&self, app: &AppId) -> u64 {
+        self.eras.lock().expect("eras").get(app).copied().unwrap_or(0)
+    }
+
+    fn next_era(&self, app: &AppId) {
+        *self.eras.lock().expect("eras").entry(app.clone()).or_default() += 1;
+    }
+
     fn retire_side(&self, app: &AppId, side: Side) {
         if let Some(w) = self.live.lock().expect("workers").remove(&(app.clone(), side)) {
             w.shared.retire();
@@ -619,6 +635,10 @@ impl Inner {
             if let Err(e) = self.clone().start_serving(&app).await {
                 if !served(&self) {
                     return;
+                }
+                if e.kind == ErrorKind::Conflict {
+                    // The app changed while it started: the next one is for what it is now.
+                    continue;
                 }
                 tracing::warn!(app = %app, "its worker cannot serve its page: {}", e.message);
                 match site.listener.try_clone().and_then(|l| tokio::net::TcpListener::from_std(l)) {
@@ -722,15 +742,33 @@ impl Inner {
         // In a task of its own: a caller that goes away meanwhile (its
         // client disconnected) does not leave a process half started.
         let (this, app, started_key) = (self.clone(), app.clone(), key.clone());
+        let era = self.era(&app);
         let started = tokio::spawn(async move {
             if this.stopping.load(Ordering::Acquire) {
                 return Err(CallError::new(ErrorKind::Internal, "the launcher is stopping"));
             }
             let live = Arc::new(this.start(&app, side, policy).await?);
+            if cfg!(debug_assertions) {
+                // Debug builds only: a test holds a started worker here
+                // (`AUTOAPP_PAUSE=workers:started`).
+                let _ = tokio::task::spawn_blocking(|| crate::release::journal::pause("workers:started")).await;
+            }
             let mut all = this.live.lock().expect("workers");
             if this.stopping.load(Ordering::Acquire) {
                 live.shared.retire();
                 return Err(CallError::new(ErrorKind::Internal, "the launcher is stopping"));
+            }
+            // What it holds changed while it started (its server is served
+            // no more, its folder moved: `unserve_site`, `retire_holding`
+            // took the era first, then the workers in place): it would
+            // serve a socket or reach a folder the app no longer has.
+            if this.era(&app) != era {
+                drop(all);
+                live.shared.retire();
+                return Err(CallError::new(
+                    ErrorKind::Conflict,
+                    format!("{app} changed while its worker started; try again"),
+                ));
             }
             if let Some(old) = all.insert(started_key, live.clone()) {
                 old.shared.retire();
@@ -750,6 +788,12 @@ impl Inner {
     /// Retires the workers of the app whose folder holds `data` (before that
     /// folder is moved: a rollback, a restore, a removal).
     fn retire_holding(&self, data: &std::path::Path) {
+        // (Before the retirement: a worker of the app starting now is
+        // retired as it is put in place.)
+        let app = data.strip_prefix(self.root.apps_dir()).ok().and_then(|p| p.components().next());
+        if let Some(app) = app.and_then(|c| AppId::parse(&c.as_os_str().to_string_lossy()).ok()) {
+            self.next_era(&app);
+        }
         self.live.lock().expect("workers").retain(|(app, _), w| {
             let holds = data.starts_with(self.root.app(app).dir);
             if holds {
