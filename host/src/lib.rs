@@ -31,6 +31,10 @@ pub(crate) mod mcp;
 pub(crate) mod packages;
 pub(crate) mod plans;
 pub(crate) mod pointer;
+// Debug builds only (`tests/all/tidy.rs`): what a runtime escape would
+// try, the import a test's guest plays it with.
+#[cfg(debug_assertions)]
+pub(crate) mod probe;
 pub(crate) mod problems;
 pub(crate) mod programs;
 pub mod release;

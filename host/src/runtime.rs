@@ -225,6 +225,12 @@ fn link(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
     caps::store::add_to_linker(linker, |s| &mut s.store)?;
     caps::log::add_to_linker(linker, |s| &mut s.log)?;
     caps::spawn::add_to_linker(linker, |s| &mut s.spawn)?;
+    // Debug builds only (`tests/all/tidy.rs`): the probe a test's guest
+    // imports to play a runtime escape from its own call (`crate::probe`).
+    #[cfg(debug_assertions)]
+    linker
+        .instance(crate::probe::INTERFACE)?
+        .func_wrap(crate::probe::FUNCTION, |_, (asked,): (String,)| Ok((crate::probe::answer(&asked),)))?;
     Ok(())
 }
 

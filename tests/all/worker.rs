@@ -1,9 +1,10 @@
 //! An app's worker (`host/src/worker`): a call from the command line runs in
 //! a process of its own, confined to its app before the guest runs. A runtime
-//! escape is played by the debug build's probe (`AUTOAPP_ESCAPE_PROBE`): raw
-//! system calls on a thread of the worker, as native code would make them.
-//! Each fails there; the same attempts from a process that is not confined
-//! (`autoapp __escape-probe`) succeed, which shows the test can fail.
+//! escape is played by the debug build's probe, an import of the hostile
+//! guest (`autoapp:escape/probe`, linked in debug builds only): raw system
+//! calls made from the guest's own call, in its worker, as native code would
+//! make them. Each fails there; the same attempts from a process that is not
+//! confined (`autoapp __escape-probe`) succeed, which shows the test can fail.
 
 use std::path::Path;
 
@@ -47,10 +48,10 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
         .expect("a publisher key file");
     let control = root.path().join("launcher.json");
     std::fs::write(&control, r#"{"port":1,"secret":"0123"}"#).unwrap();
-    let other_db = root.path().join("apps/hostile/data/app.sqlite");
-    let own_data = root.path().join("apps/notes/data");
-    let own_logs = root.path().join("apps/notes/logs");
-    let own_db = root.path().join("apps/notes/data/app.sqlite");
+    let other_db = root.path().join("apps/notes/data/app.sqlite");
+    let own_data = root.path().join("apps/hostile/data");
+    let own_logs = root.path().join("apps/hostile/logs");
+    let own_db = root.path().join("apps/hostile/data/app.sqlite");
     assert!(other_db.is_file() && own_db.is_file());
     // A listener on loopback and a UNIX socket (a session bus, an agent).
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -69,16 +70,16 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
         attempt("read", "path", path(&other_db)),
         attempt("write", "path", path(&other_db)),
         attempt("list", "path", path(root.path())),
-        attempt("list", "path", path(&root.path().join("apps/hostile"))),
+        attempt("list", "path", path(&root.path().join("apps/notes"))),
         attempt("create", "path", path(&elsewhere.path().join("planted"))),
-        attempt("create", "path", path(&root.path().join("apps/notes/grants.json.new"))),
+        attempt("create", "path", path(&root.path().join("apps/hostile/grants.json.new"))),
         attempt(
             "write",
             "path",
             path(
                 &root
                     .path()
-                    .join("apps/notes/releases")
+                    .join("apps/hostile/releases")
                     .read_dir()
                     .unwrap()
                     .next()
@@ -103,7 +104,7 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
     ]);
     let asked = attempts.to_string();
 
-    let confined = probed(&root, "notes", "notes.list", &attempts);
+    let confined = probed(&root, "hostile", "escape", &attempts);
     let o =
         std::process::Command::new(env!("CARGO_BIN_EXE_autoapp")).args(["__escape-probe", &asked]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -124,12 +125,14 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
 
     // And the worker still does its own work: its app's data, read and written.
     let own = serde_json::json!([attempt("read", "path", path(&own_db)), attempt("write", "path", path(&own_db))]);
-    let own = probed(&root, "notes", "notes.list", &own);
+    let own = probed(&root, "hostile", "escape", &own);
     assert!(own.iter().all(|(_, d)| *d), "{own:#?}");
     assert_eq!(root.call("notes", "notes.list", "{}")["notes"][0]["title"], "mine");
+    assert_eq!(root.call("hostile", "count", "{}")["marks"], 1);
 }
 
-/// Runs `autoapp call app route` with the probe's `attempts` in its worker.
+/// Runs `autoapp call app route` of an escape route of the hostile guest:
+/// the probe's `attempts`, made from the guest's own call in its worker.
 fn probed(root: &TestRoot, app: &str, route: &str, attempts: &serde_json::Value) -> Vec<(String, bool)> {
     probed_with(root, app, route, attempts, None).0
 }
@@ -143,8 +146,9 @@ fn probed_with(
     attempts: &serde_json::Value,
     fault: Option<&str>,
 ) -> (Vec<(String, bool)>, String) {
+    let input = serde_json::json!({ "attempts": attempts }).to_string();
     let mut command = root.command();
-    command.args(["call", app, route]).env("AUTOAPP_ESCAPE_PROBE", attempts.to_string());
+    command.args(["call", app, route, &input]);
     if let Some(fault) = fault {
         command.env("AUTOAPP_FAULT", fault);
     }
@@ -185,14 +189,14 @@ fn an_external_routes_worker_reaches_what_was_granted_and_nothing_beside_it() {
         attempt("read", "path", path(&root.path().join("apps/hostile/grants.json"))),
         attempt("write", "path", path(&root.path().join("apps/hostile/grants.json"))),
     ]);
-    let got = probed(&root, "hostile", "http.get", &attempts);
+    let got = probed(&root, "hostile", "escape.external", &attempts);
     let done: Vec<bool> = got.iter().map(|(_, d)| *d).collect();
     // The granted port and folder (read); not another port, not a write to
     // a folder granted for reading, not the folder beside it; its own
     // grants it may read (a call reads them) and never write.
     assert_eq!(done, [true, true, false, false, false, true, false], "{got:#?}");
     // A read route of the same app is given none of it.
-    let got = probed(&root, "hostile", "count", &attempts);
+    let got = probed(&root, "hostile", "escape", &attempts);
     assert_eq!(got.iter().filter(|(_, d)| *d).count(), 1, "only its grants file is read: {got:#?}");
 }
 
@@ -205,7 +209,7 @@ fn nothing_a_worker_starts_outlives_its_call() {
     root.install_hostile_with("spawn = [{ program = \"sh\" }]");
     let marker = format!("{}.{}", 40 + std::process::id() % 50, std::process::id() % 1000);
     let left = serde_json::json!([{ "try": "leave", "path": "/bin/sleep", "args": [marker] }]);
-    let got = probed(&root, "hostile", "spawn.run", &left);
+    let got = probed(&root, "hostile", "escape.external", &left);
     assert!(got[0].1, "it could start it: {got:?}");
     let running = || {
         std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
@@ -275,12 +279,12 @@ fn where_landlock_has_no_tcp_rules_a_worker_still_has_its_file_rules_and_says_wh
     ]);
     let run = |route: &str| probed_with(&root, "hostile", route, &attempts, Some("landlock-without-tcp"));
     // A read route: files held by Landlock, every socket by the filter.
-    let (got, said) = run("count");
+    let (got, said) = run("escape");
     assert!(got.iter().all(|(_, done)| !done), "{got:#?}");
     assert!(!said.contains("no TCP rules"), "nothing to say where no socket is allowed: {said}");
     // An external route: the files still held; another port is not, and it
     // says so.
-    let (got, said) = run("http.get");
+    let (got, said) = run("escape.external");
     let done: Vec<bool> = got.iter().map(|(_, d)| *d).collect();
     assert_eq!(done, [false, false, false, false, true], "{got:#?}");
     assert!(said.contains("this kernel's Landlock has no TCP rules"), "{said}");
@@ -501,14 +505,15 @@ fn the_launchers_calls_run_in_a_worker_of_their_app_that_reaches_nothing_else() 
     root.install("notes");
     root.install("hostile");
     root.call("hostile", "mark", "{}");
+    root.call("notes", "notes.add", r#"{"title":"theirs"}"#);
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
     let ssh_key = home.path().join(".ssh/id_ed25519");
     std::fs::write(&ssh_key, "PRIVATE KEY").unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let mut sibling = std::process::Command::new("sleep").arg("60").spawn().unwrap();
-    let other_db = root.path().join("apps/hostile/data/app.sqlite");
-    let own_db = root.path().join("apps/notes/data/app.sqlite");
+    let other_db = root.path().join("apps/notes/data/app.sqlite");
+    let own_db = root.path().join("apps/hostile/data/app.sqlite");
     // The launcher's own secret, written when it starts.
     let control = root.path().join("launcher.json");
     let attempts = |launcher: u32| {
@@ -527,26 +532,23 @@ fn the_launchers_calls_run_in_a_worker_of_their_app_that_reaches_nothing_else() 
             attempt("write", "path", path(&own_db)),
         ])
     };
-    // Another process of the person's to read: the test's own.
-    let served = Served::start_with_env(
-        &root,
-        &["serve", "notes"],
-        &[("AUTOAPP_ESCAPE_PROBE", attempts(std::process::id()).to_string().into())],
-    );
-    let mut tab = served.tab("notes");
-    let r = tab.request("POST", "/api/call/notes.list", Some("{}")).unwrap();
+    let served = Served::start(&root, &["serve", "hostile"]);
+    let launcher_pid = served.pid();
+    // From the app's page: the worker that serves it runs the call.
+    let mut tab = served.tab("hostile");
+    let asked = serde_json::json!({ "attempts": attempts(launcher_pid) }).to_string();
+    let r = tab.request("POST", "/api/call/escape", Some(&asked)).unwrap();
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     let inside = outcomes(&serde_json::from_slice(&r.body).expect("the worker's outcomes"));
-    let launcher_pid = served.pid();
     // The call ran in a worker, not in the launcher: a process of the
     // launcher's, confined, that `autoapp status` shows.
     let workers = launchers_workers(root.path());
-    assert_eq!(workers.len(), 1, "one worker for notes: {workers:?}");
+    assert_eq!(workers.len(), 1, "one worker for hostile: {workers:?}");
     let parent = std::fs::read_to_string(format!("/proc/{}/stat", workers[0])).unwrap();
     let ppid: u32 = parent.rsplit(')').next().unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
     assert_eq!(ppid, launcher_pid, "the worker is the launcher's");
     let status = root.ok(&["status"]);
-    assert!(status.contains("notes (reads, writes, pages; serves its page on port"), "{status}");
+    assert!(status.contains("hostile (reads, writes, pages; serves its page on port"), "{status}");
     assert!(status.contains(&format!("): pid {}", workers[0])), "{status}");
     assert!(status.contains("landlock"), "{status}");
     served.stop();

@@ -534,7 +534,7 @@ pub fn main() -> ExitCode {
         }
         // Debug builds only: what an escape would try, unconfined.
         #[cfg(debug_assertions)]
-        Some("__escape-probe") => return ExitCode::from(crate::worker::probe::main(&args[2..]) as u8),
+        Some("__escape-probe") => return ExitCode::from(crate::probe::main(&args[2..]) as u8),
         _ => {}
     }
     // Nothing of the same account that is not allowed to debug this process

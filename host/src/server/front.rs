@@ -104,15 +104,6 @@ async fn call(
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    #[cfg(debug_assertions)]
-    if let Some(attempts) = crate::worker::probe::asked() {
-        // Debug builds only: what an escape would try, here in the worker,
-        // on a thread made after it was confined (as a guest's code runs).
-        return match tokio::task::spawn_blocking(move || crate::worker::probe::run(&attempts)).await {
-            Ok(outcomes) => axum::Json(outcomes).into_response(),
-            Err(e) => api::error(ErrorKind::Internal, format!("the probe failed ({e})")),
-        };
-    }
     let input = if body.trim().is_empty() { "{}" } else { body.as_str() };
     match ctx.apps.call_page(&ctx.app, &route, input).await {
         Ok(Some(a)) => {

@@ -28,9 +28,6 @@ pub mod pool;
 pub mod reach;
 pub mod serve;
 
-#[cfg(debug_assertions)]
-pub mod probe;
-
 use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 
@@ -75,10 +72,6 @@ struct Request {
     /// The keys the release declared when its parent read them.
     declared: Vec<crate::caps::secret::SecretCap>,
     keys: Vec<Key>,
-    /// Debug builds only: run these attempts instead of the call.
-    #[cfg(debug_assertions)]
-    #[serde(default)]
-    probe: Option<Vec<probe::Attempt>>,
 }
 
 /// A key given to the worker's network filter; its value is cleared from
@@ -123,8 +116,6 @@ enum Reply {
     NotCompiled,
     /// It could not confine itself: why.
     Unconfinable(String),
-    #[cfg(debug_assertions)]
-    Probe(Vec<probe::Outcome>),
 }
 
 /// Calls `route` of `app` (its active release, or with `preview` a preview's)
@@ -186,8 +177,6 @@ pub fn call(
                 compiled = true;
             }
             Reply::NotCompiled => break,
-            #[cfg(debug_assertions)]
-            Reply::Probe(outcomes) => return Ok(serde_json::to_value(outcomes).unwrap_or_default()),
         }
     }
     Err(format!("the compiled code of {app}'s release could not be made ready; try again"))
@@ -242,8 +231,6 @@ fn start(
         containment: support.map(|s| crate::caps::spawn::Containment::of(s, config)),
         declared,
         keys,
-        #[cfg(debug_assertions)]
-        probe: probe::asked(),
     };
     // What the worker writes and cannot make itself.
     let paths = root.app(app);
@@ -323,11 +310,6 @@ fn command(me: &std::path::Path, paths: &crate::root::AppPaths, policy: &str) ->
                 command.env(name, v);
             }
         }
-    }
-    // A test's escape probe reaches the worker that serves its app's pages.
-    #[cfg(debug_assertions)]
-    if let Some(v) = std::env::var_os(probe::ENV) {
-        command.env(probe::ENV, v);
     }
     command
 }
@@ -410,17 +392,8 @@ pub fn main(args: &[String], tracing: fn(), front: serve::Front) -> i32 {
     0
 }
 
-/// Runs the request's call (or, in a debug build, its probe).
+/// Runs the request's call.
 async fn serve(request: Request, held: Held) -> Reply {
-    #[cfg(debug_assertions)]
-    if let Some(attempts) = &request.probe {
-        let attempts = attempts.clone();
-        // On a thread made after confinement, as a guest's code runs.
-        return match tokio::task::spawn_blocking(move || probe::run(&attempts)).await {
-            Ok(outcomes) => Reply::Probe(outcomes),
-            Err(e) => Reply::Failed(format!("the probe failed ({e})")),
-        };
-    }
     let (root, app) = match (Root::open(&request.root), AppId::parse(&request.app)) {
         (Ok(root), Ok(app)) => (root, app),
         _ => return Reply::Failed("the worker's call names no app of a root".into()),

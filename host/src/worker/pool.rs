@@ -108,8 +108,6 @@ pub(super) enum What {
     Prepare {
         release: String,
     },
-    #[cfg(debug_assertions)]
-    Probe(Vec<super::probe::Attempt>),
     /// The answer to what the worker asked (`id`: the worker's).
     Reply(Reply),
     /// The sessions of the app's tabs, all of them.
@@ -1314,11 +1312,6 @@ impl Inner {
     async fn call(self: &Arc<Self>, side: Side, policy: Arc<Policy>, call: Carried) -> Result<Answered, CallError> {
         let live = self.worker(&call.app, side, policy).await?;
         let keys = call.keys.iter().map(Key::of).collect();
-        #[cfg(debug_assertions)]
-        if let Some(attempts) = super::probe::asked() {
-            // Debug builds only: what an escape would try, in the worker.
-            return self.ask(&live, What::Probe(attempts), Duration::from_secs(60)).await;
-        }
         let deadline = self.config.call_deadline() + ANSWER_MARGIN;
         self.ask(&live, What::Call { call: Box::new(call), keys }, deadline).await
     }

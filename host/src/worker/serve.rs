@@ -251,14 +251,6 @@ async fn run(apps: &Apps, app: &crate::manifest::AppId, what: What) -> Result<se
             apps.run_carried(*call).await
         }
         What::Prepare { release } => apps.prepare_carried(app, &release).await.map(|_| serde_json::Value::Null),
-        #[cfg(debug_assertions)]
-        What::Probe(attempts) => {
-            // On a thread made after confinement, as a guest's code runs.
-            match tokio::task::spawn_blocking(move || super::probe::run(&attempts)).await {
-                Ok(outcomes) => Ok(serde_json::to_value(outcomes).unwrap_or_default()),
-                Err(e) => Err(CallError::new(ErrorKind::Internal, format!("the probe failed ({e})"))),
-            }
-        }
         What::Reply(_) | What::Sessions(_) | What::StopServing | What::Retire => {
             Err(CallError::new(ErrorKind::Internal, "not something a worker runs"))
         }

@@ -1,21 +1,21 @@
 //! Debug builds only (`tests/all/tidy.rs` holds that this module and what
-//! starts it are compiled into no release): what a runtime escape would try
-//! in an app's worker, done as native code does it — raw system calls on a
-//! thread of the confined process — so that a test can show each one fails
+//! links it are compiled into no release): what a runtime escape would try
+//! in an app's worker, done as native code does it — raw system calls in
+//! the process a call runs in — so that a test can show each one fails
 //! there, and succeeds in a process that is not confined (`autoapp
 //! __escape-probe`), which shows the test can fail.
 //!
-//! A test asks for it with `AUTOAPP_ESCAPE_PROBE` (a JSON list of
-//! [`Attempt`]s) in the environment of `autoapp call`: the worker runs them
-//! instead of the call and answers what became of each.
+//! A guest asks for it through an import of its own, `autoapp:escape/probe`
+//! (`attempt`: a JSON list of [`Attempt`]s in, what became of each out),
+//! which the runtime links in debug builds only and the build accepts in
+//! debug builds only: the test's hostile guest calls it from its routes, so
+//! the attempts run on the very thread its code runs on, in whichever
+//! worker runs the call.
 
 use std::io::Read as _;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-
-/// The variable a test names the attempts in.
-pub const ENV: &str = "AUTOAPP_ESCAPE_PROBE";
 
 /// One thing an escaped guest would try.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -58,10 +58,17 @@ pub struct Outcome {
     pub error: Option<String>,
 }
 
-/// The attempts a test asked for, if any.
-pub fn asked() -> Option<Vec<Attempt>> {
-    let text = std::env::var(ENV).ok()?;
-    serde_json::from_str(&text).ok()
+/// The interface a guest imports it by, and its one function.
+pub const INTERFACE: &str = "autoapp:escape/probe";
+pub const FUNCTION: &str = "attempt";
+
+/// The import's answer: what became of each attempt `asked` names (a
+/// JSON list), as a JSON list; an error's sentence when it names none.
+pub fn answer(asked: &str) -> String {
+    match serde_json::from_str::<Vec<Attempt>>(asked) {
+        Ok(attempts) => serde_json::to_string(&run(&attempts)).unwrap_or_default(),
+        Err(e) => serde_json::json!({ "error": format!("not a list of attempts ({e})") }).to_string(),
+    }
 }
 
 /// Tries each attempt in this process.
