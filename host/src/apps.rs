@@ -114,7 +114,8 @@ pub trait Elsewhere: Send + Sync {
     /// The workers running now, as `autoapp status` shows them.
     fn shown(&self) -> serde_json::Value;
     /// Retires the workers that hold `data` open (before the folder is
-    /// moved: a rollback, a restore, a removal).
+    /// moved: a rollback, a restore, a removal — and again after, for one
+    /// that started in between), and any of its app that is starting.
     fn retire_holding(&self, data: &Path);
 }
 
@@ -412,6 +413,15 @@ impl Apps {
         self.stores.lock().expect("stores").remove(data.as_os_str());
         self.recorder.close(data);
         crate::applog::flush();
+    }
+
+    /// After the folder of `data` moved (or went): a worker of its app that
+    /// started between [`Apps::close_store`] and the move, with rules on the
+    /// folder that moved, is retired too.
+    pub(crate) fn store_moved(&self, data: &Path) {
+        if let Some(elsewhere) = self.elsewhere.get() {
+            elsewhere.retire_holding(data);
+        }
     }
 
     /// Loads (compiles, links) a release, to know it can be served. Blocks:

@@ -291,6 +291,7 @@ impl Apps {
         rename(&data, &folder(paths, &aside))?;
         journal::reach(paths, &mut j, Step::MovedAside, "rollback")?;
         rename(&snap, &data)?;
+        self.store_moved(&data);
         journal::reach(paths, &mut j, Step::Restored, "rollback")?;
         release::set_active(paths, previous)?;
         journal::reach(paths, &mut j, Step::Switched, "rollback")?;
@@ -441,6 +442,7 @@ impl Apps {
             let dir = preview_dir(&paths, &p.release);
             self.close_store(&dir.join("data"));
             std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
+            self.store_moved(&dir.join("data"));
             stopped.push(p.release);
         }
         if stopped.is_empty() {
@@ -497,6 +499,7 @@ impl Apps {
                 (String::new(), String::new())
             });
         }
+        self.store_moved(&paths.data());
         // Its keys go with it: an app made later under this id (another
         // person's package) starts with none of them.
         if let Err(e) = self.vault().and_then(|v| v.remove_all(app)) {

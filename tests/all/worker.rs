@@ -551,6 +551,12 @@ fn the_launchers_calls_run_in_a_worker_of_their_app_that_reaches_nothing_else() 
     assert!(status.contains("hostile (reads, writes, pages; serves its page on port"), "{status}");
     assert!(status.contains(&format!("): pid {}", workers[0])), "{status}");
     assert!(status.contains("landlock"), "{status}");
+    // The same from its external route, in its other worker (the
+    // launcher's gate and the outer worker run it: nothing is granted).
+    let r = tab.request("POST", "/api/call/escape.external", Some(&asked)).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let outer = outcomes(&serde_json::from_slice(&r.body).expect("the outer worker's outcomes"));
+    assert_eq!(launchers_workers(root.path()).len(), 2, "the external route ran in a worker of its own");
     served.stop();
     assert!(launchers_workers(root.path()).is_empty(), "the launcher's workers end with it");
 
@@ -570,6 +576,12 @@ fn the_launchers_calls_run_in_a_worker_of_their_app_that_reaches_nothing_else() 
     // Its own data, read and written.
     expected.extend([true, true]);
     assert_eq!(done, expected, "inside the launcher's worker: {inside:#?}");
+    // The outer worker holds what the person granted hostile (`install`
+    // grants all it asks): `/tmp` for reading, which holds this test's
+    // files, and a program (so the system's programs run); nothing beside.
+    let done: Vec<bool> = outer.iter().map(|(_, d)| *d).collect();
+    let granted = [true, true, true, true, false, true, false, true, false, false, true, true];
+    assert_eq!(done, granted, "inside the launcher's outer worker: {outer:#?}");
     let refused_outside: Vec<&String> = outside.iter().filter(|(_, d)| !*d).map(|(a, _)| a).collect();
     assert!(refused_outside.is_empty(), "the same attempts outside a worker must succeed: {refused_outside:#?}");
 }
@@ -890,39 +902,109 @@ fn an_apps_page_is_served_by_its_worker_on_the_launchers_socket_whose_port_stays
     served.stop();
 }
 
+/// A launcher (`open`) that holds each worker it starts before it puts it
+/// in place (debug builds: `AUTOAPP_PAUSE`) while the file `hold` exists.
+fn holding_launcher(root: &TestRoot, hold: &Path) -> Served {
+    let env = [("AUTOAPP_PAUSE", "workers:started".into()), ("AUTOAPP_PAUSE_FILE", hold.as_os_str().to_owned())];
+    Served::start_with_env(root, &["open"], &env)
+}
+
+/// Kills the app's page worker and sends `request` on a new connection of
+/// `tab`, whose answer waits for the next worker, which the launcher starts
+/// and holds (`hold` made first): the request's thread, and that worker.
+fn held_start(
+    root: &TestRoot,
+    tab: &crate::support::http::Http,
+    hold: &Path,
+    request: (&'static str, &'static str, Option<&'static str>),
+) -> (std::thread::JoinHandle<anyhow::Result<u16>>, i32) {
+    let first = launchers_workers(root.path());
+    assert_eq!(first.len(), 1, "{first:?}");
+    std::fs::write(hold, "").unwrap();
+    let _ =
+        rustix::process::kill_process(rustix::process::Pid::from_raw(first[0]).unwrap(), rustix::process::Signal::KILL);
+    let mut waiting = crate::support::beside(tab);
+    let (method, path, body) = request;
+    let answer = std::thread::spawn(move || waiting.request(method, path, body).map(|r| r.status));
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let now = launchers_workers(root.path());
+        if let [next] = now[..]
+            && next != first[0]
+        {
+            return (answer, next);
+        }
+        assert!(std::time::Instant::now() < until, "no worker started for the waiting request: {now:?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 #[test]
-fn a_worker_that_started_while_its_app_was_removed_does_not_go_on_serving_the_apps_page() {
+fn a_worker_that_started_while_its_app_was_removed_never_serves_the_apps_page() {
     let root = TestRoot::with_config(&format!("{}worker_idle_secs = 120\n", crate::many_callers::QUIET));
     root.install("notes");
-    // The launcher holds each worker it started before it puts it in
-    // place (debug builds: AUTOAPP_PAUSE), until the test lets it go.
     let hold = root.path().join("hold");
-    std::fs::write(&hold, "").unwrap();
-    let env = [("AUTOAPP_PAUSE", "workers:started".into()), ("AUTOAPP_PAUSE_FILE", hold.clone().into_os_string())];
-    let served = Served::start_with_env(&root, &["open"], &env);
+    let served = holding_launcher(&root, &hold);
     let mut panel = served.tab("the Autoapp panel");
-    // The page's first connection starts the app's worker: given the
-    // app's socket, it answers the tab (its launch) while it is held.
     let tab = served.opened(&mut panel, "notes");
     let port = tab.port();
-    let started = launchers_workers(root.path());
-    assert_eq!(started.len(), 1, "{started:?}");
-    // Meanwhile the person removes the app: its page is served no more.
+    // A request waits for the page's next worker, which is held before it
+    // is put in place; meanwhile the person removes the app.
+    let (answer, _held) = held_start(&root, &tab, &hold, ("GET", "/", None));
     let r = panel.request("POST", "/api/remove", Some(r#"{"app":"notes","confirm":"notes"}"#)).unwrap();
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     std::fs::remove_file(&hold).unwrap();
-    // The worker is retired as it is put in place: it ends, and nothing
-    // listens on the removed app's port any more.
+    // Let go, it is retired as it is put in place, having taken no
+    // connection: the waiting request is not answered by the removed app,
+    // no worker is left, and nothing listens on the removed app's port.
+    let answered = answer.join().unwrap();
+    assert!(answered.is_err(), "fails before: the removed app's page answered ({answered:?})");
     let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !(launchers_workers(root.path()).is_empty() && sockets_on(port, "0A").is_empty()) {
         assert!(
             std::time::Instant::now() < until,
-            "fails before: the worker that started while the app was removed still serves its page ({:?} listening on {port})",
+            "the worker that started while the app was removed is still there ({:?} listening on {port})",
             launchers_workers(root.path())
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    let mut stranger = crate::support::beside(&tab);
-    assert!(stranger.request("GET", "/", None).is_err(), "the removed app's page still answers");
     served.stop();
+}
+
+#[test]
+fn a_worker_that_started_while_its_apps_data_was_put_back_writes_only_to_the_data_put_back() {
+    let root = TestRoot::with_config(&format!("{}worker_idle_secs = 120\n", crate::many_callers::QUIET));
+    let ws = root.install_hostile_with("network = [\"http://127.0.0.1:9\"]");
+    // A second release, activated: the activation keeps a snapshot of the data.
+    let manifest = std::fs::read_to_string(ws.path().join("autoapp.toml")).unwrap();
+    std::fs::write(ws.path().join("autoapp.toml"), manifest.replace("127.0.0.1:9", "127.0.0.1:10")).unwrap();
+    let component = crate::support::hostile_component();
+    let built: serde_json::Value =
+        serde_json::from_str(&root.ok(&["build", "hostile", "--component", component.to_str().unwrap(), "--json"]))
+            .unwrap();
+    root.grant_all("hostile");
+    root.ok(&["activate", "hostile", built["release"].as_str().unwrap()]);
+    let hold = root.path().join("hold");
+    let launcher = holding_launcher(&root, &hold);
+    let mut panel = launcher.tab("the Autoapp panel");
+    let mut tab = launcher.opened(&mut panel, "hostile");
+    let r = tab.request("POST", "/api/call/mark", Some("{}")).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    // A write waits for the page's next worker, confined to the data as it
+    // is and held before it is put in place; meanwhile the person rolls
+    // back to the first release and the data as it was then.
+    let (answer, _held) = held_start(&root, &tab, &hold, ("POST", "/api/call/mark", Some("{}")));
+    let r = panel.request("POST", "/api/rollback", Some(r#"{"app":"hostile","how":"restore","yes":true}"#)).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    std::fs::remove_file(&hold).unwrap();
+    // Let go, it is retired as it is put in place; the next worker, of the
+    // data put back, answers the waiting write (fails before: the held
+    // worker, its rules on the folder set aside, answered it).
+    let answered = answer.join().unwrap();
+    assert!(matches!(answered, Ok(200)), "the waiting write: {answered:?}");
+    let r = tab.request("POST", "/api/call/mark", Some("{}")).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    launcher.stop();
+    // Both writes after the rollback are in the data put back, and only they.
+    assert_eq!(root.call("hostile", "count", "{}")["marks"], 2);
 }

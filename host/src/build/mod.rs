@@ -450,7 +450,7 @@ pub fn import_problem(name: &str) -> Option<String> {
         // Debug builds only (`tests/all/tidy.rs`): the probe a test's guest
         // imports (`crate::probe`); a release's host refuses it as any other.
         #[cfg(debug_assertions)]
-        _ if pkg_iface == crate::probe::INTERFACE => None,
+        _ if name == crate::probe::INTERFACE => None,
         _ => Some(format!(
             "the component imports {name}, which this host does not provide; an app may import {WIT_PACKAGE} (store, log, spawn) and WASI 0.2 (cli, clocks, filesystem, http, io, random, sockets)"
         )),

@@ -112,6 +112,9 @@ pub(super) enum What {
     Reply(Reply),
     /// The sessions of the app's tabs, all of them.
     Sessions(Vec<String>),
+    /// It is in place: it serves its app's server from now on, for these
+    /// sessions (and those sent later).
+    Serve(Vec<String>),
     /// Retired: it takes no new connection of its app's server and ends its
     /// tabs' event streams (the calls it was sent still run).
     StopServing,
@@ -746,7 +749,7 @@ impl Inner {
                 return Err(CallError::new(ErrorKind::Internal, "the launcher is stopping"));
             }
             let live = Arc::new(this.start(&app, side, policy).await?);
-            if cfg!(debug_assertions) {
+            if cfg!(debug_assertions) && std::env::var_os("AUTOAPP_PAUSE").is_some() {
                 // Debug builds only: a test holds a started worker here
                 // (`AUTOAPP_PAUSE=workers:started`).
                 let _ = tokio::task::spawn_blocking(|| crate::release::journal::pause("workers:started")).await;
@@ -773,8 +776,11 @@ impl Inner {
             }
             drop(all);
             if live.shared.site.is_some() {
-                // A tab's session opened while it started reaches it too.
-                this.sessions_changed(&app);
+                // In place: now it serves the app's server (with the tabs'
+                // sessions, those opened while it started too). One retired
+                // as it was put in place never took a connection.
+                let sessions = this.sites.lock().expect("sites").get(&app).map(|s| s.door.sessions());
+                live.shared.reply(0, What::Serve(sessions.unwrap_or_default()));
             }
             Ok(live)
         });
@@ -788,8 +794,12 @@ impl Inner {
     fn retire_holding(&self, data: &std::path::Path) {
         // (Before the retirement: a worker of the app starting now is
         // retired as it is put in place.)
+        // (A preview's data folder is no worker's own: its removal retires
+        // the workers that hold it, and changes no era.)
         let app = data.strip_prefix(self.root.apps_dir()).ok().and_then(|p| p.components().next());
-        if let Some(app) = app.and_then(|c| AppId::parse(&c.as_os_str().to_string_lossy()).ok()) {
+        if let Some(app) = app.and_then(|c| AppId::parse(&c.as_os_str().to_string_lossy()).ok())
+            && self.root.app(&app).data() == data
+        {
             self.next_era(&app);
         }
         self.live.lock().expect("workers").retain(|(app, _), w| {

@@ -156,16 +156,22 @@ async fn serve(held: Held, front: Front) -> i32 {
     // Ready before its server takes a connection: the launcher's first
     // line from it is this one.
     link.say(0, Said::Ready { held: held.into(), in_place: crate::runtime::resets_in_place() });
+    // It serves its app's server only once its launcher put it in place
+    // (`Serve`): one retired as it was put in place (its app changed while
+    // it started) never takes a connection.
+    let (serve, in_place) = tokio::sync::oneshot::channel::<()>();
     let server = listener.map(|listener| {
         apps.note_through(link.clone());
-        tokio::spawn(front(Served {
-            listener,
-            port,
-            apps: apps.clone(),
-            app: app.clone(),
-            link: link.clone(),
-            stop: stopped.clone(),
-        }))
+        let served =
+            Served { listener, port, apps: apps.clone(), app: app.clone(), link: link.clone(), stop: stopped.clone() };
+        let mut retired = stopped.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                placed = in_place => if placed.is_err() { return },
+                _ = retired.wait_for(|s| *s) => return,
+            }
+            front(served).await
+        })
     });
     // Its channel, read until its end: the launcher's calls, and its
     // answers to what this worker asked.
@@ -173,6 +179,7 @@ async fn serve(held: Held, front: Front) -> i32 {
         let (apps, app, link) = (apps.clone(), app.clone(), link.clone());
         tokio::spawn(async move {
             let mut running = Some(running);
+            let mut serve = Some(serve);
             while let Some(Ok(line)) = read(&mut input).await {
                 // It holds the keys: cleared when dropped.
                 let line = zeroize::Zeroizing::new(line);
@@ -188,6 +195,13 @@ async fn serve(held: Held, front: Front) -> i32 {
                     }
                     What::Sessions(sessions) => {
                         link.set_sessions(sessions);
+                        continue;
+                    }
+                    What::Serve(sessions) => {
+                        link.set_sessions(sessions);
+                        if let Some(serve) = serve.take() {
+                            let _ = serve.send(());
+                        }
                         continue;
                     }
                     What::StopServing => {
@@ -251,7 +265,7 @@ async fn run(apps: &Apps, app: &crate::manifest::AppId, what: What) -> Result<se
             apps.run_carried(*call).await
         }
         What::Prepare { release } => apps.prepare_carried(app, &release).await.map(|_| serde_json::Value::Null),
-        What::Reply(_) | What::Sessions(_) | What::StopServing | What::Retire => {
+        What::Reply(_) | What::Sessions(_) | What::Serve(_) | What::StopServing | What::Retire => {
             Err(CallError::new(ErrorKind::Internal, "not something a worker runs"))
         }
     }
