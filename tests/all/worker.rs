@@ -742,9 +742,9 @@ fn an_idle_worker_ends_after_worker_idle_secs_and_the_next_call_starts_it_again(
     assert!(!log.contains("ended on its own"), "a worker retired is not a crash: {log}");
 }
 
-#[test]
-fn after_a_rollback_that_puts_the_data_back_the_next_write_goes_to_the_data_put_back() {
-    let root = TestRoot::with_config(crate::many_callers::QUIET);
+/// Hostile installed, then a second release of it activated: the
+/// activation keeps a snapshot of the data, which a rollback puts back.
+fn hostile_in_a_second_release(root: &TestRoot) {
     let ws = root.install_hostile_with("network = [\"http://127.0.0.1:9\"]");
     // A second release, activated: the activation keeps a snapshot of the data.
     let manifest = std::fs::read_to_string(ws.path().join("autoapp.toml")).unwrap();
@@ -755,6 +755,12 @@ fn after_a_rollback_that_puts_the_data_back_the_next_write_goes_to_the_data_put_
             .unwrap();
     root.grant_all("hostile");
     root.ok(&["activate", "hostile", built["release"].as_str().unwrap()]);
+}
+
+#[test]
+fn after_a_rollback_that_puts_the_data_back_the_next_write_goes_to_the_data_put_back() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    hostile_in_a_second_release(&root);
     let launcher = Served::start(&root, &["open"]);
     let mut panel = launcher.tab("the Autoapp panel");
     let mut tab = launcher.opened(&mut panel, "hostile");
@@ -974,16 +980,7 @@ fn a_worker_that_started_while_its_app_was_removed_never_serves_the_apps_page() 
 #[test]
 fn a_worker_that_started_while_its_apps_data_was_put_back_writes_only_to_the_data_put_back() {
     let root = TestRoot::with_config(&format!("{}worker_idle_secs = 120\n", crate::many_callers::QUIET));
-    let ws = root.install_hostile_with("network = [\"http://127.0.0.1:9\"]");
-    // A second release, activated: the activation keeps a snapshot of the data.
-    let manifest = std::fs::read_to_string(ws.path().join("autoapp.toml")).unwrap();
-    std::fs::write(ws.path().join("autoapp.toml"), manifest.replace("127.0.0.1:9", "127.0.0.1:10")).unwrap();
-    let component = crate::support::hostile_component();
-    let built: serde_json::Value =
-        serde_json::from_str(&root.ok(&["build", "hostile", "--component", component.to_str().unwrap(), "--json"]))
-            .unwrap();
-    root.grant_all("hostile");
-    root.ok(&["activate", "hostile", built["release"].as_str().unwrap()]);
+    hostile_in_a_second_release(&root);
     let hold = root.path().join("hold");
     let launcher = holding_launcher(&root, &hold);
     let mut panel = launcher.tab("the Autoapp panel");
