@@ -1,6 +1,6 @@
 //! An app's worker (`host/src/worker`): a call from the command line runs in
 //! a process of its own, confined to its app before the guest runs. A runtime
-//! escape is played by the debug build's probe, an import of the hostile
+//! escape is played by the debug build's probe, an import of the escape
 //! guest (`autoapp:escape/probe`, linked in debug builds only): raw system
 //! calls made from the guest's own call, in its worker, as native code would
 //! make them. Each fails there; the same attempts from a process that is not
@@ -32,9 +32,9 @@ fn path(p: &Path) -> String {
 fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
     let root = TestRoot::new();
     root.install("notes");
-    root.install("hostile");
+    root.install("escape");
     root.call("notes", "notes.add", r#"{"title":"mine"}"#);
-    root.call("hostile", "mark", "{}");
+    root.call("escape", "mark", "{}");
     // The person's own things: a key in their home, a publisher key, the
     // control secret of a launcher, the root's configuration.
     let home = tempfile::tempdir().unwrap();
@@ -49,9 +49,9 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
     let control = root.path().join("launcher.json");
     std::fs::write(&control, r#"{"port":1,"secret":"0123"}"#).unwrap();
     let other_db = root.path().join("apps/notes/data/app.sqlite");
-    let own_data = root.path().join("apps/hostile/data");
-    let own_logs = root.path().join("apps/hostile/logs");
-    let own_db = root.path().join("apps/hostile/data/app.sqlite");
+    let own_data = root.path().join("apps/escape/data");
+    let own_logs = root.path().join("apps/escape/logs");
+    let own_db = root.path().join("apps/escape/data/app.sqlite");
     assert!(other_db.is_file() && own_db.is_file());
     // A listener on loopback and a UNIX socket (a session bus, an agent).
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -72,14 +72,14 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
         attempt("list", "path", path(root.path())),
         attempt("list", "path", path(&root.path().join("apps/notes"))),
         attempt("create", "path", path(&elsewhere.path().join("planted"))),
-        attempt("create", "path", path(&root.path().join("apps/hostile/grants.json.new"))),
+        attempt("create", "path", path(&root.path().join("apps/escape/grants.json.new"))),
         attempt(
             "write",
             "path",
             path(
                 &root
                     .path()
-                    .join("apps/hostile/releases")
+                    .join("apps/escape/releases")
                     .read_dir()
                     .unwrap()
                     .next()
@@ -104,7 +104,7 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
     ]);
     let asked = attempts.to_string();
 
-    let confined = probed(&root, "hostile", "escape", &attempts);
+    let confined = probed(&root, "escape", "escape", &attempts);
     let o =
         std::process::Command::new(env!("CARGO_BIN_EXE_autoapp")).args(["__escape-probe", &asked]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -125,13 +125,13 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
 
     // And the worker still does its own work: its app's data, read and written.
     let own = serde_json::json!([attempt("read", "path", path(&own_db)), attempt("write", "path", path(&own_db))]);
-    let own = probed(&root, "hostile", "escape", &own);
+    let own = probed(&root, "escape", "escape", &own);
     assert!(own.iter().all(|(_, d)| *d), "{own:#?}");
     assert_eq!(root.call("notes", "notes.list", "{}")["notes"][0]["title"], "mine");
-    assert_eq!(root.call("hostile", "count", "{}")["marks"], 1);
+    assert_eq!(root.call("escape", "count", "{}")["marks"], 1);
 }
 
-/// Runs `autoapp call app route` of an escape route of the hostile guest:
+/// Runs `autoapp call app route` of an escape route of the escape guest:
 /// the probe's `attempts`, made from the guest's own call in its worker.
 fn probed(root: &TestRoot, app: &str, route: &str, attempts: &serde_json::Value) -> Vec<(String, bool)> {
     probed_with(root, app, route, attempts, None).0
@@ -175,28 +175,31 @@ fn an_external_routes_worker_reaches_what_was_granted_and_nothing_beside_it() {
     let beside = tempfile::tempdir().unwrap();
     std::fs::write(beside.path().join("secret.txt"), "not granted").unwrap();
     let root = TestRoot::new();
-    root.install_hostile_with(&format!(
-        "network = [\"http://127.0.0.1:{}\"]\nfiles = [{{ name = \"inbox\", path = \"{}\", access = \"read\" }}]",
-        server.port,
-        granted.path().display()
-    ));
+    root.install_with(
+        "escape",
+        &format!(
+            "network = [\"http://127.0.0.1:{}\"]\nfiles = [{{ name = \"inbox\", path = \"{}\", access = \"read\" }}]",
+            server.port,
+            granted.path().display()
+        ),
+    );
     let attempts = serde_json::json!([
         attempt("connect", "address", format!("127.0.0.1:{}", server.port)),
         attempt("read", "path", path(&granted.path().join("note.txt"))),
         attempt("connect", "address", other.local_addr().unwrap().to_string()),
         attempt("create", "path", path(&granted.path().join("planted"))),
         attempt("read", "path", path(&beside.path().join("secret.txt"))),
-        attempt("read", "path", path(&root.path().join("apps/hostile/grants.json"))),
-        attempt("write", "path", path(&root.path().join("apps/hostile/grants.json"))),
+        attempt("read", "path", path(&root.path().join("apps/escape/grants.json"))),
+        attempt("write", "path", path(&root.path().join("apps/escape/grants.json"))),
     ]);
-    let got = probed(&root, "hostile", "escape.external", &attempts);
+    let got = probed(&root, "escape", "escape.external", &attempts);
     let done: Vec<bool> = got.iter().map(|(_, d)| *d).collect();
     // The granted port and folder (read); not another port, not a write to
     // a folder granted for reading, not the folder beside it; its own
     // grants it may read (a call reads them) and never write.
     assert_eq!(done, [true, true, false, false, false, true, false], "{got:#?}");
     // A read route of the same app is given none of it.
-    let got = probed(&root, "hostile", "escape", &attempts);
+    let got = probed(&root, "escape", "escape", &attempts);
     assert_eq!(got.iter().filter(|(_, d)| *d).count(), 1, "only its grants file is read: {got:#?}");
 }
 
@@ -206,10 +209,10 @@ fn nothing_a_worker_starts_outlives_its_call() {
     // it leaves running ends with the call (its process group, which
     // nothing in it may leave).
     let root = TestRoot::new();
-    root.install_hostile_with("spawn = [{ program = \"sh\" }]");
+    root.install_with("escape", "spawn = [{ program = \"sh\" }]");
     let marker = format!("{}.{}", 40 + std::process::id() % 50, std::process::id() % 1000);
     let left = serde_json::json!([{ "try": "leave", "path": "/bin/sleep", "args": [marker] }]);
-    let got = probed(&root, "hostile", "escape.external", &left);
+    let got = probed(&root, "escape", "escape.external", &left);
     assert!(got[0].1, "it could start it: {got:?}");
     let running = || {
         std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
@@ -269,15 +272,15 @@ fn where_landlock_has_no_tcp_rules_a_worker_still_has_its_file_rules_and_says_wh
     let beside = tempfile::tempdir().unwrap();
     std::fs::write(beside.path().join("secret.txt"), "not granted").unwrap();
     let root = TestRoot::new();
-    root.install_hostile_with(&format!("network = [\"http://127.0.0.1:{}\"]", server.port));
+    root.install_with("escape", &format!("network = [\"http://127.0.0.1:{}\"]", server.port));
     let attempts = serde_json::json!([
         attempt("read", "path", path(&beside.path().join("secret.txt"))),
         attempt("read", "path", path(&root.path().join("config.toml"))),
         attempt("create", "path", path(&beside.path().join("planted"))),
-        serde_json::json!({ "try": "symlink", "path": path(&root.path().join("apps/hostile/data/k")), "target": path(&beside.path().join("secret.txt")) }),
+        serde_json::json!({ "try": "symlink", "path": path(&root.path().join("apps/escape/data/k")), "target": path(&beside.path().join("secret.txt")) }),
         attempt("connect", "address", other.local_addr().unwrap().to_string()),
     ]);
-    let run = |route: &str| probed_with(&root, "hostile", route, &attempts, Some("landlock-without-tcp"));
+    let run = |route: &str| probed_with(&root, "escape", route, &attempts, Some("landlock-without-tcp"));
     // A read route: files held by Landlock, every socket by the filter.
     let (got, said) = run("escape");
     assert!(got.iter().all(|(_, done)| !done), "{got:#?}");
@@ -503,8 +506,8 @@ fn launchers_workers(root: &Path) -> Vec<i32> {
 fn the_launchers_calls_run_in_a_worker_of_their_app_that_reaches_nothing_else() {
     let root = TestRoot::with_config(crate::many_callers::QUIET);
     root.install("notes");
-    root.install("hostile");
-    root.call("hostile", "mark", "{}");
+    root.install("escape");
+    root.call("escape", "mark", "{}");
     root.call("notes", "notes.add", r#"{"title":"theirs"}"#);
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
@@ -513,7 +516,7 @@ fn the_launchers_calls_run_in_a_worker_of_their_app_that_reaches_nothing_else() 
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let mut sibling = std::process::Command::new("sleep").arg("60").spawn().unwrap();
     let other_db = root.path().join("apps/notes/data/app.sqlite");
-    let own_db = root.path().join("apps/hostile/data/app.sqlite");
+    let own_db = root.path().join("apps/escape/data/app.sqlite");
     // The launcher's own secret, written when it starts.
     let control = root.path().join("launcher.json");
     let attempts = |launcher: u32| {
@@ -532,10 +535,10 @@ fn the_launchers_calls_run_in_a_worker_of_their_app_that_reaches_nothing_else() 
             attempt("write", "path", path(&own_db)),
         ])
     };
-    let served = Served::start(&root, &["serve", "hostile"]);
+    let served = Served::start(&root, &["serve", "escape"]);
     let launcher_pid = served.pid();
     // From the app's page: the worker that serves it runs the call.
-    let mut tab = served.tab("hostile");
+    let mut tab = served.tab("escape");
     let asked = serde_json::json!({ "attempts": attempts(launcher_pid) }).to_string();
     let r = tab.request("POST", "/api/call/escape", Some(&asked)).unwrap();
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
@@ -543,12 +546,12 @@ fn the_launchers_calls_run_in_a_worker_of_their_app_that_reaches_nothing_else() 
     // The call ran in a worker, not in the launcher: a process of the
     // launcher's, confined, that `autoapp status` shows.
     let workers = launchers_workers(root.path());
-    assert_eq!(workers.len(), 1, "one worker for hostile: {workers:?}");
+    assert_eq!(workers.len(), 1, "one worker for escape: {workers:?}");
     let parent = std::fs::read_to_string(format!("/proc/{}/stat", workers[0])).unwrap();
     let ppid: u32 = parent.rsplit(')').next().unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
     assert_eq!(ppid, launcher_pid, "the worker is the launcher's");
     let status = root.ok(&["status"]);
-    assert!(status.contains("hostile (reads, writes, pages; serves its page on port"), "{status}");
+    assert!(status.contains("escape (reads, writes, pages; serves its page on port"), "{status}");
     assert!(status.contains(&format!("): pid {}", workers[0])), "{status}");
     assert!(status.contains("landlock"), "{status}");
     // The same from its external route, in its other worker (the
@@ -576,12 +579,10 @@ fn the_launchers_calls_run_in_a_worker_of_their_app_that_reaches_nothing_else() 
     // Its own data, read and written.
     expected.extend([true, true]);
     assert_eq!(done, expected, "inside the launcher's worker: {inside:#?}");
-    // The outer worker holds what the person granted hostile (`install`
-    // grants all it asks): `/tmp` for reading, which holds this test's
-    // files, and a program (so the system's programs run); nothing beside.
+    // The outer worker holds what the person granted (nothing here) and its
+    // own data: the same.
     let done: Vec<bool> = outer.iter().map(|(_, d)| *d).collect();
-    let granted = [true, true, true, true, false, true, false, true, false, false, true, true];
-    assert_eq!(done, granted, "inside the launcher's outer worker: {outer:#?}");
+    assert_eq!(done, expected, "inside the launcher's outer worker: {outer:#?}");
     let refused_outside: Vec<&String> = outside.iter().filter(|(_, d)| !*d).map(|(a, _)| a).collect();
     assert!(refused_outside.is_empty(), "the same attempts outside a worker must succeed: {refused_outside:#?}");
 }

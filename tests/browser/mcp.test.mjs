@@ -49,7 +49,7 @@ test("the tools are the read and write routes, with their schemas and annotation
 
   const hostile = await mcpClient("hostile");
   const names = (await hostile.listTools()).tools.map((t) => t.name);
-  for (const external of ["http_get", "spawn_run", "files_read", "files_write", "spin_external", "socket_connect-external", "escape_external"]) {
+  for (const external of ["http_get", "spawn_run", "files_read", "files_write", "spin_external", "socket_connect-external"]) {
     assert.ok(!names.includes(external), `${external} is external and not offered`);
   }
   assert.ok(names.includes("count") && names.includes("mark"));

@@ -1,26 +1,9 @@
 //! A hostile guest: each route tries to get around one rule of the host and
 //! answers with exactly what the host told it, so a test can assert the denial.
 
-// The app's world, and one import more: the probe of a debug build of the
-// host (never a release's), which does what native code would do once it
-// escaped the runtime, in the process this call runs in.
 wit_bindgen::generate!({
     path: "../../wit",
-    inline: "
-        package autoapp:escape;
-
-        interface probe {
-            /// Tries each of `attempts` (a JSON list) as native code would,
-            /// and answers what became of each (a JSON list).
-            attempt: func(attempts: string) -> string;
-        }
-
-        world hostile {
-            include autoapp:app/app@0.1.0;
-            import probe;
-        }
-    ",
-    world: "autoapp:escape/hostile",
+    world: "autoapp:app/app",
     generate_all,
 });
 
@@ -269,12 +252,6 @@ impl exports::autoapp::app::routes::Guest for Hostile {
             "spin.external" => loop {
                 std::hint::black_box(0u64);
             },
-            "escape" | "escape.write" | "escape.external" => {
-                // A runtime escape, played: raw system calls made from this
-                // very call, in its process.
-                let outcomes = autoapp::escape::probe::attempt(&input["attempts"].to_string());
-                serde_json::from_str(&outcomes).map_err(|e| AppError::Internal(e.to_string()))?
-            }
             other => return Err(AppError::NotFound(format!("no route {other}"))),
         };
         Ok(answer.to_string())
