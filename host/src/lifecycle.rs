@@ -442,7 +442,6 @@ impl Apps {
             let dir = preview_dir(&paths, &p.release);
             self.close_store(&dir.join("data"));
             std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
-            self.store_moved(&dir.join("data"));
             stopped.push(p.release);
         }
         if stopped.is_empty() {

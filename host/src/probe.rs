@@ -8,7 +8,7 @@
 //! A guest asks for it through an import of its own, `autoapp:escape/probe`
 //! (`attempt`: a JSON list of [`Attempt`]s in, what became of each out),
 //! which the runtime links in debug builds only and the build accepts in
-//! debug builds only: the test's hostile guest calls it from its routes, so
+//! debug builds only: the test guest `guests/escape` calls it from its routes, so
 //! the attempts run on the very thread its code runs on, in whichever
 //! worker runs the call.
 

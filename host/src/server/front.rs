@@ -97,14 +97,16 @@ async fn view(State(ctx): State<Ctx>, Path(page): Path<String>, Query(q): Query<
     }
 }
 
-async fn call(
-    State(ctx): State<Ctx>,
-    Path(route): Path<String>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: String,
-) -> Response {
-    let input = if body.trim().is_empty() { "{}" } else { body.as_str() };
+async fn call(State(ctx): State<Ctx>, Path(route): Path<String>, req: Request) -> Response {
+    // Its head is kept whole, not copied, for the one case that sends it on.
+    let (parts, body) = req.into_parts();
+    let Ok(body) = axum::body::to_bytes(body, MAX_SENT_ON).await else {
+        return api::error(ErrorKind::InvalidInput, "the request is too large");
+    };
+    let Ok(text) = std::str::from_utf8(&body) else {
+        return api::error(ErrorKind::InvalidInput, "the call's input is not UTF-8 text; send JSON");
+    };
+    let input = if text.trim().is_empty() { "{}" } else { text };
     match ctx.apps.call_page(&ctx.app, &route, input).await {
         Ok(Some(a)) => {
             if a.effect.writes() {
@@ -113,7 +115,7 @@ async fn call(
             axum::Json(a.output).into_response()
         }
         // An external route: its launcher's gate and the app's other worker run it.
-        Ok(None) => forward(&ctx, Method::POST, &uri, &headers, body.as_bytes()).await,
+        Ok(None) => forward(&ctx, parts.method, &parts.uri, &parts.headers, &body).await,
         Err(e) => api::call_error(e),
     }
 }

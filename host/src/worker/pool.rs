@@ -792,10 +792,9 @@ impl Inner {
     /// Retires the workers of the app whose folder holds `data` (before that
     /// folder is moved: a rollback, a restore, a removal).
     fn retire_holding(&self, data: &std::path::Path) {
-        // (Before the retirement: a worker of the app starting now is
-        // retired as it is put in place.)
-        // (A preview's data folder is no worker's own: its removal retires
-        // the workers that hold it, and changes no era.)
+        // The app's own data folder takes the next era before the workers
+        // in place are retired: one starting now is retired as it is put in
+        // place. (A preview's is no worker's own: it changes no era.)
         let app = data.strip_prefix(self.root.apps_dir()).ok().and_then(|p| p.components().next());
         if let Some(app) = app.and_then(|c| AppId::parse(&c.as_os_str().to_string_lossy()).ok())
             && self.root.app(&app).data() == data
