@@ -113,10 +113,32 @@ pub trait Elsewhere: Send + Sync {
     fn prepare(&self, app: &AppId, release: &str, manifest: &Manifest) -> BoxFuture<Result<(), CallError>>;
     /// The workers running now, as `autoapp status` shows them.
     fn shown(&self) -> serde_json::Value;
-    /// Retires the workers that hold `data` open (before the folder is
-    /// moved: a rollback, a restore, a removal — and again after, for one
-    /// that started in between), and any of its app that is starting.
+    /// Retires the workers that hold `data` open (before its contents are
+    /// copied: an activation's snapshot; before a preview's folder goes),
+    /// and any of its app that is starting.
     fn retire_holding(&self, data: &Path);
+    /// `data` is about to be moved (a rollback, a removal): its workers are
+    /// retired, and no worker of the app it is the data folder of starts
+    /// until [`Elsewhere::moved`].
+    fn moving(&self, data: &Path);
+    /// `data` moved, or its move failed: a worker that started before the
+    /// move began is retired too, and the starts held back go on.
+    fn moved(&self, data: &Path);
+}
+
+/// A data folder being moved ([`Apps::moving_store`]): its app's workers
+/// start again when this is dropped, however the move ended.
+pub(crate) struct MovingStore<'a> {
+    apps: &'a Apps,
+    data: PathBuf,
+}
+
+impl Drop for MovingStore<'_> {
+    fn drop(&mut self) {
+        if let Some(elsewhere) = self.apps.elsewhere.get() {
+            elsewhere.moved(&self.data);
+        }
+    }
 }
 
 /// What a worker answered a call.
@@ -415,13 +437,20 @@ impl Apps {
         crate::applog::flush();
     }
 
-    /// After the folder of `data` moved (or went): a worker of its app that
-    /// started between [`Apps::close_store`] and the move, with rules on the
-    /// folder that moved, is retired too.
-    pub(crate) fn store_moved(&self, data: &Path) {
+    /// Closes the store of `data` as [`Apps::close_store`] does, before its
+    /// folder is moved (a rollback, a removal); until the answer is
+    /// dropped, no worker of its app starts (one would make the folder
+    /// again where the move needs none, or be confined to the folder moved
+    /// aside), and when it is, one that started before the move began is
+    /// retired too.
+    pub(crate) fn moving_store(&self, data: &Path) -> MovingStore<'_> {
         if let Some(elsewhere) = self.elsewhere.get() {
-            elsewhere.retire_holding(data);
+            elsewhere.moving(data);
         }
+        self.stores.lock().expect("stores").remove(data.as_os_str());
+        self.recorder.close(data);
+        crate::applog::flush();
+        MovingStore { apps: self, data: data.to_path_buf() }
     }
 
     /// Loads (compiles, links) a release, to know it can be served. Blocks:

@@ -284,14 +284,15 @@ impl Apps {
         };
         let data = paths.data();
         journal::reach(paths, &mut j, Step::Begun, "rollback")?;
-        self.close_store(&data);
+        // No worker of the app starts until the rollback is done.
+        let _moving = self.moving_store(&data);
         // The record stays whole: the rows since the snapshot (the activation,
         // the calls) go back with it; the data does not.
         record::carry_over(&data, &snap)?;
         rename(&data, &folder(paths, &aside))?;
+        journal::pause("rollback:moved-aside");
         journal::reach(paths, &mut j, Step::MovedAside, "rollback")?;
         rename(&snap, &data)?;
-        self.store_moved(&data);
         journal::reach(paths, &mut j, Step::Restored, "rollback")?;
         release::set_active(paths, previous)?;
         journal::reach(paths, &mut j, Step::Switched, "rollback")?;
@@ -490,7 +491,7 @@ impl Apps {
         if let Err(e) = self.plans().end_app(app, "its app was removed") {
             tracing::error!(%app, "cannot end the run of a removed app: {e:#}");
         }
-        self.close_store(&paths.data());
+        let moving = self.moving_store(&paths.data());
         if let Err(e) = rename(&paths.dir, &to) {
             // The folder stayed: its record says the move failed.
             let failed: anyhow::Result<PathBuf> = Err(e);
@@ -498,7 +499,7 @@ impl Apps {
                 (String::new(), String::new())
             });
         }
-        self.store_moved(&paths.data());
+        drop(moving);
         // Its keys go with it: an app made later under this id (another
         // person's package) starts with none of them.
         if let Err(e) = self.vault().and_then(|v| v.remove_all(app)) {

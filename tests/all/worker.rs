@@ -1008,3 +1008,118 @@ fn a_worker_that_started_while_its_apps_data_was_put_back_writes_only_to_the_dat
     // Both writes after the rollback are in the data put back, and only they.
     assert_eq!(root.call("hostile", "count", "{}")["marks"], 2);
 }
+
+/// Sends `request` on an authenticated control connection of the launcher
+/// serving `root` and reads its answer.
+fn control_request(root: &Path, request: serde_json::Value) -> serde_json::Value {
+    use std::io::{BufRead, Write};
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("launcher.json")).unwrap()).unwrap();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", file["port"].as_u64().unwrap() as u16)).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+    let mut said = |v: serde_json::Value| {
+        s.write_all(format!("{v}\n").as_bytes()).unwrap();
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        serde_json::from_str::<serde_json::Value>(&line).unwrap_or(serde_json::Value::Null)
+    };
+    let authed = said(serde_json::json!({ "type": "auth", "secret": file["secret"] }));
+    assert_eq!(authed["ok"], true, "{authed}");
+    said(request)
+}
+
+#[test]
+fn a_call_whose_worker_started_while_its_app_was_activated_is_answered_not_told_to_try_again() {
+    let root = TestRoot::with_config(&format!("{}worker_idle_secs = 120\n", crate::many_callers::QUIET));
+    let ws = root.install_hostile_with("network = [\"http://127.0.0.1:9\"]");
+    root.call("hostile", "mark", "{}");
+    // A second release, built, not activated.
+    let manifest = std::fs::read_to_string(ws.path().join("autoapp.toml")).unwrap();
+    std::fs::write(ws.path().join("autoapp.toml"), manifest.replace("127.0.0.1:9", "127.0.0.1:10")).unwrap();
+    let component = crate::support::hostile_component();
+    let built: serde_json::Value =
+        serde_json::from_str(&root.ok(&["build", "hostile", "--component", component.to_str().unwrap(), "--json"]))
+            .unwrap();
+    let second = built["release"].as_str().unwrap().to_string();
+    root.grant_all("hostile");
+    let hold = root.path().join("hold");
+    let launcher = holding_launcher(&root, &hold);
+    let mut panel = launcher.tab("the Autoapp panel");
+    assert!(launchers_workers(root.path()).is_empty(), "no worker yet");
+    // An agent's read (the control connection's `invoke`, channel mcp): its
+    // worker starts and is held before it is put in place; meanwhile the
+    // person activates the second release (its snapshot retires the app's
+    // workers, those starting too).
+    std::fs::write(&hold, "").unwrap();
+    let at = root.path().to_path_buf();
+    let answer = std::thread::spawn(move || {
+        control_request(
+            &at,
+            serde_json::json!({ "type": "invoke", "app": "hostile", "route": "count", "input": {}, "client": "agent" }),
+        )
+    });
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while launchers_workers(root.path()).is_empty() {
+        assert!(std::time::Instant::now() < until, "no worker started for the agent's call");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let body = serde_json::json!({ "app": "hostile", "release": second }).to_string();
+    let r = panel.request("POST", "/api/activate", Some(&body)).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    std::fs::remove_file(&hold).unwrap();
+    // The held worker is retired as it is put in place; the call, which
+    // never reached it, goes to the next one (fails before: "hostile
+    // changed while its worker started; try again").
+    let answered = answer.join().unwrap();
+    assert_eq!(answered["ok"], true, "{answered}");
+    assert_eq!(answered["output"]["marks"], 1, "{answered}");
+    launcher.stop();
+}
+
+#[test]
+fn a_call_that_comes_while_a_rollback_moves_the_data_waits_for_the_data_put_back() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    hostile_in_a_second_release(&root);
+    root.call("hostile", "mark", "{}");
+    let hold = root.path().join("hold");
+    std::fs::write(&hold, "").unwrap();
+    let env = [("AUTOAPP_PAUSE", "rollback:moved-aside".into()), ("AUTOAPP_PAUSE_FILE", hold.as_os_str().to_owned())];
+    let launcher = Served::start_with_env(&root, &["open"], &env);
+    let mut panel = launcher.tab("the Autoapp panel");
+    // The person restores the data as it was before the activation; the
+    // rollback is held once the data is moved aside, before the snapshot
+    // is put in its place.
+    let rollback = std::thread::spawn(move || {
+        panel
+            .request("POST", "/api/rollback", Some(r#"{"app":"hostile","how":"restore","yes":true}"#))
+            .map(|r| r.status)
+    });
+    let data = root.path().join("apps/hostile/data");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while data.exists() {
+        assert!(std::time::Instant::now() < until, "the rollback never moved the data aside");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Meanwhile an agent reads.
+    let at = root.path().to_path_buf();
+    let answer = std::thread::spawn(move || {
+        control_request(
+            &at,
+            serde_json::json!({ "type": "invoke", "app": "hostile", "route": "count", "input": {}, "client": "agent" }),
+        )
+    });
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // No worker started for it: none made the data folder again, where the
+    // snapshot is to go (fails before: its worker made it and opened the
+    // store there, and the rollback could not put the snapshot back).
+    assert!(!data.exists(), "a worker made the data folder again while it was moved aside");
+    assert!(launchers_workers(root.path()).is_empty(), "{:?}", launchers_workers(root.path()));
+    std::fs::remove_file(&hold).unwrap();
+    assert!(matches!(rollback.join().unwrap(), Ok(200)), "the rollback is done");
+    // The read waited, and was answered from the data put back.
+    let answered = answer.join().unwrap();
+    assert_eq!(answered["ok"], true, "{answered}");
+    assert_eq!(answered["output"]["marks"], 0, "{answered}");
+    launcher.stop();
+}

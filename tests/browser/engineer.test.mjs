@@ -16,10 +16,15 @@ const LIST_ARM = `"entries.list" => json!({ "entries": entries(input["limit"].as
 const EDITED_ARM = `"entries.list" => json!({ "entries": entries(input["limit"].as_i64().unwrap_or(20))?, "edited": "by the engineer" }), // <img src=x onerror=alert(1)>`;
 const SLOW = { timeout: 600000, resetTimeoutOnProgress: true };
 
+// Every client made, closed after the tests however they end: one left
+// open (a failed assertion before its close) would keep this file running.
+const clients = [];
+
 async function mcp(...args) {
   const transport = new StdioClientTransport({ command: bin, args: ["--root", root, "mcp", ...args], stderr: "pipe" });
   const client = new Client({ name: "sdk-engineer", version: "1.0.0" });
   await client.connect(transport);
+  clients.push(client);
   return client;
 }
 
@@ -53,7 +58,7 @@ before(async () => {
 });
 
 after(async () => {
-  await engineer?.close();
+  for (const c of clients) await c.close().catch(() => {});
   await chrome?.close();
   await launcher?.stop();
 });

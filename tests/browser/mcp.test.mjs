@@ -17,8 +17,13 @@ async function mcpClient(app) {
   const transport = new StdioClientTransport({ command: bin, args: ["--root", root, "mcp", app], stderr: "pipe" });
   const client = new Client({ name: "sdk-test-agent", version: "1.0.0" });
   await client.connect(transport);
+  clients.push(client);
   return client;
 }
+
+// Every client made, closed after the tests however they end: one left
+// open (a failed assertion before its close) would keep this file running.
+const clients = [];
 
 before(async () => {
   root = makeRoot("approval_window_secs = 30\n");
@@ -31,6 +36,7 @@ before(async () => {
 });
 
 after(async () => {
+  for (const c of clients) await c.close().catch(() => {});
   await chrome?.close();
   await launcher?.stop();
 });

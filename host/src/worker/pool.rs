@@ -264,6 +264,12 @@ struct Inner {
     /// hold changed under them (its server no longer served, its folder
     /// moved): a worker that started meanwhile is not put in place.
     eras: Mutex<HashMap<AppId, u64>>,
+    /// The apps whose own data folder is being moved (a rollback, a
+    /// removal), each with how many moves are under way: no worker of
+    /// theirs starts until it is in place again ([`Inner::moved`] wakes
+    /// the starts that wait).
+    moving: Mutex<HashMap<AppId, usize>>,
+    in_place: tokio::sync::Notify,
 }
 
 /// An app's own server: the launcher's listening socket (kept, so its port
@@ -448,6 +454,8 @@ impl Workers {
             without_landlock: Mutex::new(None),
             sites: Mutex::default(),
             eras: Mutex::default(),
+            moving: Mutex::default(),
+            in_place: tokio::sync::Notify::new(),
         });
         Ok(Workers { inner })
     }
@@ -558,6 +566,81 @@ impl Inner {
 
     fn next_era(&self, app: &AppId) {
         *self.eras.lock().expect("eras").entry(app.clone()).or_default() += 1;
+    }
+
+    /// The app whose own data folder is `data` (none for a preview's).
+    fn owner_of(&self, data: &std::path::Path) -> Option<AppId> {
+        let app = data.strip_prefix(self.root.apps_dir()).ok().and_then(|p| p.components().next())?;
+        let app = AppId::parse(&app.as_os_str().to_string_lossy()).ok()?;
+        (self.root.app(&app).data() == data).then_some(app)
+    }
+
+    /// Waits (up to a minute) until no move of `app`'s data folder is under
+    /// way: a worker started meanwhile would make the folder again where
+    /// the move needs none, or be confined to the folder moved aside.
+    async fn until_in_place(&self, app: &AppId) -> Result<(), CallError> {
+        let until = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let notified = self.in_place.notified();
+            tokio::pin!(notified);
+            // (Listening before the look: a move that ends in between wakes it.)
+            notified.as_mut().enable();
+            if !self.moving.lock().expect("moving").contains_key(app) {
+                return Ok(());
+            }
+            if tokio::time::timeout_at(until, notified).await.is_err() {
+                return Err(CallError::new(
+                    ErrorKind::Conflict,
+                    format!("{app}'s data is still being moved (a rollback or removal); try again when it is done"),
+                ));
+            }
+        }
+    }
+
+    /// `data` is about to move: its workers are retired, and no worker of
+    /// the app it is the data folder of starts until [`Inner::moved`].
+    fn moving(&self, data: &std::path::Path) {
+        if let Some(app) = self.owner_of(data) {
+            *self.moving.lock().expect("moving").entry(app).or_default() += 1;
+        }
+        self.retire_holding(data);
+    }
+
+    /// `data` moved (or the move failed): a worker that started before the
+    /// move began and is still starting is retired too, and the starts that
+    /// waited go on, for the folder as it is now.
+    fn moved(&self, data: &std::path::Path) {
+        self.retire_holding(data);
+        if let Some(app) = self.owner_of(data) {
+            let mut moving = self.moving.lock().expect("moving");
+            if let Some(n) = moving.get_mut(&app) {
+                *n -= 1;
+                if *n == 0 {
+                    moving.remove(&app);
+                }
+            }
+        }
+        self.in_place.notify_waiters();
+    }
+
+    /// [`Inner::worker`], once more (up to three times) when its app
+    /// changed while it started: the worker was retired before it took the
+    /// call, so nothing ran twice, and the caller is not told to try again
+    /// for what the launcher can do itself.
+    async fn worker_again(
+        self: &Arc<Self>,
+        app: &AppId,
+        side: Side,
+        policy: Arc<Policy>,
+    ) -> Result<Arc<Live>, CallError> {
+        let mut tries = 0;
+        loop {
+            let era = self.era(app);
+            match self.worker(app, side, policy.clone()).await {
+                Err(e) if e.kind == ErrorKind::Conflict && self.era(app) != era && tries < 3 => tries += 1,
+                done => return done,
+            }
+        }
     }
 
     fn retire_side(&self, app: &AppId, side: Side) {
@@ -740,6 +823,7 @@ impl Inner {
             _ => Duration::ZERO,
         };
         tokio::time::sleep(wait).await;
+        self.until_in_place(app).await?;
         // In a task of its own: a caller that goes away meanwhile (its
         // client disconnected) does not leave a process half started.
         let (this, app, started_key) = (self.clone(), app.clone(), key.clone());
@@ -795,10 +879,7 @@ impl Inner {
         // The app's own data folder takes the next era before the workers
         // in place are retired: one starting now is retired as it is put in
         // place. (A preview's is no worker's own: it changes no era.)
-        let app = data.strip_prefix(self.root.apps_dir()).ok().and_then(|p| p.components().next());
-        if let Some(app) = app.and_then(|c| AppId::parse(&c.as_os_str().to_string_lossy()).ok())
-            && self.root.app(&app).data() == data
-        {
+        if let Some(app) = self.owner_of(data) {
             self.next_era(&app);
         }
         self.live.lock().expect("workers").retain(|(app, _), w| {
@@ -864,6 +945,12 @@ impl Inner {
     ) -> Result<Result<Live, String>, CallError> {
         let internal = |why: String| CallError::new(ErrorKind::Internal, why);
         let paths = self.root.app(app);
+        // The folders it writes in the root are made if missing, but never
+        // the app's own folder: an app removed while its call waited is not
+        // made again, empty, by the worker that would have run it.
+        if !paths.dir.is_dir() {
+            return Err(CallError::new(ErrorKind::NotFound, format!("there is no app `{app}` (it was removed)")));
+        }
         for dir in policy.write.iter().filter(|d| d.starts_with(self.root.dir())) {
             let _ = std::fs::create_dir_all(dir);
         }
@@ -1280,6 +1367,14 @@ impl crate::apps::Elsewhere for Workers {
         self.inner.retire_holding(data);
     }
 
+    fn moving(&self, data: &std::path::Path) {
+        self.inner.moving(data);
+    }
+
+    fn moved(&self, data: &std::path::Path) {
+        self.inner.moved(data);
+    }
+
     fn shown(&self) -> serde_json::Value {
         serde_json::to_value(Workers::shown(self)).unwrap_or_default()
     }
@@ -1305,7 +1400,7 @@ impl crate::apps::Elsewhere for Workers {
         let policy = self.inner.policy(app, Side::Inner, release, manifest, &self.inner.root.app(app).data());
         let (this, app, release) = (self.inner.clone(), app.clone(), release.to_string());
         Box::pin(async move {
-            let live = this.worker(&app, Side::Inner, policy?.0).await?;
+            let live = this.worker_again(&app, Side::Inner, policy?.0).await?;
             match this.ask(&live, What::Prepare { release }, Duration::from_secs(60)).await {
                 Ok(Ok(_)) => Ok(()),
                 Ok(Err(e)) | Err(e) => Err(e),
@@ -1319,7 +1414,7 @@ impl Inner {
     /// answered (recorded there), `Err` when it never ran there or its
     /// worker ended first (recorded by the caller).
     async fn call(self: &Arc<Self>, side: Side, policy: Arc<Policy>, call: Carried) -> Result<Answered, CallError> {
-        let live = self.worker(&call.app, side, policy).await?;
+        let live = self.worker_again(&call.app, side, policy).await?;
         let keys = call.keys.iter().map(Key::of).collect();
         let deadline = self.config.call_deadline() + ANSWER_MARGIN;
         self.ask(&live, What::Call { call: Box::new(call), keys }, deadline).await
