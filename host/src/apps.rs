@@ -141,6 +141,10 @@ impl Drop for MovingStore<'_> {
     }
 }
 
+/// What a call that did not run is told when its app's release changed
+/// while it waited for its worker ([`Elsewhere::run`]).
+pub(crate) const RELEASE_CHANGED: &str = "changed while this call waited (an activation or rollback); nothing ran";
+
 /// What a worker answered a call.
 pub type Answered = Result<serde_json::Value, CallError>;
 
@@ -447,10 +451,12 @@ impl Apps {
         if let Some(elsewhere) = self.elsewhere.get() {
             elsewhere.moving(data);
         }
+        // Made at once: whatever happens next, its drop ends the move.
+        let moving = MovingStore { apps: self, data: data.to_path_buf() };
         self.stores.lock().expect("stores").remove(data.as_os_str());
         self.recorder.close(data);
         crate::applog::flush();
-        MovingStore { apps: self, data: data.to_path_buf() }
+        moving
     }
 
     /// Loads (compiles, links) a release, to know it can be served. Blocks:
@@ -729,6 +735,27 @@ impl Apps {
         approved_for: Option<&str>,
         external_here: bool,
     ) -> Result<Option<Answer>, CallError> {
+        self.call_once(caller, app, target, route, input, approved_for, external_here, false).await
+    }
+
+    /// [`Apps::call_with`]; a read that did not run because its app's
+    /// release changed while it waited for its worker (an activation, a
+    /// rollback: [`RELEASE_CHANGED`]) is passed again, once, from the
+    /// start — for the release now active; a write is not (the person may
+    /// have answered for the other release): its caller is told to call
+    /// again.
+    #[allow(clippy::too_many_arguments)]
+    async fn call_once(
+        &self,
+        caller: &Caller,
+        app: &AppId,
+        target: &Target,
+        route: &str,
+        input: &str,
+        approved_for: Option<&str>,
+        external_here: bool,
+        again: bool,
+    ) -> Result<Option<Answer>, CallError> {
         let started = Instant::now();
         let Resolved { release: release_id, data, preview } = self.resolve_target(app, target)?;
         if let Some(made_for) = self.ahead.as_ref().and_then(|a| a.release.as_ref()).filter(|r| **r != release_id) {
@@ -823,6 +850,17 @@ impl Apps {
                 };
                 match elsewhere.run(call, &loaded.manifest).await {
                     Ok(answered) => answered,
+                    Err(e)
+                        if !again
+                            && effect == Effect::Read
+                            && e.kind == ErrorKind::Conflict
+                            && e.message.contains(RELEASE_CHANGED) =>
+                    {
+                        let _ = self.record_unrun(&data, effect, template, started, e).await;
+                        let again =
+                            self.call_once(caller, app, target, route, input, approved_for, external_here, true);
+                        return Box::pin(again).await;
+                    }
                     Err(e) => Err(self.record_unrun(&data, effect, template, started, e).await),
                 }
             }

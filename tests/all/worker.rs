@@ -1117,9 +1117,48 @@ fn a_call_that_comes_while_a_rollback_moves_the_data_waits_for_the_data_put_back
     assert!(launchers_workers(root.path()).is_empty(), "{:?}", launchers_workers(root.path()));
     std::fs::remove_file(&hold).unwrap();
     assert!(matches!(rollback.join().unwrap(), Ok(200)), "the rollback is done");
-    // The read waited, and was answered from the data put back.
+    // The read waited; passed for the release rolled back from, it did not
+    // run on the data put back (another release's): it was passed again,
+    // for the release put back, and answered from the data put back.
     let answered = answer.join().unwrap();
     assert_eq!(answered["ok"], true, "{answered}");
     assert_eq!(answered["output"]["marks"], 0, "{answered}");
+    launcher.stop();
+    // The record says so: the first pass did not run.
+    let runs: Vec<serde_json::Value> = serde_json::from_str(&root.ok(&["runs", "hostile", "--json"])).unwrap();
+    let counts: Vec<&serde_json::Value> = runs.iter().filter(|r| r["route"] == "count").collect();
+    assert_eq!(counts.len(), 2, "the first pass and the second: {counts:?}");
+    assert!(counts.iter().any(|r| r["outcome"] != "ok"), "{counts:?}");
+    // The one that ran ran the release put back (fails without the check:
+    // the release rolled back from ran on the data put back).
+    let put_back = runs.iter().find(|r| r["route"] == "rollback").expect("the rollback's row")["release"].clone();
+    let ran: Vec<&serde_json::Value> = counts.iter().filter(|r| r["outcome"] == "ok").map(|r| &r["release"]).collect();
+    assert_eq!(ran, vec![&put_back], "{counts:?}");
+}
+
+#[test]
+fn a_worker_never_makes_its_apps_data_folder_again() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    root.install("notes");
+    root.call("notes", "notes.add", r#"{"title":"kept"}"#);
+    let launcher = Served::start(&root, &["open"]);
+    let _panel = launcher.tab("the Autoapp panel");
+    // The data folder is not where it belongs (as a rollback that stopped
+    // half way leaves it until the launcher starts again).
+    let data = root.path().join("apps/notes/data");
+    let aside = root.path().join("apps/notes/data-elsewhere");
+    std::fs::rename(&data, &aside).unwrap();
+    let list =
+        serde_json::json!({ "type": "invoke", "app": "notes", "route": "notes.list", "input": {}, "client": "agent" });
+    let answered = control_request(root.path(), list.clone());
+    assert_eq!(answered["ok"], false, "fails before: a worker made the folder again and ran on nothing: {answered}");
+    assert!(answered["error"]["message"].as_str().unwrap().contains("is not in place"), "{answered}");
+    assert!(!data.exists(), "the data folder was made again");
+    assert!(launchers_workers(root.path()).is_empty());
+    // Put back, the next call runs on it.
+    std::fs::rename(&aside, &data).unwrap();
+    let answered = control_request(root.path(), list);
+    assert_eq!(answered["ok"], true, "{answered}");
+    assert_eq!(answered["output"]["notes"].as_array().map(Vec::len), Some(1), "{answered}");
     launcher.stop();
 }

@@ -559,6 +559,11 @@ impl Workers {
     }
 }
 
+/// What a caller is told when its app changed while its worker started.
+fn changed(app: &AppId) -> CallError {
+    CallError::new(ErrorKind::Conflict, format!("{app} changed while its worker started; nothing ran; try again"))
+}
+
 impl Inner {
     fn era(&self, app: &AppId) -> u64 {
         self.eras.lock().expect("eras").get(app).copied().unwrap_or(0)
@@ -576,17 +581,22 @@ impl Inner {
     }
 
     /// Waits (up to a minute) until no move of `app`'s data folder is under
-    /// way: a worker started meanwhile would make the folder again where
-    /// the move needs none, or be confined to the folder moved aside.
-    async fn until_in_place(&self, app: &AppId) -> Result<(), CallError> {
+    /// way (a worker started meanwhile would be confined to the folder
+    /// moved aside, or find none), then says the app's era: read under the
+    /// lock a move takes its era under, so a move that begins after the
+    /// look changes the era this start is compared with.
+    async fn until_in_place(&self, app: &AppId) -> Result<u64, CallError> {
         let until = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
             let notified = self.in_place.notified();
             tokio::pin!(notified);
             // (Listening before the look: a move that ends in between wakes it.)
             notified.as_mut().enable();
-            if !self.moving.lock().expect("moving").contains_key(app) {
-                return Ok(());
+            {
+                let moving = self.moving.lock().expect("moving");
+                if !moving.contains_key(app) {
+                    return Ok(self.era(app));
+                }
             }
             if tokio::time::timeout_at(until, notified).await.is_err() {
                 return Err(CallError::new(
@@ -601,7 +611,10 @@ impl Inner {
     /// the app it is the data folder of starts until [`Inner::moved`].
     fn moving(&self, data: &std::path::Path) {
         if let Some(app) = self.owner_of(data) {
-            *self.moving.lock().expect("moving").entry(app).or_default() += 1;
+            let mut moving = self.moving.lock().expect("moving");
+            *moving.entry(app.clone()).or_default() += 1;
+            // (Under the lock [`Inner::until_in_place`] reads it under.)
+            self.next_era(&app);
         }
         self.retire_holding(data);
     }
@@ -633,14 +646,12 @@ impl Inner {
         side: Side,
         policy: Arc<Policy>,
     ) -> Result<Arc<Live>, CallError> {
-        let mut tries = 0;
-        loop {
-            let era = self.era(app);
-            match self.worker(app, side, policy.clone()).await {
-                Err(e) if e.kind == ErrorKind::Conflict && self.era(app) != era && tries < 3 => tries += 1,
-                done => return done,
+        for _ in 0..3 {
+            if let Some(live) = self.worker_or_changed(app, side, policy.clone()).await? {
+                return Ok(live);
             }
         }
+        self.worker(app, side, policy).await
     }
 
     fn retire_side(&self, app: &AppId, side: Side) {
@@ -716,13 +727,11 @@ impl Inner {
                 continue;
             }
             drop(ready);
+            // (`Ok(false)`: the app changed while it started; the next one
+            // is for what it is now.)
             if let Err(e) = self.clone().start_serving(&app).await {
                 if !served(&self) {
                     return;
-                }
-                if e.kind == ErrorKind::Conflict {
-                    // The app changed while it started: the next one is for what it is now.
-                    continue;
                 }
                 tracing::warn!(app = %app, "its worker cannot serve its page: {}", e.message);
                 match site.listener.try_clone().and_then(|l| tokio::net::TcpListener::from_std(l)) {
@@ -739,8 +748,9 @@ impl Inner {
     }
 
     /// Starts `app`'s inner worker for its active release (it takes the
-    /// app's server with it).
-    async fn start_serving(self: Arc<Self>, app: &AppId) -> Result<(), CallError> {
+    /// app's server with it); `false` when the app changed while it started
+    /// (it was retired unserved).
+    async fn start_serving(self: Arc<Self>, app: &AppId) -> Result<bool, CallError> {
         let internal = |e: anyhow::Error| CallError::new(ErrorKind::Internal, format!("{e:#}"));
         let paths = self.root.app(app);
         let release = crate::release::active(&paths)
@@ -748,7 +758,7 @@ impl Inner {
             .ok_or_else(|| CallError::new(ErrorKind::NotFound, format!("{app} has no active release")))?;
         let manifest = crate::release::manifest(&paths, &release).map_err(internal)?;
         let (policy, _) = self.policy(app, Side::Inner, &release, &manifest, &paths.data())?;
-        self.worker(app, Side::Inner, policy).await.map(|_| ())
+        self.worker_or_changed(app, Side::Inner, policy).await.map(|w| w.is_some())
     }
 
     /// The policy of `app`'s worker on `side` for `manifest`'s `release`,
@@ -796,8 +806,23 @@ impl Inner {
     }
 
     /// The worker of `app` on `side` for `policy`: the one running, or a
-    /// new one (the old one, whose policy differs, retired).
+    /// new one (the old one, whose policy differs, retired). A conflict
+    /// when the app changed while it started ([`Inner::worker_again`] takes
+    /// the next one instead).
     async fn worker(self: &Arc<Self>, app: &AppId, side: Side, policy: Arc<Policy>) -> Result<Arc<Live>, CallError> {
+        self.worker_or_changed(app, side, policy).await?.ok_or_else(|| changed(app))
+    }
+
+    /// [`Inner::worker`], or `None` when the app changed while its worker
+    /// started: what it holds changed (its server is served no more, its
+    /// folder moved, its data copied for an activation), and it was
+    /// retired as it was put in place, having taken nothing.
+    async fn worker_or_changed(
+        self: &Arc<Self>,
+        app: &AppId,
+        side: Side,
+        policy: Arc<Policy>,
+    ) -> Result<Option<Arc<Live>>, CallError> {
         let key = (app.clone(), side);
         let current = |live: &HashMap<Which, Arc<Live>>| {
             // An inner worker serves its app's server when the launcher serves it.
@@ -808,12 +833,12 @@ impl Inner {
                 .cloned()
         };
         if let Some(w) = current(&self.live.lock().expect("workers")) {
-            return Ok(w);
+            return Ok(Some(w));
         }
         let gate = self.starting.lock().expect("starting").entry(key.clone()).or_default().clone();
         let _one = gate.lock().await;
         if let Some(w) = current(&self.live.lock().expect("workers")) {
-            return Ok(w);
+            return Ok(Some(w));
         }
         // One that keeps ending waits longer before each start.
         let wait = match self.ended.lock().expect("ended").get(&key) {
@@ -823,11 +848,10 @@ impl Inner {
             _ => Duration::ZERO,
         };
         tokio::time::sleep(wait).await;
-        self.until_in_place(app).await?;
+        let era = self.until_in_place(app).await?;
         // In a task of its own: a caller that goes away meanwhile (its
         // client disconnected) does not leave a process half started.
         let (this, app, started_key) = (self.clone(), app.clone(), key.clone());
-        let era = self.era(&app);
         let started = tokio::spawn(async move {
             if this.stopping.load(Ordering::Acquire) {
                 return Err(CallError::new(ErrorKind::Internal, "the launcher is stopping"));
@@ -850,10 +874,7 @@ impl Inner {
             if this.era(&app) != era {
                 drop(all);
                 live.shared.retire();
-                return Err(CallError::new(
-                    ErrorKind::Conflict,
-                    format!("{app} changed while its worker started; try again"),
-                ));
+                return Ok(None);
             }
             if let Some(old) = all.insert(started_key, live.clone()) {
                 old.shared.retire();
@@ -866,7 +887,7 @@ impl Inner {
                 let sessions = this.sites.lock().expect("sites").get(&app).map(|s| s.door.sessions());
                 live.shared.reply(0, What::Serve(sessions.unwrap_or_default()));
             }
-            Ok(live)
+            Ok(Some(live))
         });
         started
             .await
@@ -945,13 +966,22 @@ impl Inner {
     ) -> Result<Result<Live, String>, CallError> {
         let internal = |why: String| CallError::new(ErrorKind::Internal, why);
         let paths = self.root.app(app);
-        // The folders it writes in the root are made if missing, but never
-        // the app's own folder: an app removed while its call waited is not
-        // made again, empty, by the worker that would have run it.
-        if !paths.dir.is_dir() {
-            return Err(CallError::new(ErrorKind::NotFound, format!("there is no app `{app}` (it was removed)")));
+        // The folders it writes in the root are made if missing (its log's),
+        // but never a data folder: one that is missing is being moved or was
+        // removed (a rollback that did not finish, a preview stopped, the
+        // app removed while this call waited), and a worker that made it
+        // again, empty, would run the app on nothing and keep a rollback's
+        // snapshot from its place.
+        if !paths.data().is_dir() {
+            let why = match paths.dir.is_dir() {
+                true => format!(
+                    "{app}'s data is not in place (a rollback that did not finish is finished when the launcher starts again); nothing ran"
+                ),
+                false => format!("there is no app `{app}` (it was removed)"),
+            };
+            return Err(CallError::new(ErrorKind::Conflict, why));
         }
-        for dir in policy.write.iter().filter(|d| d.starts_with(self.root.dir())) {
+        for dir in policy.write.iter().filter(|d| d.starts_with(self.root.dir()) && !d.ends_with("data")) {
             let _ = std::fs::create_dir_all(dir);
         }
         let policy_text = serde_json::to_string(&Policy { unconfined, ..(**policy).clone() })
@@ -1414,7 +1444,20 @@ impl Inner {
     /// answered (recorded there), `Err` when it never ran there or its
     /// worker ended first (recorded by the caller).
     async fn call(self: &Arc<Self>, side: Side, policy: Arc<Policy>, call: Carried) -> Result<Answered, CallError> {
+        let era = self.era(&call.app);
         let live = self.worker_again(&call.app, side, policy).await?;
+        // The app changed while this call got its worker (an activation, a
+        // rollback): it runs only if the release it was passed for is still
+        // the one its data is for.
+        let paths = self.root.app(&call.app);
+        if self.era(&call.app) != era
+            && call.data == paths.data()
+            && crate::release::active(&paths).ok().flatten().as_deref() != Some(call.release.as_str())
+        {
+            let app = &call.app;
+            let why = crate::apps::RELEASE_CHANGED;
+            return Err(CallError::new(ErrorKind::Conflict, format!("{app} {why}; call it again")));
+        }
         let keys = call.keys.iter().map(Key::of).collect();
         let deadline = self.config.call_deadline() + ANSWER_MARGIN;
         self.ask(&live, What::Call { call: Box::new(call), keys }, deadline).await
