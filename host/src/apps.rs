@@ -640,7 +640,7 @@ impl Apps {
         route: &str,
         input: &str,
     ) -> Result<Answer, CallError> {
-        self.call_with(caller, app, target, route, input, None, true).await?.ok_or_else(not_here)
+        self.call_with(caller, app, target, route, input, None, true, false).await?.ok_or_else(not_here)
     }
 
     /// In a worker that serves its app's pages: a page's call of the active
@@ -648,7 +648,7 @@ impl Apps {
     /// launcher's gate and the app's other worker run (nothing is run or
     /// recorded here).
     pub(crate) async fn call_page(&self, app: &AppId, route: &str, input: &str) -> Result<Option<Answer>, CallError> {
-        self.call_with(&Caller::page(), app, &Target::Active, route, input, None, false).await
+        self.call_with(&Caller::page(), app, &Target::Active, route, input, None, false, false).await
     }
 
     /// Runs `workflow` of the app's active release on channel `workflow`.
@@ -662,7 +662,7 @@ impl Apps {
     ) -> Result<Answer, CallError> {
         let caller = Caller::workflow(&workflow.name);
         let input = workflow.input.to_string();
-        self.call_with(&caller, app, &Target::Active, &workflow.route, &input, approved_for, true)
+        self.call_with(&caller, app, &Target::Active, &workflow.route, &input, approved_for, true, false)
             .await?
             .ok_or_else(not_here)
     }
@@ -723,29 +723,14 @@ impl Apps {
     }
 
     /// `external_here`: an external route runs in this process (else the
-    /// call answers `None` before anything is decided or recorded).
+    /// call answers `None` before anything is decided or recorded). A read
+    /// that did not run because its app's release changed while it waited
+    /// for its worker (an activation, a rollback: [`RELEASE_CHANGED`]) is
+    /// passed again, once (`again`), from the start — for the release now
+    /// active; a write is not (the person may have answered for the other
+    /// release): its caller is told to call again.
     #[allow(clippy::too_many_arguments)]
     async fn call_with(
-        &self,
-        caller: &Caller,
-        app: &AppId,
-        target: &Target,
-        route: &str,
-        input: &str,
-        approved_for: Option<&str>,
-        external_here: bool,
-    ) -> Result<Option<Answer>, CallError> {
-        self.call_once(caller, app, target, route, input, approved_for, external_here, false).await
-    }
-
-    /// [`Apps::call_with`]; a read that did not run because its app's
-    /// release changed while it waited for its worker (an activation, a
-    /// rollback: [`RELEASE_CHANGED`]) is passed again, once, from the
-    /// start — for the release now active; a write is not (the person may
-    /// have answered for the other release): its caller is told to call
-    /// again.
-    #[allow(clippy::too_many_arguments)]
-    async fn call_once(
         &self,
         caller: &Caller,
         app: &AppId,
@@ -858,7 +843,7 @@ impl Apps {
                     {
                         let _ = self.record_unrun(&data, effect, template, started, e).await;
                         let again =
-                            self.call_once(caller, app, target, route, input, approved_for, external_here, true);
+                            self.call_with(caller, app, target, route, input, approved_for, external_here, true);
                         return Box::pin(again).await;
                     }
                     Err(e) => Err(self.record_unrun(&data, effect, template, started, e).await),
