@@ -1508,6 +1508,37 @@ mod tests {
     use super::*;
 
     #[tokio::test]
+    async fn a_start_waits_while_its_apps_data_moves_and_goes_on_with_a_new_era_when_it_is_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        let workers = Workers::new(root.clone(), Config::default()).unwrap();
+        let inner = workers.inner.clone();
+        let (notes, other) = (AppId::parse("notes").unwrap(), AppId::parse("other").unwrap());
+        let data = root.app(&notes).data();
+        let before = inner.until_in_place(&notes).await.unwrap();
+        // Two moves at once (a count, not a flag): the start waits for both.
+        inner.moving(&data);
+        inner.moving(&data);
+        // A preview's data folder is no app's own: it holds nothing back.
+        inner.moving(&root.app(&notes).dir.join("previews/abc/data"));
+        let waiting = tokio::spawn({
+            let inner = inner.clone();
+            let notes = notes.clone();
+            async move { inner.until_in_place(&notes).await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!waiting.is_finished(), "a start of the app waits while its data moves");
+        assert_eq!(inner.until_in_place(&other).await.unwrap(), 0, "another app's start does not wait");
+        inner.moved(&data);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!waiting.is_finished(), "one move is still under way");
+        inner.moved(&data);
+        let era = tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("woken").unwrap().unwrap();
+        assert!(era > before, "the start is compared with the era after the move ({before} then {era})");
+        assert!(inner.moving.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
     async fn a_workers_line_is_read_whole_or_refused_when_too_long_cut_or_not_the_channels() {
         let good = br#"{"id":7,"said":{"answer":{"Ok":{"hello":"world"}}}}"#;
         let mut text = good.to_vec();
