@@ -291,8 +291,16 @@ impl Apps {
         record::carry_over(&data, &snap)?;
         rename(&data, &folder(paths, &aside))?;
         journal::pause("rollback:moved-aside");
-        journal::reach(paths, &mut j, Step::MovedAside, "rollback")?;
-        rename(&snap, &data)?;
+        let put_back = journal::reach(paths, &mut j, Step::MovedAside, "rollback").and_then(|()| rename(&snap, &data));
+        if let Err(e) = put_back {
+            // Undone at once: the data goes back where it was, so that
+            // nothing finds its folder missing (the calls that wait for it,
+            // the row that records this failure).
+            if rename(&folder(paths, &aside), &data).is_ok() {
+                let _ = journal::close(paths, &j, "undone");
+            }
+            return Err(e);
+        }
         journal::reach(paths, &mut j, Step::Restored, "rollback")?;
         release::set_active(paths, previous)?;
         journal::reach(paths, &mut j, Step::Switched, "rollback")?;

@@ -1143,22 +1143,58 @@ fn a_worker_never_makes_its_apps_data_folder_again() {
     root.call("notes", "notes.add", r#"{"title":"kept"}"#);
     let launcher = Served::start(&root, &["open"]);
     let _panel = launcher.tab("the Autoapp panel");
-    // The data folder is not where it belongs (as a rollback that stopped
-    // half way leaves it until the launcher starts again).
+    // The data folder is not where it belongs, and its app's journal is
+    // open: as a rollback that stopped half way leaves them until recovery.
     let data = root.path().join("apps/notes/data");
     let aside = root.path().join("apps/notes/data-elsewhere");
+    let journal = root.path().join("apps/notes/journal.json");
     std::fs::rename(&data, &aside).unwrap();
+    std::fs::write(&journal, "{}").unwrap();
     let list =
         serde_json::json!({ "type": "invoke", "app": "notes", "route": "notes.list", "input": {}, "client": "agent" });
     let answered = control_request(root.path(), list.clone());
     assert_eq!(answered["ok"], false, "fails before: a worker made the folder again and ran on nothing: {answered}");
     assert!(answered["error"]["message"].as_str().unwrap().contains("is not in place"), "{answered}");
-    assert!(!data.exists(), "the data folder was made again");
     assert!(launchers_workers(root.path()).is_empty());
+    // Nor does the row of the refused call make it (the record's writer
+    // writes within 50 ms).
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!data.exists(), "the data folder was made again");
     // Put back, the next call runs on it.
+    std::fs::remove_file(&journal).unwrap();
     std::fs::rename(&aside, &data).unwrap();
     let answered = control_request(root.path(), list);
     assert_eq!(answered["ok"], true, "{answered}");
     assert_eq!(answered["output"]["notes"].as_array().map(Vec::len), Some(1), "{answered}");
     launcher.stop();
+}
+
+#[test]
+fn a_rollback_that_cannot_put_its_snapshot_in_place_puts_the_data_back_where_it_was() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    hostile_in_a_second_release(&root);
+    root.call("hostile", "mark", "{}");
+    // The rollback is held once the data is moved aside; meanwhile its
+    // snapshot goes (as a disk that fails, or another process, could make it).
+    let hold = root.path().join("hold");
+    std::fs::write(&hold, "").unwrap();
+    let mut rollback = root.paused(&["rollback", "hostile", "--restore", "--yes"], "rollback:moved-aside", &hold);
+    let app = root.path().join("apps/hostile");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while app.join("data").exists() {
+        assert!(std::time::Instant::now() < until, "the rollback never moved the data aside");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let activation: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(app.join("activation.json")).unwrap()).unwrap();
+    let snapshot = app.join(activation["snapshot"].as_str().expect("the activation's snapshot"));
+    std::fs::rename(&snapshot, root.path().join("snapshot-elsewhere")).unwrap();
+    std::fs::remove_file(&hold).unwrap();
+    assert!(!rollback.wait().unwrap().success(), "the rollback failed");
+    // The data is back where it was, with its write, and nothing is left
+    // for recovery to "finish" (fails before: the folder stayed missing and
+    // the next command's recovery made the release active on no data).
+    assert!(app.join("data").is_dir(), "the data was put back");
+    assert!(!app.join("journal.json").exists(), "the rollback was undone, not left open");
+    assert_eq!(root.call("hostile", "count", "{}")["marks"], 1);
 }

@@ -571,6 +571,13 @@ fn synchronous(durability: Durability) -> &'static str {
 }
 
 fn open(data: &Path, durability: Durability) -> anyhow::Result<Connection> {
+    // A data folder missing while an operation of its app is under way or
+    // unfinished (a rollback moved it aside) is not made again here: a row
+    // written there would leave a folder where the data is to be put back,
+    // and recovery would take it for the data.
+    if !data.is_dir() && data.parent().is_some_and(crate::release::journal::open_in) {
+        anyhow::bail!("{} is being moved or put back; its record is not written until it is in place", data.display());
+    }
     std::fs::create_dir_all(data).with_context(|| format!("cannot create {}", data.display()))?;
     let conn =
         crate::sqlite::open(&data.join(RUNS_FILE), crate::sqlite::read_write()).context("cannot open the record")?;

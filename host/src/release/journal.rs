@@ -66,6 +66,12 @@ pub struct Journal {
     pub aside: Option<String>,
 }
 
+/// Whether an operation of the app whose folder is `app_dir` is under way,
+/// or was left unfinished for recovery (its journal is there).
+pub fn open_in(app_dir: &Path) -> bool {
+    app_dir.join(JOURNAL).exists()
+}
+
 /// The current activation (`activation.json`): what a rollback goes back to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Activation {
