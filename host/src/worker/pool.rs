@@ -973,15 +973,21 @@ impl Inner {
         // again, empty, would run the app on nothing and keep a rollback's
         // snapshot from its place.
         if !paths.data().is_dir() {
-            let why = match paths.dir.is_dir() {
-                true => format!(
-                    "{app}'s data is not in place (a rollback that did not finish is finished when the launcher starts again); nothing ran"
+            return Err(match paths.dir.is_dir() {
+                true => CallError::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "{app}'s data is not in place (a rollback that did not finish is finished when the launcher starts again); nothing ran"
+                    ),
                 ),
-                false => format!("there is no app `{app}` (it was removed)"),
-            };
-            return Err(CallError::new(ErrorKind::Conflict, why));
+                false => CallError::new(ErrorKind::NotFound, format!("there is no app `{app}` (it was removed)")),
+            });
         }
-        for dir in policy.write.iter().filter(|d| d.starts_with(self.root.dir()) && !d.ends_with("data")) {
+        let previews = paths.dir.join("previews");
+        let a_data_folder = |d: &std::path::Path| {
+            *d == paths.data() || (d.starts_with(&previews) && d.file_name().is_some_and(|n| n == "data"))
+        };
+        for dir in policy.write.iter().filter(|d| d.starts_with(self.root.dir()) && !a_data_folder(d)) {
             let _ = std::fs::create_dir_all(dir);
         }
         let policy_text = serde_json::to_string(&Policy { unconfined, ..(**policy).clone() })
