@@ -430,12 +430,17 @@ impl Apps {
         found.as_ref().map_err(|e| anyhow::anyhow!("{e}"))
     }
 
-    /// Forgets the open store of `data` and closes its record (before its
-    /// folder is renamed).
+    /// Forgets the open store of `data` and closes its record, its workers
+    /// retired (before its contents are copied, or a preview's folder goes).
     pub(crate) fn close_store(&self, data: &Path) {
         if let Some(elsewhere) = self.elsewhere.get() {
             elsewhere.retire_holding(data);
         }
+        self.let_go(data);
+    }
+
+    /// The launcher's own hold on `data`: its open store, its record.
+    fn let_go(&self, data: &Path) {
         self.stores.lock().expect("stores").remove(data.as_os_str());
         self.recorder.close(data);
         crate::applog::flush();
@@ -453,9 +458,7 @@ impl Apps {
         }
         // Made at once: whatever happens next, its drop ends the move.
         let moving = MovingStore { apps: self, data: data.to_path_buf() };
-        self.stores.lock().expect("stores").remove(data.as_os_str());
-        self.recorder.close(data);
-        crate::applog::flush();
+        self.let_go(data);
         moving
     }
 

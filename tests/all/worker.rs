@@ -748,8 +748,14 @@ fn an_idle_worker_ends_after_worker_idle_secs_and_the_next_call_starts_it_again(
 /// Hostile installed, then a second release of it activated: the
 /// activation keeps a snapshot of the data, which a rollback puts back.
 fn hostile_in_a_second_release(root: &TestRoot) {
+    let second = hostile_with_a_second_release(root);
+    root.ok(&["activate", "hostile", &second]);
+}
+
+/// Hostile installed and a second release of it built (another port asked
+/// for, granted), not activated: its id.
+fn hostile_with_a_second_release(root: &TestRoot) -> String {
     let ws = root.install_hostile_with("network = [\"http://127.0.0.1:9\"]");
-    // A second release, activated: the activation keeps a snapshot of the data.
     let manifest = std::fs::read_to_string(ws.path().join("autoapp.toml")).unwrap();
     std::fs::write(ws.path().join("autoapp.toml"), manifest.replace("127.0.0.1:9", "127.0.0.1:10")).unwrap();
     let component = crate::support::hostile_component();
@@ -757,7 +763,7 @@ fn hostile_in_a_second_release(root: &TestRoot) {
         serde_json::from_str(&root.ok(&["build", "hostile", "--component", component.to_str().unwrap(), "--json"]))
             .unwrap();
     root.grant_all("hostile");
-    root.ok(&["activate", "hostile", built["release"].as_str().unwrap()]);
+    built["release"].as_str().unwrap().to_string()
 }
 
 #[test]
@@ -1032,17 +1038,9 @@ fn control_request(root: &Path, request: serde_json::Value) -> serde_json::Value
 #[test]
 fn a_call_whose_worker_started_while_its_app_was_activated_is_answered_not_told_to_try_again() {
     let root = TestRoot::with_config(&format!("{}worker_idle_secs = 120\n", crate::many_callers::QUIET));
-    let ws = root.install_hostile_with("network = [\"http://127.0.0.1:9\"]");
-    root.call("hostile", "mark", "{}");
     // A second release, built, not activated.
-    let manifest = std::fs::read_to_string(ws.path().join("autoapp.toml")).unwrap();
-    std::fs::write(ws.path().join("autoapp.toml"), manifest.replace("127.0.0.1:9", "127.0.0.1:10")).unwrap();
-    let component = crate::support::hostile_component();
-    let built: serde_json::Value =
-        serde_json::from_str(&root.ok(&["build", "hostile", "--component", component.to_str().unwrap(), "--json"]))
-            .unwrap();
-    let second = built["release"].as_str().unwrap().to_string();
-    root.grant_all("hostile");
+    let second = hostile_with_a_second_release(&root);
+    root.call("hostile", "mark", "{}");
     let hold = root.path().join("hold");
     let launcher = holding_launcher(&root, &hold);
     let mut panel = launcher.tab("the Autoapp panel");

@@ -1455,10 +1455,15 @@ impl Inner {
         // passed for is still the one its data is for: the app may have
         // changed since (an activation or rollback while the call waited
         // for its worker, or for the person's answer).
+        // (The pointer read as `Apps` reads it for every call: from memory
+        // until something on its way changes.)
         let paths = self.root.app(&call.app);
-        if call.data == paths.data()
-            && crate::release::active(&paths).ok().flatten().as_deref() != Some(call.release.as_str())
-        {
+        let active = || {
+            crate::pointer::read_through(&paths.active_file(), || {
+                crate::release::active(&paths)?.ok_or_else(|| anyhow::anyhow!("no active release"))
+            })
+        };
+        if call.data == paths.data() && active().ok().as_deref() != Some(call.release.as_str()) {
             let app = &call.app;
             let why = crate::apps::RELEASE_CHANGED;
             return Err(CallError::new(ErrorKind::Conflict, format!("{app} {why}; call it again")));
