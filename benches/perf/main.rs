@@ -112,7 +112,7 @@ fn main() -> anyhow::Result<()> {
     let want = |id: &str| ctx.args.only.is_empty() || ctx.args.only.iter().any(|o| o.eq_ignore_ascii_case(id));
     let mut rows = Vec::new();
     type Bench = fn(&Ctx) -> anyhow::Result<Row>;
-    let all: [(&str, Bench); 12] = [
+    let all: [(&str, Bench); 13] = [
         ("P1", p1),
         ("P2", p2),
         ("P2r", p2r),
@@ -125,6 +125,7 @@ fn main() -> anyhow::Result<()> {
         ("P5", p5),
         ("P5c", p5_cold),
         ("P6", p6),
+        ("P7", p7),
     ];
     for (id, bench) in all {
         if want(id) {
@@ -1054,11 +1055,9 @@ fn p5_cold(ctx: &Ctx) -> anyhow::Result<Row> {
 
 // ---------------------------------------------------------------- P6
 
-fn p6(ctx: &Ctx) -> anyhow::Result<Row> {
-    let deadline_ms = 2000;
-    let config = format!("{QUIET}call_deadline_ms = {deadline_ms}\n");
-    let a =
-        ctx.root_with("p6", &config, &[("bench", "bench", &ctx.bench_wasm), ("spinner", "bench", &ctx.bench_wasm)])?;
+/// A launcher (`autoapp open`) on `a`, and a tab of each of two of its apps,
+/// opened from its panel as a person opens them.
+fn two_tabs(a: &Autoapp, first: &str, second: &str) -> anyhow::Result<(support::Running, Http, Http)> {
     let launcher = a.start(&["open"])?;
     let mut panel = Http::launch(&launcher.address_of("the Autoapp panel")?)?;
     let mut tab = |app: &str| -> anyhow::Result<Http> {
@@ -1066,17 +1065,27 @@ fn p6(ctx: &Ctx) -> anyhow::Result<Row> {
         ensure!(r.status == 200, "the panel did not open {app}: {}", r.status);
         Http::launch(&launcher.address_of(app)?)
     };
-    let mut hello = tab("bench")?;
-    let spinner = tab("spinner")?;
-    fn call(h: &mut Http) -> anyhow::Result<Duration> {
-        let t = Instant::now();
-        let r = h.request("POST", "/api/call/hello", Some("{}"))?;
-        let took = t.elapsed();
-        ensure!(r.status == 200 && r.body == HELLO.as_bytes(), "hello answered {}", r.status);
-        Ok(took)
-    }
+    let (first, second) = (tab(first)?, tab(second)?);
+    Ok((launcher, first, second))
+}
+
+/// One POST of `hello` from a tab, timed; anything but its answer fails.
+fn call_hello(h: &mut Http) -> anyhow::Result<Duration> {
+    let t = Instant::now();
+    let r = h.request("POST", "/api/call/hello", Some("{}"))?;
+    let took = t.elapsed();
+    ensure!(r.status == 200 && r.body == HELLO.as_bytes(), "hello answered {}", r.status);
+    Ok(took)
+}
+
+fn p6(ctx: &Ctx) -> anyhow::Result<Row> {
+    let deadline_ms = 2000;
+    let config = format!("{QUIET}call_deadline_ms = {deadline_ms}\n");
+    let a =
+        ctx.root_with("p6", &config, &[("bench", "bench", &ctx.bench_wasm), ("spinner", "bench", &ctx.bench_wasm)])?;
+    let (launcher, mut hello, spinner) = two_tabs(&a, "bench", "spinner")?;
     for _ in 0..200 {
-        call(&mut hello)?;
+        call_hello(&mut hello)?;
     }
     let (rounds, per) = (ctx.scale(3, 5), ctx.scale(300, 2000));
     let (mut alone, mut beside) = (Samples::default(), Samples::default());
@@ -1084,7 +1093,7 @@ fn p6(ctx: &Ctx) -> anyhow::Result<Row> {
     let mut spinner = Some(spinner);
     for _ in 0..rounds {
         for _ in 0..per {
-            alone.push(call(&mut hello)?);
+            alone.push(call_hello(&mut hello)?);
         }
         let stop = Arc::new(AtomicBool::new(false));
         let mut s = spinner.take().expect("the spinner's tab");
@@ -1101,7 +1110,7 @@ fn p6(ctx: &Ctx) -> anyhow::Result<Row> {
         };
         std::thread::sleep(Duration::from_millis(100));
         for _ in 0..per {
-            beside.push(call(&mut hello)?);
+            beside.push(call_hello(&mut hello)?);
         }
         stop.store(true, Ordering::Relaxed);
         spinner = Some(spinning.join().map_err(|_| anyhow::anyhow!("the spinner thread panicked"))??);
@@ -1120,6 +1129,64 @@ fn p6(ctx: &Ctx) -> anyhow::Result<Row> {
         ratio: format!("{ratio:.2}× (p99)"),
         target: "≤ 2×".into(),
         met: Some(ratio <= 2.0),
+    })
+}
+
+// ---------------------------------------------------------------- P7
+
+/// P7: `hello` of one app over HTTP, one request at a time, while another
+/// app of the same launcher is under load (wrk, 32 keep-alive connections
+/// posting `hello` to that app's own server, so its worker and wrk keep the
+/// machine's cores busy); the peer is the same app alone, in the same
+/// rounds. Reported: the ratio of the p99s, and what the neighbour answered.
+fn p7(ctx: &Ctx) -> anyhow::Result<Row> {
+    let a =
+        ctx.root_with("p7", QUIET, &[("bench", "bench", &ctx.bench_wasm), ("neighbour", "bench", &ctx.bench_wasm)])?;
+    let (launcher, mut hello, neighbour) = two_tabs(&a, "bench", "neighbour")?;
+    for _ in 0..200 {
+        call_hello(&mut hello)?;
+    }
+    let url = format!("http://127.0.0.1:{}/api/call/hello", neighbour.port());
+    let script = support::post_script("{}", &page_headers(&neighbour));
+    // wrk's first and last moments (connecting, ending) are left out of
+    // the calls measured beside it.
+    let (rounds, secs) = (ctx.scale(2, 5), ctx.scale(2, 4) as u64);
+    let margin = Duration::from_millis(300);
+    let window = Duration::from_secs(secs) - 2 * margin;
+    let (mut alone, mut beside) = (Samples::default(), Samples::default());
+    let (mut answered, mut neighbour_rates) = (0u64, Vec::new());
+    for _ in 0..rounds {
+        let t = Instant::now();
+        while t.elapsed() < window {
+            alone.push(call_hello(&mut hello)?);
+        }
+        let load = {
+            let (wrk, url, script) = (ctx.args.wrk.clone(), url.clone(), script.clone());
+            std::thread::spawn(move || support::wrk(&wrk, &url, &script, secs, 32).and_then(|l| l.ok()))
+        };
+        std::thread::sleep(margin);
+        let t = Instant::now();
+        while t.elapsed() < window {
+            beside.push(call_hello(&mut hello)?);
+        }
+        let load = load.join().map_err(|_| anyhow::anyhow!("the neighbour's load thread panicked"))??;
+        answered += load.requests;
+        neighbour_rates.push(load.requests_per_sec);
+    }
+    launcher.stop()?;
+    let ratio = beside.p99().as_secs_f64() / alone.p99().as_secs_f64();
+    Ok(Row {
+        id: "P7",
+        what: format!(
+            "`hello` over HTTP, one request at a time, while another app of the launcher is under load (wrk, 32 connections, `hello` of its own server: {:.0} req/s, {answered} answered)",
+            median_of(&neighbour_rates)
+        ),
+        ours: format!("p99 {} · median {} ({} calls)", us(beside.p99()), us(beside.median()), beside.len()),
+        peer_name: "the same app alone".into(),
+        peer: format!("p99 {} · median {} ({} calls)", us(alone.p99()), us(alone.median()), alone.len()),
+        ratio: format!("{ratio:.2}× (p99)"),
+        target: "reported".into(),
+        met: None,
     })
 }
 
