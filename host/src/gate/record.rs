@@ -170,6 +170,18 @@ struct Writer {
     conn: Arc<Mutex<Shared>>,
     /// How many durable rows are on their way to this record right now.
     waiting: Arc<std::sync::atomic::AtomicUsize>,
+    /// How many calls are syncing this folder's logs on their own thread
+    /// right now (at most one: [`Recorder::synced`]).
+    syncing: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A call's right to sync its data folder's logs itself ([`Recorder::synced`]).
+struct Syncing(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Syncing {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 /// A durable row held across an await: when the future holding it is
@@ -264,7 +276,10 @@ impl Recorder {
                 .spawn(move || writer(&folder, rx, durability, &shared));
             match spawned {
                 Ok(thread) => {
-                    writers.insert(data.as_os_str().to_owned(), Writer { tx, thread, conn, waiting: Arc::default() });
+                    writers.insert(
+                        data.as_os_str().to_owned(),
+                        Writer { tx, thread, conn, waiting: Arc::default(), syncing: Arc::default() },
+                    );
                 }
                 Err(e) => {
                     tracing::error!("cannot start the record's writer: {e}");
@@ -346,12 +361,30 @@ impl Recorder {
 
     /// Returns once the rows committed with their writes in the store of
     /// `data` ([`insert_beside`]) are as durable as the level says: at once
-    /// at `process` (the commit put them in the log), after the group's
-    /// sync of the data folder's logs at `power` (one sync for every row
-    /// waiting at that moment).
+    /// at `process` (the commit put them in the log); at `power`, after a
+    /// sync of the data folder's logs that began after the caller's commit —
+    /// its own when no other call is syncing the folder, else the writer's
+    /// (one sync for every row waiting at that moment).
     pub async fn synced(&self, data: &Path) -> anyhow::Result<()> {
         if self.durability == Durability::Process {
             return Ok(());
+        }
+        // A write alone in waiting for its folder's sync does the sync itself,
+        // on its own thread: handing it to the record's writer and hearing
+        // back costs two wake-ups of a thread on an idle core (on the machine
+        // of docs/performance-history.md, 2026-12-06: about 75 µs of a
+        // 480 µs write). A write that comes while one syncs goes to the
+        // writer, whose one sync covers every write waiting for it. (On a
+        // runtime of one thread — a machine of one core — the sync holds that
+        // thread; at most one call does at a time.)
+        if let Some(alone) = self.alone_syncing(data) {
+            let sync = || sync_logs(data);
+            let synced = match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+                Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(sync),
+                _ => sync(),
+            };
+            drop(alone);
+            return synced;
         }
         let (told, done) = tokio::sync::oneshot::channel();
         if self.send(data, Msg::Synced(told), true).is_err() {
@@ -361,6 +394,23 @@ impl Recorder {
             Ok(Ok(())) => Ok(()),
             Ok(Err(why)) => Err(anyhow::anyhow!(why)),
             Err(_) => anyhow::bail!("the record's writer stopped"),
+        }
+    }
+
+    /// The right to sync the logs of `data` on this thread, when no other
+    /// call is doing so (its writer started); given back when dropped.
+    fn alone_syncing(&self, data: &Path) -> Option<Syncing> {
+        use std::sync::atomic::Ordering::AcqRel;
+        let syncing = {
+            let mut writers = self.writers.lock().expect("recorder");
+            self.writer_of(&mut writers, data)?.syncing.clone()
+        };
+        match syncing.fetch_add(1, AcqRel) {
+            0 => Some(Syncing(syncing)),
+            _ => {
+                syncing.fetch_sub(1, AcqRel);
+                None
+            }
         }
     }
 
@@ -510,6 +560,8 @@ fn writer(data: &Path, rx: mpsc::Receiver<Msg>, durability: Durability, shared: 
 /// into its database first).
 pub fn sync_logs(data: &Path) -> anyhow::Result<()> {
     GROUPS_SYNCED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    #[cfg(test)]
+    SYNCED_HERE.with(|n| n.set(n.get() + 1));
     let entries = match std::fs::read_dir(data) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -528,6 +580,12 @@ pub fn sync_logs(data: &Path) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many syncs this thread did (tests: which thread a sync ran on).
+    static SYNCED_HERE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// How many groups of durable rows this process synced (`Durability::Power`).
@@ -1160,6 +1218,36 @@ mod tests {
             assert!(rt.block_on(Recorder::new(Durability::Process).write_durable(d.path(), row(1001))).is_ok());
         }
         std::fs::set_permissions(&wal, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+
+    /// At `power`, a write alone in waiting for its folder's sync syncs the
+    /// logs on its own thread: it does not wake the record's writer for it,
+    /// and wait to be woken (two wake-ups of a thread on an idle core).
+    #[test]
+    fn at_power_a_write_alone_syncs_its_folders_logs_on_its_own_thread() {
+        let d = tempfile::tempdir().unwrap();
+        Connection::open(d.path().join("app.sqlite"))
+            .unwrap()
+            .execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (x); INSERT INTO t VALUES (1);")
+            .unwrap();
+        let here = || SYNCED_HERE.with(|n| n.get());
+        for flavor in ["multi-thread", "current-thread"] {
+            let rt = match flavor {
+                "multi-thread" => tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap(),
+                _ => tokio::runtime::Builder::new_current_thread().build().unwrap(),
+            };
+            let rec = Recorder::new(Durability::Power);
+            let before = here();
+            rt.block_on(async {
+                rec.synced(d.path()).await.unwrap();
+                rec.synced(d.path()).await.unwrap();
+            });
+            assert_eq!(here() - before, 2, "{flavor}: each lone write synced on the caller's thread");
+            // At `process`, nothing is synced.
+            let before = here();
+            rt.block_on(Recorder::new(Durability::Process).synced(d.path())).unwrap();
+            assert_eq!(here(), before, "{flavor}: process");
+        }
     }
 
     #[test]
