@@ -69,7 +69,18 @@ const PREVIEW_FILE: &str = "preview.json";
 /// Finishes or undoes every activation or rollback a crash interrupted
 /// (`release::journal`), before anything else looks at the apps.
 pub fn recover(root: &crate::root::Root) -> anyhow::Result<Vec<journal::Recovered>> {
-    journal::recover(root, &|data| Ok(store::applied_in(data)?.len()))
+    journal::recover(root, &applied_in)
+}
+
+/// Finishes or undoes `app`'s interrupted activation or rollback, if it has
+/// one that no process holds: a launcher that finds an app's data not in
+/// place, its rollback's process gone, finishes it as the next command would.
+pub fn recover_app(root: &crate::root::Root, app: &AppId) -> anyhow::Result<Option<journal::Recovered>> {
+    journal::recover_app(root, app, &applied_in)
+}
+
+fn applied_in(data: &std::path::Path) -> anyhow::Result<usize> {
+    Ok(store::applied_in(data)?.len())
 }
 
 impl Apps {

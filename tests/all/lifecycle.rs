@@ -218,15 +218,23 @@ fn a_release_activated_again_under_a_running_launcher_has_its_first_write_noted_
     for i in 0..20 {
         add(&format!("two, {i}"));
     }
-    // One thread waits to note it, however many writes come meanwhile.
-    let waiting = std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter(|t| {
-            let comm = std::fs::read_to_string(t.as_ref().unwrap().path().join("comm")).unwrap_or_default();
-            comm.trim_end() == "autoapp-first-w"
-        })
-        .count();
-    assert_eq!(waiting, 1, "threads waiting to note the first write");
+    // One thread waits to note it, however many writes come meanwhile. (A
+    // thread names itself once it runs: on a busy machine it may not have
+    // yet.)
+    let waiting = || {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter(|t| {
+                let comm = std::fs::read_to_string(t.as_ref().unwrap().path().join("comm")).unwrap_or_default();
+                comm.trim_end() == "autoapp-first-w"
+            })
+            .count()
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while waiting() == 0 && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(waiting(), 1, "threads waiting to note the first write");
     std::thread::sleep(std::time::Duration::from_millis(300));
     let a = autoapp::release::journal::activation(&paths).unwrap().unwrap();
     assert!(a.first_write_at.is_none(), "nothing is written under another change's lock: {a:?}");

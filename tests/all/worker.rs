@@ -1135,6 +1135,75 @@ fn a_call_that_comes_while_a_rollback_moves_the_data_waits_for_the_data_put_back
 }
 
 #[test]
+fn a_rollback_whose_process_ended_half_way_behind_a_launcher_is_finished_at_the_apps_next_call() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    hostile_in_a_second_release(&root);
+    root.call("hostile", "mark", "{}");
+    // A rollback from the command line, begun before the launcher starts,
+    // is held once it has moved the data aside (the launcher's recovery at
+    // its start leaves it: it holds the app's lock)...
+    let hold = root.path().join("hold");
+    std::fs::write(&hold, "").unwrap();
+    let mut rollback = root.paused(&["rollback", "hostile", "--restore", "--yes"], "rollback:moved-aside", &hold);
+    let app = root.path().join("apps/hostile");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while app.join("data").exists() {
+        assert!(std::time::Instant::now() < until, "the rollback never moved the data aside");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let launcher = Served::start(&root, &["open"]);
+    let _panel = launcher.tab("the Autoapp panel");
+    // ...and its process ends there, while the launcher runs.
+    rollback.kill().unwrap();
+    rollback.wait().unwrap();
+    assert!(app.join("journal.json").exists() && !app.join("data").exists());
+    // An agent reads: the launcher finishes the rollback before the app's
+    // worker starts, and the read is answered by the release put back from
+    // the data put back (fails before: "hostile's data is not in place",
+    // until some command ran recovery).
+    let count =
+        serde_json::json!({ "type": "invoke", "app": "hostile", "route": "count", "input": {}, "client": "agent" });
+    let answered = control_request(root.path(), count);
+    assert_eq!(answered["ok"], true, "{answered}");
+    assert_eq!(answered["output"]["marks"], 0, "{answered}");
+    assert!(!app.join("journal.json").exists(), "the rollback was finished");
+    launcher.stop();
+    let history = std::fs::read_to_string(app.join("history.jsonl")).unwrap();
+    assert!(history.lines().last().is_some_and(|l| l.contains("finished by recovery")), "{history}");
+}
+
+#[test]
+fn a_rollback_that_ended_half_way_without_its_snapshot_is_undone_by_recovery() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    hostile_in_a_second_release(&root);
+    root.call("hostile", "mark", "{}");
+    let hold = root.path().join("hold");
+    std::fs::write(&hold, "").unwrap();
+    let mut rollback = root.paused(&["rollback", "hostile", "--restore", "--yes"], "rollback:moved-aside", &hold);
+    let app = root.path().join("apps/hostile");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while app.join("data").exists() {
+        assert!(std::time::Instant::now() < until, "the rollback never moved the data aside");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Its snapshot goes, and its process ends before it can undo itself.
+    let activation: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(app.join("activation.json")).unwrap()).unwrap();
+    let snapshot = app.join(activation["snapshot"].as_str().expect("the activation's snapshot"));
+    std::fs::rename(&snapshot, root.path().join("snapshot-elsewhere")).unwrap();
+    rollback.kill().unwrap();
+    rollback.wait().unwrap();
+    // The next command's recovery puts the data moved aside back, with its
+    // write, and the release that ran on it stays active (fails before:
+    // recovery "finished" the rollback on no data, and the app's data was
+    // not in place).
+    assert_eq!(root.call("hostile", "count", "{}")["marks"], 1);
+    assert!(!app.join("journal.json").exists());
+    let history = std::fs::read_to_string(app.join("history.jsonl")).unwrap();
+    assert!(history.lines().last().is_some_and(|l| l.contains("undone by recovery")), "{history}");
+}
+
+#[test]
 fn a_worker_never_makes_its_apps_data_folder_again() {
     let root = TestRoot::with_config(crate::many_callers::QUIET);
     root.install("notes");

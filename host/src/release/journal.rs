@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
+use crate::manifest::AppId;
 use crate::root::{AppPaths, Root, sync_dir, write_atomic};
 
 const JOURNAL: &str = "journal.json";
@@ -312,22 +313,28 @@ pub type AppliedIn<'a> = &'a dyn Fn(&Path) -> anyhow::Result<usize>;
 pub fn recover(root: &Root, applied_in: AppliedIn<'_>) -> anyhow::Result<Vec<Recovered>> {
     let mut done = Vec::new();
     for id in root.app_ids()? {
-        let app = root.app(&id);
-        let Some(j) = journal(&app)? else { continue };
-        // An operation that holds the app's lock is not interrupted: it is
-        // under way in another process, which finishes it.
-        let _lock = match lock(&app, true) {
-            Ok(l) => l,
-            Err(e) if crate::error::kind_of(&e) == crate::error::ErrorKind::Conflict => continue,
-            Err(e) => return Err(e.context(format!("cannot recover the interrupted {:?} of {id}", j.op))),
-        };
-        let Some(j) = journal(&app)?.filter(|again| again.stamp == j.stamp) else { continue };
-        let outcome = recover_one(&app, &j, applied_in)
-            .with_context(|| format!("cannot recover the interrupted {:?} of {id}", j.op))?;
-        tracing::warn!(app = %id, op = ?j.op, step = ?j.step, outcome, "recovered an interrupted operation");
-        done.push(Recovered { app: id.to_string(), op: j.op, step: j.step, outcome: outcome.to_string() });
+        done.extend(recover_app(root, &id, applied_in)?);
     }
     Ok(done)
+}
+
+/// Finishes or undoes `id`'s interrupted operation, if it has one: what
+/// was done, or nothing when there is none or it is under way.
+pub fn recover_app(root: &Root, id: &AppId, applied_in: AppliedIn<'_>) -> anyhow::Result<Option<Recovered>> {
+    let app = root.app(id);
+    let Some(j) = journal(&app)? else { return Ok(None) };
+    // An operation that holds the app's lock is not interrupted: it is
+    // under way in another process (or this one), which finishes it.
+    let _lock = match lock(&app, true) {
+        Ok(l) => l,
+        Err(e) if crate::error::kind_of(&e) == crate::error::ErrorKind::Conflict => return Ok(None),
+        Err(e) => return Err(e.context(format!("cannot recover the interrupted {:?} of {id}", j.op))),
+    };
+    let Some(j) = journal(&app)?.filter(|again| again.stamp == j.stamp) else { return Ok(None) };
+    let outcome = recover_one(&app, &j, applied_in)
+        .with_context(|| format!("cannot recover the interrupted {:?} of {id}", j.op))?;
+    tracing::warn!(app = %id, op = ?j.op, step = ?j.step, outcome, "recovered an interrupted operation");
+    Ok(Some(Recovered { app: id.to_string(), op: j.op, step: j.step, outcome: outcome.to_string() }))
 }
 
 fn recover_one(app: &AppPaths, j: &Journal, applied_in: AppliedIn<'_>) -> anyhow::Result<&'static str> {
@@ -391,6 +398,14 @@ fn recover_rollback(app: &AppPaths, j: &Journal) -> anyhow::Result<&'static str>
     }
     if !data.exists() && snapshot.exists() {
         rename(&snapshot, &data)?;
+    }
+    if !data.exists() && aside.exists() {
+        // The snapshot is gone (as when the rollback could not put it in
+        // place and ended before it undid itself): the data it moved aside
+        // goes back, and the release it ran stays active.
+        rename(&aside, &data)?;
+        close(app, j, "undone by recovery: its snapshot was missing")?;
+        return Ok("undone");
     }
     finish_switch(app, j)?;
     close(app, j, "finished by recovery")?;

@@ -972,12 +972,28 @@ impl Inner {
         // app removed while this call waited), and a worker that made it
         // again, empty, would run the app on nothing and keep a rollback's
         // snapshot from its place.
+        if !paths.data().is_dir() && paths.dir.is_dir() {
+            // A rollback whose process ended half way (one begun from the
+            // command line before this launcher started, which left it to
+            // that process) is finished here, as the next command would;
+            // one under way holds the app's lock and is left to it.
+            let (root, id) = (self.root.clone(), app.clone());
+            match tokio::task::spawn_blocking(move || crate::lifecycle::recover_app(&root, &id)).await {
+                Ok(Ok(Some(r))) => tracing::warn!(
+                    app = %app, op = ?r.op, step = ?r.step, outcome = r.outcome,
+                    "an interrupted operation whose process had ended was recovered before the app's worker started"
+                ),
+                Ok(Ok(None)) => {}
+                Ok(Err(e)) => tracing::warn!(app = %app, "cannot recover an interrupted operation: {e:#}"),
+                Err(e) => tracing::warn!(app = %app, "cannot recover an interrupted operation: {e}"),
+            }
+        }
         if !paths.data().is_dir() {
             return Err(match paths.dir.is_dir() {
                 true => CallError::new(
                     ErrorKind::Conflict,
                     format!(
-                        "{app}'s data is not in place (a rollback that did not finish is finished when the launcher starts again); nothing ran"
+                        "{app}'s data is not in place (moved by a rollback or removal that is under way or could not be finished; `autoapp status` says more); nothing ran"
                     ),
                 ),
                 false => CallError::new(ErrorKind::NotFound, format!("there is no app `{app}` (it was removed)")),
