@@ -394,19 +394,25 @@ impl Apps {
     /// write, with its file's text, when it is not noted yet: read from
     /// memory while the activation file is unchanged (`pointer`).
     fn first_write_unnoted(&self, app: &AppId, release_id: &str) -> Option<(String, MadeUnder)> {
-        let file = crate::release::journal::activation_file(&self.root.app(app));
+        let paths = self.root.app(app);
+        let file = crate::release::journal::activation_file(&paths);
         // No activation to note it in (or none readable): nothing to do.
         let text = crate::pointer::read_through(&file, || std::fs::read_to_string(&file)).ok()?;
-        if self
-            .written
-            .lock()
-            .expect("written")
-            .get(app)
-            .is_some_and(|(noted, release)| *noted == text && release == release_id)
+        // While another activation is under way, a write noted already in
+        // this one may be its first (after its snapshot): judged once it
+        // is done.
+        let under_way = crate::release::journal::under_way(&paths);
+        if !under_way
+            && self
+                .written
+                .lock()
+                .expect("written")
+                .get(app)
+                .is_some_and(|(noted, release)| *noted == text && release == release_id)
         {
             return None;
         }
-        match to_note(app, &file, &text, release_id) {
+        match to_note(app, &file, &text, release_id, under_way) {
             ToNote::Damaged => None,
             ToNote::Already => {
                 self.written.lock().expect("written").insert(app.clone(), (text, release_id.to_string()));
@@ -1226,7 +1232,8 @@ pub fn note_first_write_of(root: &Root, app: &AppId, release_id: &str) {
     let paths = root.app(app);
     let file = crate::release::journal::activation_file(&paths);
     let Ok(text) = std::fs::read_to_string(&file) else { return };
-    let ToNote::Note(made_under) = to_note(app, &file, &text, release_id) else { return };
+    let under_way = crate::release::journal::under_way(&paths);
+    let ToNote::Note(made_under) = to_note(app, &file, &text, release_id, under_way) else { return };
     let deadline = Instant::now() + std::time::Duration::from_secs(2);
     loop {
         match note_in_journal(&paths, &made_under) {
@@ -1250,8 +1257,8 @@ enum ToNote {
 }
 
 /// What a write of `release_id` has to note, from the activation file's
-/// `text`.
-fn to_note(app: &AppId, file: &Path, text: &str, release_id: &str) -> ToNote {
+/// `text`; `under_way`: an activation or rollback of the app is under way.
+fn to_note(app: &AppId, file: &Path, text: &str, release_id: &str, under_way: bool) -> ToNote {
     let seen: crate::release::journal::Activation = match serde_json::from_str(text) {
         Ok(a) => a,
         Err(e) => {
@@ -1260,7 +1267,7 @@ fn to_note(app: &AppId, file: &Path, text: &str, release_id: &str) -> ToNote {
         }
     };
     match seen.release == release_id {
-        true if seen.first_write_at.is_some() => ToNote::Already,
+        true if seen.first_write_at.is_some() && !under_way => ToNote::Already,
         true => ToNote::Note(MadeUnder::Seen(seen)),
         // The file names another release: either this call began before
         // another release was activated, or an activation of this one has
@@ -1320,9 +1327,15 @@ fn note_in_journal(paths: &crate::root::AppPaths, made_under: &MadeUnder) -> any
         return Ok(Noted::Done);
     }
     let Some(mut a) = journal::activation(paths)? else { return Ok(Noted::Done) };
+    // Or the activation that replaced the release that wrote: a write
+    // noted after that activation began may have come after its snapshot,
+    // which a plain rollback would put back without it.
     let same = match made_under {
-        MadeUnder::Seen(seen) => a.release == seen.release && a.activated_at == seen.activated_at,
-        MadeUnder::Release(release) => a.release == *release,
+        MadeUnder::Seen(seen) => {
+            (a.release == seen.release && a.activated_at == seen.activated_at)
+                || (a.previous.as_deref() == Some(seen.release.as_str()) && a.release != seen.release)
+        }
+        MadeUnder::Release(release) => a.release == *release || a.previous.as_deref() == Some(release.as_str()),
     };
     if !same || a.first_write_at.is_some() {
         return Ok(Noted::Done);

@@ -195,6 +195,7 @@ impl Apps {
         fault("activate:copied");
         rename(&partial, &folder(&paths, &snapshot))?;
         journal::reach(&paths, &mut j, Step::Snapshotted, "activate")?;
+        journal::pause("activate:snapshotted");
 
         let applied = self.store(&data)?.migrate(&migrations)?;
         fault("activate:migrations-committed");

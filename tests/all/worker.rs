@@ -1204,6 +1204,52 @@ fn a_rollback_that_ended_half_way_without_its_snapshot_is_undone_by_recovery() {
 }
 
 #[test]
+fn a_write_of_the_release_replaced_after_an_activations_snapshot_makes_a_plain_rollback_ask() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    let second = hostile_with_a_second_release(&root);
+    // The first release has written (its first write noted long ago).
+    root.call("hostile", "mark", "{}");
+    let launcher = Served::start(&root, &["open"]);
+    let mut panel = launcher.tab("the Autoapp panel");
+    let mut tab = launcher.opened(&mut panel, "hostile");
+    // The second is activated from a terminal, held once its snapshot is
+    // taken, before its migrations and the switch.
+    let hold = root.path().join("hold");
+    std::fs::write(&hold, "").unwrap();
+    let mut activate = root.paused(&["activate", "hostile", &second], "activate:snapshotted", &hold);
+    let app = root.path().join("apps/hostile");
+    let snapshotted = || std::fs::read_to_string(app.join("journal.json")).is_ok_and(|j| j.contains("\"snapshotted\""));
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !snapshotted() {
+        assert!(std::time::Instant::now() < until, "the activation never took its snapshot");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Meanwhile the person's tab, still on the first release, writes: the
+    // write is in the data, not in the snapshot.
+    let r = tab.request("POST", "/api/call/mark", Some("{}")).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    std::fs::remove_file(&hold).unwrap();
+    assert!(activate.wait().unwrap().success(), "the activation is done");
+    // The write counts as the activation's first: a plain rollback, which
+    // would put back the snapshot without it, asks what to do with it
+    // (fails before: it was noted nowhere, and the rollback set it aside
+    // without asking).
+    let noted = || {
+        let a: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(app.join("activation.json")).unwrap()).unwrap();
+        a["release"] == second.as_str() && !a["first_write_at"].is_null()
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !noted() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    launcher.stop();
+    let e = root.fails_with(1, &["rollback", "hostile"]);
+    assert!(e.contains("--restore --yes"), "{e}");
+    assert_eq!(root.call("hostile", "count", "{}")["marks"], 2);
+}
+
+#[test]
 fn a_worker_never_makes_its_apps_data_folder_again() {
     let root = TestRoot::with_config(crate::many_callers::QUIET);
     root.install("notes");

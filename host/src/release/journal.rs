@@ -103,6 +103,19 @@ pub fn journal(app: &AppPaths) -> anyhow::Result<Option<Journal>> {
     read_json(&app.dir.join(JOURNAL))
 }
 
+/// Whether an activation or rollback of the app is under way (or was
+/// interrupted): its journal is open. Read as the active pointer is, from
+/// memory until something on its way changes (`crate::pointer`); a journal
+/// that cannot be read counts as open.
+pub fn under_way(app: &AppPaths) -> bool {
+    let file = app.dir.join(JOURNAL);
+    crate::pointer::read_through(&file, || match std::fs::read_to_string(&file) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        read => read,
+    })
+    .map_or(true, |text| !text.is_empty())
+}
+
 /// Reads the current activation record.
 pub fn activation(app: &AppPaths) -> anyhow::Result<Option<Activation>> {
     read_json(&activation_file(app))
