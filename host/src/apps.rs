@@ -1323,8 +1323,9 @@ fn note_in_journal(paths: &crate::root::AppPaths, made_under: &MadeUnder) -> any
     use crate::release::journal;
     let Ok(_lock) = journal::lock(paths, true) else { return Ok(Noted::Busy) };
     if journal::journal(paths)?.is_some() {
-        // Half done: its recovery decides the activation.
-        return Ok(Noted::Done);
+        // Half done, its process gone: noted once its recovery (the next
+        // command's, or the launcher's) has decided the activation.
+        return Ok(Noted::Busy);
     }
     let Some(mut a) = journal::activation(paths)? else { return Ok(Noted::Done) };
     // Or the activation that replaced the release that wrote: a write

@@ -1137,7 +1137,8 @@ fn a_call_that_comes_while_a_rollback_moves_the_data_waits_for_the_data_put_back
 #[test]
 fn a_rollback_whose_process_ended_half_way_behind_a_launcher_is_finished_at_the_apps_next_call() {
     let root = TestRoot::with_config(crate::many_callers::QUIET);
-    hostile_in_a_second_release(&root);
+    let second = hostile_with_a_second_release(&root);
+    root.ok(&["activate", "hostile", &second]);
     root.call("hostile", "mark", "{}");
     // A rollback from the command line, begun before the launcher starts,
     // is held once it has moved the data aside (the launcher's recovery at
@@ -1167,6 +1168,13 @@ fn a_rollback_whose_process_ended_half_way_behind_a_launcher_is_finished_at_the_
     assert_eq!(answered["ok"], true, "{answered}");
     assert_eq!(answered["output"]["marks"], 0, "{answered}");
     assert!(!app.join("journal.json").exists(), "the rollback was finished");
+    // As the rollback would have left it: the release put back is active by
+    // no activation of its own (its writes are not taken for the undone
+    // activation's first).
+    let activation: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(app.join("activation.json")).unwrap()).unwrap();
+    assert_ne!(activation["release"], second.as_str(), "{activation}");
+    assert!(activation["previous"].is_null(), "{activation}");
     launcher.stop();
     let history = std::fs::read_to_string(app.join("history.jsonl")).unwrap();
     assert!(history.lines().last().is_some_and(|l| l.contains("finished by recovery")), "{history}");
@@ -1201,6 +1209,9 @@ fn a_rollback_that_ended_half_way_without_its_snapshot_is_undone_by_recovery() {
     assert!(!app.join("journal.json").exists());
     let history = std::fs::read_to_string(app.join("history.jsonl")).unwrap();
     assert!(history.lines().last().is_some_and(|l| l.contains("undone by recovery")), "{history}");
+    let after: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(app.join("activation.json")).unwrap()).unwrap();
+    assert_eq!(after, activation, "the activation rolled back from stays");
 }
 
 #[test]
@@ -1246,7 +1257,80 @@ fn a_write_of_the_release_replaced_after_an_activations_snapshot_makes_a_plain_r
     launcher.stop();
     let e = root.fails_with(1, &["rollback", "hostile"]);
     assert!(e.contains("--restore --yes"), "{e}");
+    assert!(noted(), "the activation's first write is noted");
     assert_eq!(root.call("hostile", "count", "{}")["marks"], 2);
+}
+
+#[test]
+fn a_write_during_an_activation_whose_process_ended_is_noted_once_recovery_finishes_it() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    let second = hostile_with_a_second_release(&root);
+    root.call("hostile", "mark", "{}");
+    let launcher = Served::start(&root, &["open"]);
+    let mut panel = launcher.tab("the Autoapp panel");
+    let mut tab = launcher.opened(&mut panel, "hostile");
+    let hold = root.path().join("hold");
+    std::fs::write(&hold, "").unwrap();
+    let mut activate = root.paused(&["activate", "hostile", &second], "activate:snapshotted", &hold);
+    let app = root.path().join("apps/hostile");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !std::fs::read_to_string(app.join("journal.json")).is_ok_and(|j| j.contains("\"snapshotted\"")) {
+        assert!(std::time::Instant::now() < until, "the activation never took its snapshot");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The activation's process ends after its snapshot; the tab, on the
+    // first release, writes while its journal is open and nobody holds it.
+    activate.kill().unwrap();
+    activate.wait().unwrap();
+    let r = tab.request("POST", "/api/call/mark", Some("{}")).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    // The next command's recovery finishes the activation (it has no
+    // migrations to apply); the write is then noted as its first (fails
+    // before: the write was dropped while the journal was open, and a
+    // plain rollback set it aside without asking).
+    root.ok(&["status"]);
+    let noted = || {
+        let a: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(app.join("activation.json")).unwrap()).unwrap();
+        a["release"] == second.as_str() && !a["first_write_at"].is_null()
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !noted() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    launcher.stop();
+    assert!(noted(), "the write is the activation's first");
+    let e = root.fails_with(1, &["rollback", "hostile"]);
+    assert!(e.contains("--restore --yes"), "{e}");
+    assert_eq!(root.call("hostile", "count", "{}")["marks"], 2);
+}
+
+#[test]
+fn a_read_of_the_release_replaced_during_an_activation_leaves_a_plain_rollback_free() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    let second = hostile_with_a_second_release(&root);
+    root.call("hostile", "mark", "{}");
+    let launcher = Served::start(&root, &["open"]);
+    let mut panel = launcher.tab("the Autoapp panel");
+    let mut tab = launcher.opened(&mut panel, "hostile");
+    let hold = root.path().join("hold");
+    std::fs::write(&hold, "").unwrap();
+    let mut activate = root.paused(&["activate", "hostile", &second], "activate:snapshotted", &hold);
+    let app = root.path().join("apps/hostile");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !std::fs::read_to_string(app.join("journal.json")).is_ok_and(|j| j.contains("\"snapshotted\"")) {
+        assert!(std::time::Instant::now() < until, "the activation never took its snapshot");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The tab only reads meanwhile: nothing for a rollback to set aside.
+    let r = tab.request("POST", "/api/call/count", Some("{}")).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    std::fs::remove_file(&hold).unwrap();
+    assert!(activate.wait().unwrap().success(), "the activation is done");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    launcher.stop();
+    root.ok(&["rollback", "hostile"]);
+    assert_eq!(root.call("hostile", "count", "{}")["marks"], 1);
 }
 
 #[test]

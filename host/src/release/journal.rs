@@ -412,7 +412,7 @@ fn recover_rollback(app: &AppPaths, j: &Journal) -> anyhow::Result<&'static str>
     if !data.exists() && snapshot.exists() {
         rename(&snapshot, &data)?;
     }
-    if !data.exists() && aside.exists() {
+    if !data.exists() && aside.exists() && j.step < Step::Restored {
         // The snapshot is gone (as when the rollback could not put it in
         // place and ended before it undid itself): the data it moved aside
         // goes back, and the release it ran stays active.
@@ -421,6 +421,18 @@ fn recover_rollback(app: &AppPaths, j: &Journal) -> anyhow::Result<&'static str>
         return Ok("undone");
     }
     finish_switch(app, j)?;
+    // As the rollback itself would have: the release put back is active
+    // by no activation of its own (nothing to roll back to from it).
+    set_activation(
+        app,
+        &Activation {
+            release: j.release.clone(),
+            previous: None,
+            snapshot: None,
+            activated_at: j.started_at.clone(),
+            first_write_at: None,
+        },
+    )?;
     close(app, j, "finished by recovery")?;
     Ok("finished")
 }

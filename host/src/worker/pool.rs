@@ -972,13 +972,19 @@ impl Inner {
         // app removed while this call waited), and a worker that made it
         // again, empty, would run the app on nothing and keep a rollback's
         // snapshot from its place.
-        if !paths.data().is_dir() && paths.dir.is_dir() {
+        if !paths.data().is_dir() && paths.dir.is_dir() && crate::release::journal::under_way(&paths) {
             // A rollback whose process ended half way (one begun from the
             // command line before this launcher started, which left it to
             // that process) is finished here, as the next command would;
-            // one under way holds the app's lock and is left to it.
+            // one under way holds the app's lock and is left to it. No
+            // other worker of the app starts meanwhile, and one that
+            // started before is retired (its era is past).
+            let data = paths.data();
+            self.moving(&data);
             let (root, id) = (self.root.clone(), app.clone());
-            match tokio::task::spawn_blocking(move || crate::lifecycle::recover_app(&root, &id)).await {
+            let recovered = tokio::task::spawn_blocking(move || crate::lifecycle::recover_app(&root, &id)).await;
+            self.moved(&data);
+            match recovered {
                 Ok(Ok(Some(r))) => tracing::warn!(
                     app = %app, op = ?r.op, step = ?r.step, outcome = r.outcome,
                     "an interrupted operation whose process had ended was recovered before the app's worker started"
@@ -993,7 +999,7 @@ impl Inner {
                 true => CallError::new(
                     ErrorKind::Conflict,
                     format!(
-                        "{app}'s data is not in place (moved by a rollback or removal that is under way or could not be finished; `autoapp status` says more); nothing ran"
+                        "{app}'s data is not in place (a rollback or removal is moving it, or one stopped half way: any `autoapp` command finishes or undoes what a stopped one left); nothing ran"
                     ),
                 ),
                 false => CallError::new(ErrorKind::NotFound, format!("there is no app `{app}` (it was removed)")),
