@@ -1214,6 +1214,21 @@ fn a_rollback_that_ended_half_way_without_its_snapshot_is_undone_by_recovery() {
     assert_eq!(after, activation, "the activation rolled back from stays");
 }
 
+/// `autoapp activate hostile <release>` from a terminal, held once its
+/// snapshot is taken (before its migrations and the switch) until `hold` is
+/// removed.
+fn activation_held_after_its_snapshot(root: &TestRoot, release: &str, hold: &std::path::Path) -> std::process::Child {
+    std::fs::write(hold, "").unwrap();
+    let activate = root.paused(&["activate", "hostile", release], "activate:snapshotted", hold);
+    let journal = root.path().join("apps/hostile/journal.json");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !std::fs::read_to_string(&journal).is_ok_and(|j| j.contains("\"snapshotted\"")) {
+        assert!(std::time::Instant::now() < until, "the activation never took its snapshot");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    activate
+}
+
 #[test]
 fn a_write_of_the_release_replaced_after_an_activations_snapshot_makes_a_plain_rollback_ask() {
     let root = TestRoot::with_config(crate::many_callers::QUIET);
@@ -1226,15 +1241,8 @@ fn a_write_of_the_release_replaced_after_an_activations_snapshot_makes_a_plain_r
     // The second is activated from a terminal, held once its snapshot is
     // taken, before its migrations and the switch.
     let hold = root.path().join("hold");
-    std::fs::write(&hold, "").unwrap();
-    let mut activate = root.paused(&["activate", "hostile", &second], "activate:snapshotted", &hold);
+    let mut activate = activation_held_after_its_snapshot(&root, &second, &hold);
     let app = root.path().join("apps/hostile");
-    let snapshotted = || std::fs::read_to_string(app.join("journal.json")).is_ok_and(|j| j.contains("\"snapshotted\""));
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !snapshotted() {
-        assert!(std::time::Instant::now() < until, "the activation never took its snapshot");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
     // Meanwhile the person's tab, still on the first release, writes: the
     // write is in the data, not in the snapshot.
     let r = tab.request("POST", "/api/call/mark", Some("{}")).unwrap();
@@ -1270,14 +1278,8 @@ fn a_write_during_an_activation_whose_process_ended_is_noted_once_recovery_finis
     let mut panel = launcher.tab("the Autoapp panel");
     let mut tab = launcher.opened(&mut panel, "hostile");
     let hold = root.path().join("hold");
-    std::fs::write(&hold, "").unwrap();
-    let mut activate = root.paused(&["activate", "hostile", &second], "activate:snapshotted", &hold);
+    let mut activate = activation_held_after_its_snapshot(&root, &second, &hold);
     let app = root.path().join("apps/hostile");
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !std::fs::read_to_string(app.join("journal.json")).is_ok_and(|j| j.contains("\"snapshotted\"")) {
-        assert!(std::time::Instant::now() < until, "the activation never took its snapshot");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
     // The activation's process ends after its snapshot; the tab, on the
     // first release, writes while its journal is open and nobody holds it.
     activate.kill().unwrap();
@@ -1314,14 +1316,7 @@ fn a_read_of_the_release_replaced_during_an_activation_leaves_a_plain_rollback_f
     let mut panel = launcher.tab("the Autoapp panel");
     let mut tab = launcher.opened(&mut panel, "hostile");
     let hold = root.path().join("hold");
-    std::fs::write(&hold, "").unwrap();
-    let mut activate = root.paused(&["activate", "hostile", &second], "activate:snapshotted", &hold);
-    let app = root.path().join("apps/hostile");
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !std::fs::read_to_string(app.join("journal.json")).is_ok_and(|j| j.contains("\"snapshotted\"")) {
-        assert!(std::time::Instant::now() < until, "the activation never took its snapshot");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let mut activate = activation_held_after_its_snapshot(&root, &second, &hold);
     // The tab only reads meanwhile: nothing for a rollback to set aside.
     let r = tab.request("POST", "/api/call/count", Some("{}")).unwrap();
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
