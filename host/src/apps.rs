@@ -1327,7 +1327,7 @@ fn note_in_journal(paths: &crate::root::AppPaths, made_under: &MadeUnder) -> any
         // command's, or the launcher's) has decided the activation.
         return Ok(Noted::Busy);
     }
-    let Some(mut a) = journal::activation(paths)? else { return Ok(Noted::Done) };
+    let Some(a) = journal::activation(paths)? else { return Ok(Noted::Done) };
     // Or the activation that replaced the release that wrote: a write
     // noted after that activation began may have come after its snapshot,
     // which a plain rollback would put back without it.
@@ -1342,21 +1342,7 @@ fn note_in_journal(paths: &crate::root::AppPaths, made_under: &MadeUnder) -> any
         return Ok(Noted::Done);
     }
 
-    let now = release::now_rfc3339();
-    a.first_write_at = Some(now.clone());
-    journal::set_activation(paths, &a)?;
-    journal::append_history(
-        paths,
-        &journal::HistoryLine {
-            time: now,
-            op: journal::Op::Activate,
-            outcome: "first write".into(),
-            release: a.release.clone(),
-            previous: a.previous.clone(),
-            snapshot: a.snapshot.clone(),
-            aside: None,
-        },
-    )?;
+    journal::note_first_write(paths, a)?;
     Ok(Noted::Done)
 }
 

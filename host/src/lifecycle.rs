@@ -188,6 +188,9 @@ impl Apps {
         };
         journal::reach(&paths, &mut j, Step::Begun, "activate")?;
 
+        // The record's last row before the snapshot: a write recorded after
+        // it may have come after the snapshot's copy (below).
+        let before_snapshot = record::last_row(&data);
         // The snapshot: a consistent copy, renamed into place once complete.
         self.close_store(&data);
         let partial = folder(&paths, &format!("{snapshot}.partial"));
@@ -205,6 +208,20 @@ impl Apps {
         journal::reach(&paths, &mut j, Step::Switched, "activate")?;
 
         journal::record_activation(&paths, &j)?;
+        // A write of the release replaced that came while this ran (a tab
+        // or an agent still on it) may not be in the snapshot, which a plain
+        // rollback would put back without it: it is this activation's first
+        // write. Judged from the record, here under the app's lock, whoever
+        // made it and whether or not its own noting has come yet.
+        let wrote = before_snapshot.and_then(|last| record::writes_after(&data, last)).unwrap_or_else(|e| {
+            tracing::warn!(app = %app, "cannot tell from the record whether a write came during the activation, so it is taken to have: {e:#}");
+            1
+        });
+        if wrote > 0
+            && let Some(a) = journal::activation(&paths)?
+        {
+            journal::note_first_write(&paths, a)?;
+        }
         journal::close(&paths, &j, "done")?;
         fault("activate:done");
         Ok(Activated {

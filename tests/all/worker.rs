@@ -1270,6 +1270,35 @@ fn a_write_of_the_release_replaced_after_an_activations_snapshot_makes_a_plain_r
 }
 
 #[test]
+fn an_activation_notes_a_write_its_snapshot_lacks_from_the_record_itself() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    let second = hostile_with_a_second_release(&root);
+    root.call("hostile", "mark", "{}");
+    let launcher = Served::start(&root, &["open"]);
+    let mut panel = launcher.tab("the Autoapp panel");
+    let mut tab = launcher.opened(&mut panel, "hostile");
+    let hold = root.path().join("hold");
+    let mut activate = activation_held_after_its_snapshot(&root, &second, &hold);
+    let r = tab.request("POST", "/api/call/mark", Some("{}")).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    // The launcher that would note the write is gone before the activation
+    // ends: only the activation can tell, from the record, that a write
+    // came after its snapshot (fails without its check: the activation
+    // ended with no first write, and the plain rollback went through).
+    launcher.kill();
+    std::fs::remove_file(&hold).unwrap();
+    assert!(activate.wait().unwrap().success(), "the activation is done");
+    let a: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.path().join("apps/hostile/activation.json")).unwrap())
+            .unwrap();
+    assert_eq!(a["release"], second.as_str(), "{a}");
+    assert!(!a["first_write_at"].is_null(), "{a}");
+    let e = root.fails_with(1, &["rollback", "hostile"]);
+    assert!(e.contains("--restore --yes"), "{e}");
+    assert_eq!(root.call("hostile", "count", "{}")["marks"], 2);
+}
+
+#[test]
 fn a_write_during_an_activation_whose_process_ended_is_noted_once_recovery_finishes_it() {
     let root = TestRoot::with_config(crate::many_callers::QUIET);
     let second = hostile_with_a_second_release(&root);

@@ -1010,23 +1010,7 @@ pub fn has_action(data: &Path, name: &str) -> bool {
 
 /// The record of the data folder `data`, oldest first (the newest `limit`).
 pub fn read(data: &Path, limit: usize) -> anyhow::Result<Vec<Row>> {
-    let path = data.join(RUNS_FILE);
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
-    let conn = crate::sqlite::open(&path, crate::sqlite::read_only()).context("cannot open the record")?;
-    // The writer may be setting the file up this very moment (it creates the
-    // file, then the table): wait out its lock, and a record without its
-    // table yet has no rows.
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
-    let made: bool = conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs')",
-        [],
-        |r| r.get(0),
-    )?;
-    if !made {
-        return Ok(Vec::new());
-    }
+    let Some(conn) = open_to_read(data)? else { return Ok(Vec::new()) };
     let answered_by = if has_answered_by(&conn)? { "answered_by" } else { "'nobody'" };
     let mut stmt = conn.prepare(&format!(
         "SELECT time, request_id, channel, caller, app, release, route, effect, arguments_hash,
@@ -1052,6 +1036,43 @@ pub fn read(data: &Path, limit: usize) -> anyhow::Result<Vec<Row>> {
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// The record in `data`, opened to read: none when it has no table yet.
+fn open_to_read(data: &Path) -> anyhow::Result<Option<Connection>> {
+    let path = data.join(RUNS_FILE);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let conn = crate::sqlite::open(&path, crate::sqlite::read_only()).context("cannot open the record")?;
+    // The writer may be setting the file up this very moment (it creates the
+    // file, then the table): wait out its lock, and a record without its
+    // table yet has no rows.
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    let made: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs')",
+        [],
+        |r| r.get(0),
+    )?;
+    Ok(made.then_some(conn))
+}
+
+/// The number of the last row of the record in `data` (0 for none): rows
+/// are numbered in the order they are committed.
+pub fn last_row(data: &Path) -> anyhow::Result<i64> {
+    let Some(conn) = open_to_read(data)? else { return Ok(0) };
+    Ok(conn.query_row("SELECT coalesce(max(seq), 0) FROM runs", [], |r| r.get(0))?)
+}
+
+/// How many calls that may have written (`write` and `external` routes that
+/// succeeded) the record in `data` holds after its row `after`.
+pub fn writes_after(data: &Path, after: i64) -> anyhow::Result<i64> {
+    let Some(conn) = open_to_read(data)? else { return Ok(0) };
+    Ok(conn.query_row(
+        "SELECT count(*) FROM runs WHERE seq > ?1 AND effect IN ('write', 'external') AND outcome = 'ok'",
+        [after],
+        |r| r.get(0),
+    )?)
 }
 
 #[cfg(test)]

@@ -444,6 +444,26 @@ fn finish_switch(app: &AppPaths, j: &Journal) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Notes the first write of the activation `a` (read under the app's lock):
+/// its time in the activation file, and a line in the history.
+pub fn note_first_write(app: &AppPaths, mut a: Activation) -> anyhow::Result<()> {
+    let now = super::now_rfc3339();
+    a.first_write_at = Some(now.clone());
+    set_activation(app, &a)?;
+    append_history(
+        app,
+        &HistoryLine {
+            time: now,
+            op: Op::Activate,
+            outcome: "first write".into(),
+            release: a.release.clone(),
+            previous: a.previous.clone(),
+            snapshot: a.snapshot.clone(),
+            aside: None,
+        },
+    )
+}
+
 /// Writes the activation record for a finished activation.
 pub fn record_activation(app: &AppPaths, j: &Journal) -> anyhow::Result<()> {
     set_activation(
