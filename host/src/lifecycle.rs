@@ -479,7 +479,7 @@ impl Apps {
             }
             let dir = preview_dir(&paths, &p.release);
             self.close_store(&dir.join("data"));
-            std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
+            remove_while_let_go(&dir)?;
             stopped.push(p.release);
         }
         if stopped.is_empty() {
@@ -568,6 +568,22 @@ pub fn pick_preview(paths: &AppPaths, release_prefix: Option<&str>) -> anyhow::R
     Ok((p, data))
 }
 
+/// Removes `dir`, a preview's folder whose workers were just retired: one
+/// of them may still write its last rows there as it ends (a read's row is
+/// written up to 50 ms after the read), which makes a removal under way
+/// find the folder not empty. Tried again for up to two seconds.
+fn remove_while_let_go(dir: &std::path::Path) -> anyhow::Result<()> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => return Ok(()),
+            Err(_) if !dir.exists() => return Ok(()),
+            Err(_) if std::time::Instant::now() < until => std::thread::sleep(std::time::Duration::from_millis(50)),
+            Err(e) => return Err(e).with_context(|| format!("cannot remove {}", dir.display())),
+        }
+    }
+}
+
 fn preview_dir(paths: &AppPaths, release: &str) -> PathBuf {
     paths.dir.join("previews").join(release)
 }
@@ -595,4 +611,33 @@ pub fn previews(paths: &AppPaths) -> anyhow::Result<Vec<Preview>> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    /// A retired worker writing its last rows while its preview's folder is
+    /// removed (as a writer that goes on for 300 ms): the removal waits for
+    /// it rather than fail "directory not empty".
+    #[test]
+    fn a_preview_folder_is_removed_while_a_late_writer_lets_go() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("previews/abc");
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        let writing = {
+            let data = dir.join("data");
+            std::thread::spawn(move || {
+                let until = std::time::Instant::now() + std::time::Duration::from_millis(300);
+                let mut n = 0;
+                while std::time::Instant::now() < until {
+                    // (Fails once the folder is gone, as a worker's write would.)
+                    let _ = std::fs::write(data.join(format!("runs-{n}")), b"row");
+                    n += 1;
+                }
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        super::remove_while_let_go(&dir).unwrap();
+        writing.join().unwrap();
+        assert!(!dir.exists());
+    }
 }
