@@ -188,11 +188,12 @@ impl Apps {
         };
         journal::reach(&paths, &mut j, Step::Begun, "activate")?;
 
-        // The record's last row before the snapshot: a write recorded after
-        // it may have come after the snapshot's copy (below).
-        let before_snapshot = record::last_row(&data);
         // The snapshot: a consistent copy, renamed into place once complete.
         self.close_store(&data);
+        // The record's last row before the copy (the rows this process held
+        // written by `close_store`): a write recorded after it may have come
+        // after the copy.
+        let before_snapshot = record::last_row(&data);
         let partial = folder(&paths, &format!("{snapshot}.partial"));
         copy_data(&data, &partial).context("cannot snapshot the data")?;
         fault("activate:copied");
