@@ -334,16 +334,7 @@ impl Apps {
         journal::reach(paths, &mut j, Step::Restored, "rollback")?;
         release::set_active(paths, previous)?;
         journal::reach(paths, &mut j, Step::Switched, "rollback")?;
-        journal::set_activation(
-            paths,
-            &journal::Activation {
-                release: previous.to_string(),
-                previous: None,
-                snapshot: None,
-                activated_at: j.started_at.clone(),
-                first_write_at: None,
-            },
-        )?;
+        journal::record_switched_back(paths, &j, None)?;
         journal::close(paths, &j, "done")?;
         Ok(RolledBack { app: paths.id.to_string(), op, release: previous.to_string(), set_aside: Some(aside) })
     }
@@ -387,16 +378,7 @@ impl Apps {
         release::set_active(paths, &target)?;
         journal::reach(paths, &mut j, Step::Switched, "downgrade")?;
         let first_write = journal::activation(paths)?.and_then(|a| a.first_write_at);
-        journal::set_activation(
-            paths,
-            &journal::Activation {
-                release: target.clone(),
-                previous: None,
-                snapshot: None,
-                activated_at: j.started_at.clone(),
-                first_write_at: first_write,
-            },
-        )?;
+        journal::record_switched_back(paths, &j, first_write)?;
         journal::close(paths, &j, "done")?;
         Ok(RolledBack { app: app.to_string(), op: Op::Downgrade, release: target, set_aside: None })
     }

@@ -1144,14 +1144,8 @@ fn a_rollback_whose_process_ended_half_way_behind_a_launcher_is_finished_at_the_
     // is held once it has moved the data aside (the launcher's recovery at
     // its start leaves it: it holds the app's lock)...
     let hold = root.path().join("hold");
-    std::fs::write(&hold, "").unwrap();
-    let mut rollback = root.paused(&["rollback", "hostile", "--restore", "--yes"], "rollback:moved-aside", &hold);
+    let mut rollback = restore_held_after_moving_the_data_aside(&root, &hold);
     let app = root.path().join("apps/hostile");
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while app.join("data").exists() {
-        assert!(std::time::Instant::now() < until, "the rollback never moved the data aside");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
     let launcher = Served::start(&root, &["open"]);
     let _panel = launcher.tab("the Autoapp panel");
     // ...and its process ends there, while the launcher runs.
@@ -1186,19 +1180,10 @@ fn a_rollback_that_ended_half_way_without_its_snapshot_is_undone_by_recovery() {
     hostile_in_a_second_release(&root);
     root.call("hostile", "mark", "{}");
     let hold = root.path().join("hold");
-    std::fs::write(&hold, "").unwrap();
-    let mut rollback = root.paused(&["rollback", "hostile", "--restore", "--yes"], "rollback:moved-aside", &hold);
+    let mut rollback = restore_held_after_moving_the_data_aside(&root, &hold);
     let app = root.path().join("apps/hostile");
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while app.join("data").exists() {
-        assert!(std::time::Instant::now() < until, "the rollback never moved the data aside");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
     // Its snapshot goes, and its process ends before it can undo itself.
-    let activation: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(app.join("activation.json")).unwrap()).unwrap();
-    let snapshot = app.join(activation["snapshot"].as_str().expect("the activation's snapshot"));
-    std::fs::rename(&snapshot, root.path().join("snapshot-elsewhere")).unwrap();
+    let activation = take_the_snapshot_away(&root);
     rollback.kill().unwrap();
     rollback.wait().unwrap();
     // The next command's recovery puts the data moved aside back, with its
@@ -1390,6 +1375,32 @@ fn a_worker_never_makes_its_apps_data_folder_again() {
     launcher.stop();
 }
 
+/// `autoapp rollback hostile --restore --yes` from a terminal, held once it
+/// has moved the data aside (before the snapshot is put in its place) until
+/// `hold` is removed.
+fn restore_held_after_moving_the_data_aside(root: &TestRoot, hold: &std::path::Path) -> std::process::Child {
+    std::fs::write(hold, "").unwrap();
+    let rollback = root.paused(&["rollback", "hostile", "--restore", "--yes"], "rollback:moved-aside", hold);
+    let data = root.path().join("apps/hostile/data");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while data.exists() {
+        assert!(std::time::Instant::now() < until, "the rollback never moved the data aside");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    rollback
+}
+
+/// Takes hostile's snapshot away (as a disk that fails, or another process,
+/// could): its activation file, which names it.
+fn take_the_snapshot_away(root: &TestRoot) -> serde_json::Value {
+    let app = root.path().join("apps/hostile");
+    let activation: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(app.join("activation.json")).unwrap()).unwrap();
+    let snapshot = app.join(activation["snapshot"].as_str().expect("the activation's snapshot"));
+    std::fs::rename(&snapshot, root.path().join("snapshot-elsewhere")).unwrap();
+    activation
+}
+
 #[test]
 fn a_rollback_that_cannot_put_its_snapshot_in_place_puts_the_data_back_where_it_was() {
     let root = TestRoot::with_config(crate::many_callers::QUIET);
@@ -1398,18 +1409,9 @@ fn a_rollback_that_cannot_put_its_snapshot_in_place_puts_the_data_back_where_it_
     // The rollback is held once the data is moved aside; meanwhile its
     // snapshot goes (as a disk that fails, or another process, could make it).
     let hold = root.path().join("hold");
-    std::fs::write(&hold, "").unwrap();
-    let mut rollback = root.paused(&["rollback", "hostile", "--restore", "--yes"], "rollback:moved-aside", &hold);
+    let mut rollback = restore_held_after_moving_the_data_aside(&root, &hold);
     let app = root.path().join("apps/hostile");
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while app.join("data").exists() {
-        assert!(std::time::Instant::now() < until, "the rollback never moved the data aside");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let activation: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(app.join("activation.json")).unwrap()).unwrap();
-    let snapshot = app.join(activation["snapshot"].as_str().expect("the activation's snapshot"));
-    std::fs::rename(&snapshot, root.path().join("snapshot-elsewhere")).unwrap();
+    take_the_snapshot_away(&root);
     std::fs::remove_file(&hold).unwrap();
     assert!(!rollback.wait().unwrap().success(), "the rollback failed");
     // The data is back where it was, with its write, and nothing is left

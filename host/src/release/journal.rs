@@ -421,18 +421,8 @@ fn recover_rollback(app: &AppPaths, j: &Journal) -> anyhow::Result<&'static str>
         return Ok("undone");
     }
     finish_switch(app, j)?;
-    // As the rollback itself would have: the release put back is active
-    // by no activation of its own (nothing to roll back to from it).
-    set_activation(
-        app,
-        &Activation {
-            release: j.release.clone(),
-            previous: None,
-            snapshot: None,
-            activated_at: j.started_at.clone(),
-            first_write_at: None,
-        },
-    )?;
+    // As the rollback itself would have.
+    record_switched_back(app, j, None)?;
     close(app, j, "finished by recovery")?;
     Ok("finished")
 }
@@ -460,6 +450,23 @@ pub fn note_first_write(app: &AppPaths, mut a: Activation) -> anyhow::Result<()>
             previous: a.previous.clone(),
             snapshot: a.snapshot.clone(),
             aside: None,
+        },
+    )
+}
+
+/// Writes the activation record of the release `j` switched back to (a
+/// rollback, a downgrade): active by no activation of its own, so nothing to
+/// roll back to from it; `first_write_at` carried where the writes since the
+/// activation are kept (a downgrade).
+pub fn record_switched_back(app: &AppPaths, j: &Journal, first_write_at: Option<String>) -> anyhow::Result<()> {
+    set_activation(
+        app,
+        &Activation {
+            release: j.release.clone(),
+            previous: None,
+            snapshot: None,
+            activated_at: j.started_at.clone(),
+            first_write_at,
         },
     )
 }

@@ -984,12 +984,9 @@ impl Inner {
             let (root, id) = (self.root.clone(), app.clone());
             let recovered = tokio::task::spawn_blocking(move || crate::lifecycle::recover_app(&root, &id)).await;
             self.moved(&data);
+            // (What it did is logged where it is done.)
             match recovered {
-                Ok(Ok(Some(r))) => tracing::warn!(
-                    app = %app, op = ?r.op, step = ?r.step, outcome = r.outcome,
-                    "an interrupted operation whose process had ended was recovered before the app's worker started"
-                ),
-                Ok(Ok(None)) => {}
+                Ok(Ok(_)) => {}
                 Ok(Err(e)) => tracing::warn!(app = %app, "cannot recover an interrupted operation: {e:#}"),
                 Err(e) => tracing::warn!(app = %app, "cannot recover an interrupted operation: {e}"),
             }
