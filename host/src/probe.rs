@@ -46,6 +46,10 @@ pub enum Attempt {
     Fifo { path: PathBuf },
     /// Start a program and leave it running past the call.
     Leave { path: PathBuf, args: Vec<String> },
+    /// Read the first bytes of the file held by descriptor `fd`, one that
+    /// whoever started `autoapp` left open: done only when they begin with
+    /// `starts` (a descriptor the process opened itself is not that file).
+    ReadFd { fd: i32, starts: String },
 }
 
 /// What became of an attempt.
@@ -97,6 +101,18 @@ fn attempt(a: &Attempt) -> std::io::Result<()> {
         Attempt::Fifo { path } => {
             rustix::fs::mknodat(rustix::fs::CWD, path, rustix::fs::FileType::Fifo, rustix::fs::Mode::RUSR, 0)
                 .map_err(std::io::Error::from)
+        }
+        Attempt::ReadFd { fd, starts } => {
+            let mut first = vec![0u8; starts.len()];
+            // SAFETY: reads into a buffer of the length given; a number that
+            // is not an open descriptor fails with EBADF.
+            #[allow(unsafe_code)]
+            let got = unsafe { libc::pread(*fd, first.as_mut_ptr().cast(), first.len(), 0) };
+            match got {
+                n if n < 0 => Err(std::io::Error::last_os_error()),
+                n if first[..n as usize] == *starts.as_bytes() => Ok(()),
+                _ => Err(std::io::Error::other(format!("descriptor {fd} holds something else"))),
+            }
         }
         // Not waited for: it is left to run, holding none of the worker's
         // streams (as a daemon does; pipes of its own, closed here).

@@ -362,6 +362,29 @@ pub struct Served {
     lines: mpsc::Receiver<String>,
 }
 
+/// `command`, run with the file `held` open as its descriptor `fd` and not
+/// closed on exec, as a shell's `9<file` leaves it: what whoever starts
+/// `autoapp` may leave open. The shell execs the program (same process).
+pub fn holding(command: &Command, fd: u8, held: &Path) -> Command {
+    assert!((3..=9).contains(&fd), "a descriptor a POSIX shell can name");
+    let mut c = Command::new("sh");
+    c.arg("-c")
+        .arg(format!("exec \"$0\" \"$@\" {fd}<\"$AUTOAPP_TEST_HELD\""))
+        .arg(command.get_program())
+        .args(command.get_args())
+        .env("AUTOAPP_TEST_HELD", held);
+    for (k, v) in command.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    if let Some(dir) = command.get_current_dir() {
+        c.current_dir(dir);
+    }
+    c
+}
+
 impl Served {
     pub fn start(root: &TestRoot, args: &[&str]) -> Served {
         Served::start_with_env(root, args, &[])
@@ -369,18 +392,30 @@ impl Served {
 
     /// As [`Served::start`], with these variables added to its environment.
     pub fn start_with_env(root: &TestRoot, args: &[&str], env: &[(&str, std::ffi::OsString)]) -> Served {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_autoapp"))
+        Served::spawn(Served::command(root, args, env))
+    }
+
+    /// As [`Served::start`], holding the file `held` open as its descriptor
+    /// `fd` (see [`holding`]).
+    pub fn start_holding(root: &TestRoot, args: &[&str], fd: u8, held: &Path) -> Served {
+        Served::spawn(holding(&Served::command(root, args, &[]), fd, held))
+    }
+
+    fn command(root: &TestRoot, args: &[&str], env: &[(&str, std::ffi::OsString)]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_autoapp"));
+        command
             .arg("--root")
             .arg(root.path())
             .args(args)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .env_remove("AUTOAPP_ROOT")
-            .env("AUTOAPP_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("autoapp starts");
+            .env("AUTOAPP_LOG", "warn");
+        command
+    }
+
+    fn spawn(mut command: Command) -> Served {
+        let mut child =
+            command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("autoapp starts");
         let out = child.stdout.take().expect("piped");
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {

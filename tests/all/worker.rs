@@ -133,6 +133,49 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
     assert_eq!(root.call("escape", "count", "{}")["marks"], 1);
 }
 
+#[test]
+fn a_descriptor_left_open_by_whoever_started_autoapp_reaches_no_worker() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    root.install("escape");
+    // The person's key, held open by what started `autoapp` (a shell's
+    // `9<file`, a parent's descriptor without close-on-exec).
+    let home = tempfile::tempdir().unwrap();
+    let key = home.path().join("id_ed25519");
+    std::fs::write(&key, "PRIVATE KEY of the person").unwrap();
+    let attempts = serde_json::json!([{ "try": "read-fd", "fd": 9, "starts": "PRIVATE KEY" }]);
+    let asked = serde_json::json!({ "attempts": attempts }).to_string();
+
+    // `autoapp call`: its worker.
+    let mut call = root.command();
+    call.args(["call", "escape", "escape", &asked]);
+    let o = crate::support::holding(&call, 9, &key).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut inside = outcomes(&serde_json::from_slice(&o.stdout).expect("the worker's outcomes"));
+    // A launcher: the worker that serves the app's page, and the outer
+    // worker of its external route.
+    let served = Served::start_holding(&root, &["serve", "escape"], 9, &key);
+    let mut tab = served.tab("escape");
+    for route in ["escape", "escape.external"] {
+        let r = tab.request("POST", &format!("/api/call/{route}"), Some(&asked)).unwrap();
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        inside.extend(outcomes(&serde_json::from_slice(&r.body).expect("the worker's outcomes")));
+    }
+    assert_eq!(launchers_workers(root.path()).len(), 2, "both ran in the launcher's workers");
+    served.stop();
+    // The same attempt in a process that is not a worker, started the same
+    // way: the descriptor is there to read.
+    let mut probe = std::process::Command::new(env!("CARGO_BIN_EXE_autoapp"));
+    probe.args(["__escape-probe", &attempts.to_string()]);
+    let o = crate::support::holding(&probe, 9, &key).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let outside = outcomes(&serde_json::from_slice(&o.stdout).expect("the outcomes"));
+
+    assert_eq!(inside.len(), 3);
+    let read: Vec<&String> = inside.iter().filter(|(_, d)| *d).map(|(a, _)| a).collect();
+    assert!(read.is_empty(), "a worker read the descriptor it was left: {read:#?}");
+    assert!(outside.iter().all(|(_, d)| *d), "outside a worker the descriptor is read: {outside:#?}");
+}
+
 /// Runs `autoapp call app route` of an escape route of the escape guest:
 /// the probe's `attempts`, made from the guest's own call in its worker.
 fn probed(root: &TestRoot, app: &str, route: &str, attempts: &serde_json::Value) -> Vec<(String, bool)> {

@@ -518,6 +518,8 @@ fn fail<T>(message: impl Into<String>) -> Result<T, Failure> {
 
 /// The binary's entry point.
 pub fn main() -> ExitCode {
+    // What whoever started it left open reaches nothing it starts.
+    crate::caps::confine::inherit_nothing();
     // The confinement shim and the kernel probe are internal: our own binary
     // run as the parent of a spawned program (see caps::confine).
     let args: Vec<String> = std::env::args().collect();

@@ -43,6 +43,10 @@ use crate::root::Root;
 /// The hidden command a worker runs as.
 pub const COMMAND: &str = "__worker";
 
+/// The word after `serve` that says its launcher gave it its app's socket
+/// as descriptor 3 (`pool::SITE_FD`); without it, descriptor 3 is closed.
+pub(crate) const SITE: &str = "site";
+
 /// The most a call's request may be (its input comes from a command line,
 /// at most a few MiB).
 const MAX_REQUEST: u64 = 64 << 20;
@@ -341,10 +345,14 @@ pub fn main(args: &[String], tracing: fn(), front: serve::Front) -> i32 {
         Some(p) => serde_json::from_str(p).map_err(|e| format!("the worker's policy is malformed ({e})")),
         None => Err("a worker needs its policy".to_string()),
     };
+    let serving = args.get(1).is_some_and(|a| a == "serve");
+    // It holds nothing its parent did not give it on purpose: its standard
+    // streams, and its app's socket as descriptor 3 when it serves a site.
+    let site = serving && args.get(2).is_some_and(|a| a == SITE);
+    confine::close_inherited(if site { 4 } else { 3 });
     // A session and process group of its own: no controlling terminal to
     // type into, and one group its parent ends whole.
     let _ = rustix::process::setsid();
-    let serving = args.get(1).is_some_and(|a| a == "serve");
     // Its own page map, opened while it may (no thread is made).
     crate::runtime::before_confinement();
     let confined = policy.and_then(|p| confine(&p).map(|held| (held, p.sockets)));

@@ -1021,6 +1021,7 @@ impl Inner {
         };
         if let Some(site) = &site {
             use std::os::fd::AsRawFd as _;
+            command.arg(super::SITE);
             use std::os::unix::process::CommandExt as _;
             let fd = site.listener.as_raw_fd();
             // SAFETY: between fork and exec only `dup2` and `fcntl` run,

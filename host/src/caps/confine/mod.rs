@@ -395,6 +395,77 @@ pub(crate) fn limit(resource: rustix::process::Resource, value: u64) -> Result<(
     rustix::process::setrlimit(resource, r).map_err(|e| format!("cannot set a resource limit: {e}"))
 }
 
+/// Marks every descriptor from 3 up close-on-exec. Whoever started this
+/// process may have left descriptors open without that flag (a shell's
+/// `7<file`, a parent's socket); each would pass to every process this one
+/// starts — a worker, a build's steps, a granted program — past every rule
+/// of their confinement, which governs what they open, not what they hold.
+/// Called first by every `autoapp` process: what it starts gets only what
+/// it gives on purpose (its standard streams, a worker's socket).
+pub fn inherit_nothing() {
+    if range(3, CloseRange::OnExec) {
+        return;
+    }
+    // Before Linux 5.11: each descriptor this process holds.
+    on_exec_each(held_descriptors().filter(|fd| *fd >= 3));
+}
+
+fn on_exec_each(fds: impl Iterator<Item = i32>) {
+    for fd in fds {
+        // SAFETY: only sets a flag on a descriptor number; one that is
+        // not open fails with EBADF, which is ignored.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+}
+
+/// Closes every descriptor from `from` up: what an app's worker holds of
+/// what its parent left open, before it reads anything an app wrote.
+/// Nothing in this process holds them yet (it has only begun).
+pub fn close_inherited(from: u32) {
+    if range(from, CloseRange::Close) {
+        return;
+    }
+    for fd in held_descriptors().filter(|fd| u32::try_from(*fd).is_ok_and(|fd| fd >= from)) {
+        // SAFETY: called before anything of this process opened a
+        // descriptor it means to keep (see above); closing a number that
+        // is not open fails with EBADF, which is ignored.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::close(fd);
+        }
+    }
+}
+
+enum CloseRange {
+    OnExec,
+    Close,
+}
+
+/// `close_range(from, ~0, flags)`; false where the kernel has no such call.
+fn range(from: u32, how: CloseRange) -> bool {
+    let flags = match how {
+        CloseRange::OnExec => libc::CLOSE_RANGE_CLOEXEC,
+        CloseRange::Close => 0,
+    };
+    // SAFETY: the system call takes three integers and touches no memory of
+    // this process; it only flags or closes descriptors (see the callers).
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, from, u32::MAX, flags) };
+    rc == 0
+}
+
+/// The descriptors this process holds, as `/proc/self/fd` lists them (the
+/// listing's own among them), gathered before any is changed.
+fn held_descriptors() -> impl Iterator<Item = i32> {
+    let held: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default();
+    held.into_iter()
+}
+
 /// The policy, the program and its arguments of `<policy-json> -- <program> <args>`.
 fn parse_args(args: &[String]) -> Result<(Policy, &str, &[String]), String> {
     let (Some(policy), Some(sep), Some(program)) = (args.first(), args.get(1), args.get(2)) else {
@@ -484,6 +555,19 @@ mod tests {
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn a_descriptor_left_without_close_on_exec_gets_it_where_the_kernel_has_no_close_range() {
+        use std::os::fd::AsFd as _;
+        use std::os::fd::AsRawFd as _;
+        let file = tempfile::tempfile().unwrap();
+        rustix::io::fcntl_setfd(file.as_fd(), rustix::io::FdFlags::empty()).unwrap();
+        assert!(!rustix::io::fcntl_getfd(file.as_fd()).unwrap().contains(rustix::io::FdFlags::CLOEXEC));
+        let listed: Vec<i32> = held_descriptors().collect();
+        assert!(listed.contains(&file.as_raw_fd()), "{listed:?}");
+        on_exec_each(listed.into_iter().filter(|fd| *fd == file.as_raw_fd()));
+        assert!(rustix::io::fcntl_getfd(file.as_fd()).unwrap().contains(rustix::io::FdFlags::CLOEXEC));
     }
 
     #[test]
