@@ -377,8 +377,7 @@ impl Apps {
         journal::reach(paths, &mut j, Step::Begun, "downgrade")?;
         release::set_active(paths, &target)?;
         journal::reach(paths, &mut j, Step::Switched, "downgrade")?;
-        let first_write = journal::activation(paths)?.and_then(|a| a.first_write_at);
-        journal::record_switched_back(paths, &j, first_write)?;
+        journal::record_downgrade(paths, &j)?;
         journal::close(paths, &j, "done")?;
         Ok(RolledBack { app: app.to_string(), op: Op::Downgrade, release: target, set_aside: None })
     }

@@ -453,6 +453,63 @@ fn a_rollback_interrupted_at_any_step_is_finished_or_undone_at_the_next_start() 
     }
 }
 
+/// A downgrade that a crash interrupted is finished by recovery as the
+/// downgrade itself ends: the activation file names the release switched to,
+/// active by no activation of its own, and keeps the first write noted
+/// before — so a plain rollback afterwards is refused as it is after a
+/// downgrade that ran whole, and a write now is not taken for the first
+/// write of the activation it left.
+#[test]
+fn a_downgrade_interrupted_at_any_step_is_finished_as_the_downgrade_ends() {
+    let activation = |n: &Notes| -> serde_json::Value {
+        let text = std::fs::read_to_string(n.app_dir().join("activation.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    };
+    // The activation file after the downgrade, and the one before it.
+    let downgraded = |fault: Option<&str>| {
+        let n = Notes::new();
+        n.edit_manifest(|m| m.replace("[data]\n", "[data]\nreads_newer_schema = true\n"));
+        let v1 = n.build();
+        n.root.ok(&["activate", "notes", &v1]);
+        n.add("one");
+        n.add_migration();
+        let v2 = n.build();
+        n.root.ok(&["activate", "notes", &v2]);
+        n.add("two");
+        let before = activation(&n);
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_autoapp"));
+        command.args(["--root", n.root.path().to_str().unwrap(), "rollback", "notes", "--downgrade", &v1]);
+        if let Some(point) = fault {
+            command.env("AUTOAPP_FAULT", point);
+        }
+        let o = command.output().unwrap();
+        match fault {
+            Some(point) => {
+                assert_eq!(o.status.code(), None, "{point}: the process was killed by the fault");
+                let out = n.root.run(&["candidates", "notes"]);
+                let said = String::from_utf8_lossy(&out.stderr);
+                assert!(said.contains("recovered notes"), "{point}: {said}");
+            }
+            None => assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr)),
+        }
+        assert_eq!(n.active(), v1, "{fault:?}");
+        assert_eq!(n.titles(&[]), ["one", "two"], "{fault:?}");
+        let after = activation(&n);
+        assert_eq!(after["release"], v1.as_str(), "{fault:?}: {after}");
+        assert!(after["previous"].is_null() && after["snapshot"].is_null(), "{fault:?}: {after}");
+        assert!(before["first_write_at"].is_string(), "{before}");
+        assert_eq!(after["first_write_at"], before["first_write_at"], "{fault:?}: the write of v2 stays noted");
+        (n, v2)
+    };
+    let (whole, v2) = downgraded(None);
+    let refused = whole.root.fails_with(1, &["rollback", "notes"]);
+    assert!(!refused.contains(&v2[..12]), "{refused}");
+    for point in ["downgrade:begun", "downgrade:switched"] {
+        let (n, _) = downgraded(Some(point));
+        assert_eq!(n.root.fails_with(1, &["rollback", "notes"]), refused, "{point}");
+    }
+}
+
 /// The rows of the lifecycle actions in the record of the data folder `data`.
 fn actions_in(data: &Path) -> Vec<(String, String, String, String, String)> {
     let conn = rusqlite::Connection::open(data.join("runs.sqlite")).unwrap();

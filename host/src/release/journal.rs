@@ -355,8 +355,10 @@ fn recover_one(app: &AppPaths, j: &Journal, applied_in: AppliedIn<'_>) -> anyhow
         Op::Activate => recover_activation(app, j, applied_in),
         Op::SwitchBack | Op::Restore => recover_rollback(app, j),
         Op::Downgrade => {
-            // The data was never touched: finishing is the same as doing it.
+            // The data was never touched: finishing is the same as doing it,
+            // its record too.
             finish_switch(app, j)?;
+            record_downgrade(app, j)?;
             close(app, j, "finished by recovery")?;
             Ok("finished")
         }
@@ -469,6 +471,18 @@ pub fn record_switched_back(app: &AppPaths, j: &Journal, first_write_at: Option<
             first_write_at,
         },
     )
+}
+
+/// Writes the activation record of a downgrade, unless it is written
+/// already: the release switched to, active by no activation of its own,
+/// keeping the first write of the activation it left noted (the data has
+/// it), so a plain rollback afterwards still asks.
+pub fn record_downgrade(app: &AppPaths, j: &Journal) -> anyhow::Result<()> {
+    let current = activation(app)?;
+    if current.as_ref().is_some_and(|a| a.release == j.release) {
+        return Ok(());
+    }
+    record_switched_back(app, j, current.and_then(|a| a.first_write_at))
 }
 
 /// Writes the activation record for a finished activation.
