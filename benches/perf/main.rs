@@ -811,7 +811,7 @@ fn p4(ctx: &Ctx) -> anyhow::Result<Row> {
     let hello = serde_json::json!({ "type": "invoke", "app": "bench", "route": "hello", "input": {} });
     let first = rt.block_on(client.request(&hello))?;
     ensure!(first["output"] == hello_json(), "the launcher answered {first}");
-    let peer_cache = Root::open(&b.root)?.compiled_cache();
+    let peer_cache = Root::open(&b.root)?.compiled_of(&app);
     let peer = open_apps(&b.root)?;
     rt.block_on(peer.call(&me, &app, "hello", "{}")).map_err(|e| anyhow::anyhow!("{e}"))?;
     let (mut cached, mut scratch) = (Samples::default(), Samples::default());
@@ -875,7 +875,7 @@ fn p4_cold(ctx: &Ctx) -> anyhow::Result<Row> {
     let a = ctx.root_with("p4-cold", QUIET, &[("bench", "bench", &ctx.bench_wasm)])?;
     let app = id("bench");
     let me = Caller::command_line();
-    let cache = Root::open(&a.root)?.compiled_cache();
+    let cache = Root::open(&a.root)?.compiled_of(&app);
     let rt = current_thread()?;
     let (mut cached, mut scratch) = (Samples::default(), Samples::default());
     for round in 0..ctx.scale(5, 15) {

@@ -1389,7 +1389,7 @@ fn load(root: &Root, runtime: &Runtime, app: &AppId, release_id: &str) -> Result
     // it, the launcher never compiles in its own process.
     let budget = crate::runtime::Budget::of(runtime.config());
     let component = runtime
-        .compile_elsewhere(&root.compiled_cache(), &bytes, &budget)
+        .compile_elsewhere(&root.compiled_of(app), &bytes, &budget)
         .map_err(|why| internal(anyhow::anyhow!("{why}")))?;
     let prepared = runtime.prepare(&component).map_err(internal)?;
     let mut validators = HashMap::new();

@@ -524,6 +524,14 @@ impl Apps {
         if let Err(e) = self.vault().and_then(|v| v.remove_all(app)) {
             tracing::error!(%app, "cannot remove the keys of a removed app: {e:#}");
         }
+        // So does its compiled code (made again from its releases when it is
+        // back): an app made later under this id reads none of it.
+        match std::fs::remove_dir_all(self.root().compiled_of(app)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                tracing::error!(%app, "cannot remove the compiled code of a removed app: {e:#} (`autoapp prune` removes it)");
+            }
+            _ => {}
+        }
         Ok(to)
     }
 }

@@ -77,9 +77,20 @@ impl Root {
         AppPaths { id: id.clone(), dir: self.apps_dir().join(id.as_str()) }
     }
 
-    /// Where precompiled components are cached, shared by every app.
+    /// The folder of every app's compiled code: a folder each
+    /// ([`Root::compiled_of`]). Files directly in it are from roots made
+    /// before 2026-12-06, when every app shared it; `autoapp prune` removes
+    /// them.
     pub fn compiled_cache(&self) -> PathBuf {
         self.dir.join("cache").join("compiled")
+    }
+
+    /// Where the code compiled for `app`'s releases is kept: a folder of its
+    /// own, which its worker may read (and never write), and nothing of
+    /// another app's — not even code compiled from the same component, which
+    /// each app compiles for itself.
+    pub fn compiled_of(&self, app: &AppId) -> PathBuf {
+        self.compiled_cache().join(app.as_str())
     }
 
     /// The ids of every app in the root, sorted.

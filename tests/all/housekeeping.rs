@@ -874,6 +874,38 @@ fn logs_read_returns_lines_written_before_the_launcher_started() {
     drop(ws);
 }
 
+/// Each app's compiled code is in a folder of its own (its worker reads
+/// that one, no other app's): prune of one app removes the code no release
+/// of it uses, and only a prune of the whole root removes the folder of an
+/// app that is gone.
+#[test]
+fn each_apps_compiled_code_is_its_own_and_prune_removes_what_no_release_of_it_uses() {
+    let n = notes_with(&["one"]);
+    let mine = n.root.path().join("cache/compiled/notes");
+    let in_use: Vec<_> = std::fs::read_dir(&mine).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(in_use.len(), 1, "the active release's code, compiled for notes: {in_use:?}");
+    let unused = mine.join(format!("{}-0123456789abcdef.cwasm", "d".repeat(64)));
+    std::fs::write(&unused, vec![0u8; 1000]).unwrap();
+    let gone = n.root.path().join("cache/compiled/gone-app");
+    std::fs::create_dir_all(&gone).unwrap();
+    std::fs::write(gone.join(format!("{}-0123456789abcdef.cwasm", "c".repeat(64))), vec![0u8; 500]).unwrap();
+
+    let v: Value = serde_json::from_str(&n.root.ok(&["space", "--json"])).unwrap();
+    let code: u64 = in_use.iter().map(|p| std::fs::metadata(p).unwrap().len()).sum();
+    assert_eq!(v["apps"][0]["compiled"].as_u64().unwrap(), code + 1000, "{v}");
+    assert_eq!(v["compiled_unused"].as_u64().unwrap(), 1500, "{v}");
+
+    let one = listed(&n.root.ok(&["prune", "notes", "--dry-run", "--keep", "0"]));
+    let compiled: Vec<&String> = one.iter().filter(|l| l.contains("compiled")).collect();
+    assert_eq!(compiled, ["remove  compiled code no release uses (1.0 kB)"], "only its unused file: {one:?}");
+    let all = listed(&n.root.ok(&["prune", "--dry-run", "--keep", "0"]));
+    assert!(all.iter().any(|l| l.contains("compiled code of gone-app, an app no longer here")), "{all:?}");
+    n.root.ok(&["prune", "--keep", "0", "--yes"]);
+    assert!(!unused.exists() && !gone.exists());
+    assert!(in_use[0].exists(), "the active release's code stays");
+    assert_eq!(n.titles(&[]), ["one"]);
+}
+
 #[test]
 fn space_says_what_each_app_holds() {
     let n = notes_with(&["one"]);

@@ -372,8 +372,11 @@ fn removal_needs_the_id_twice_and_keeps_everything_in_the_trash() {
     let e = n.root.refused(&["remove", "notes", "--yes", "note"]);
     assert!(e.contains("give its id again"), "{e}");
     n.root.fails_with(2, &["remove", "notes"]);
+    let compiled = n.root.path().join("cache/compiled/notes");
+    assert!(compiled.is_dir());
     n.root.ok(&["remove", "notes", "--yes", "notes"]);
     assert!(!n.app_dir().exists());
+    assert!(!compiled.exists(), "its compiled code goes: an app made later under its id reads none of it");
     let trash: Vec<_> = std::fs::read_dir(n.root.path().join("trash")).unwrap().collect();
     assert_eq!(trash.len(), 1);
     assert!(n.ws.path().join("autoapp.toml").exists(), "the chosen workspace stays where it is");

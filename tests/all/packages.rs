@@ -269,8 +269,10 @@ fn a_component_from_elsewhere_compiles_within_its_budget_or_is_refused_leaving_n
     person.ok(&["activate", "notes", said["release"].as_str().unwrap()]);
     person.call("notes", "notes.add", r#"{"title": "compiled elsewhere"}"#);
     assert!(person.call("notes", "notes.list", "{}").to_string().contains("compiled elsewhere"));
-    let cache: Vec<_> =
-        std::fs::read_dir(person.path().join("cache/compiled")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let cache: Vec<_> = std::fs::read_dir(person.path().join("cache/compiled/notes"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert!(cache.iter().all(|n| !n.to_string_lossy().starts_with(".compiling")), "{cache:?}");
 }
 

@@ -49,6 +49,17 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
     let control = root.path().join("launcher.json");
     std::fs::write(&control, r#"{"port":1,"secret":"0123"}"#).unwrap();
     let other_db = root.path().join("apps/notes/data/app.sqlite");
+    // Another app's compiled code (its own folder of the cache).
+    let compiled_file = |app: &str| {
+        let dir = root.path().join("cache/compiled").join(app);
+        let file = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "cwasm"));
+        file.unwrap_or_else(|| panic!("{app}'s compiled code in {}", dir.display()))
+    };
+    let other_code = compiled_file("notes");
+    let own_code = compiled_file("escape");
     let own_data = root.path().join("apps/escape/data");
     let own_logs = root.path().join("apps/escape/logs");
     let own_db = root.path().join("apps/escape/data/app.sqlite");
@@ -71,6 +82,9 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
         attempt("write", "path", path(&other_db)),
         attempt("list", "path", path(root.path())),
         attempt("list", "path", path(&root.path().join("apps/notes"))),
+        attempt("read", "path", path(&other_code)),
+        attempt("list", "path", path(&root.path().join("cache/compiled"))),
+        attempt("write", "path", path(&own_code)),
         attempt("create", "path", path(&elsewhere.path().join("planted"))),
         attempt("create", "path", path(&root.path().join("apps/escape/grants.json.new"))),
         attempt(
@@ -125,8 +139,13 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
     let refused_outside: Vec<String> = outcomes(&unconfined).into_iter().filter(|(_, d)| !*d).map(|(a, _)| a).collect();
     assert!(refused_outside.is_empty(), "the same attempts outside a worker must succeed: {refused_outside:#?}");
 
-    // And the worker still does its own work: its app's data, read and written.
-    let own = serde_json::json!([attempt("read", "path", path(&own_db)), attempt("write", "path", path(&own_db))]);
+    // And the worker still does its own work: its app's data, read and
+    // written, and its own compiled code read.
+    let own = serde_json::json!([
+        attempt("read", "path", path(&own_db)),
+        attempt("write", "path", path(&own_db)),
+        attempt("read", "path", path(&own_code)),
+    ]);
     let own = probed(&root, "escape", "escape", &own);
     assert!(own.iter().all(|(_, d)| *d), "{own:#?}");
     assert_eq!(root.call("notes", "notes.list", "{}")["notes"][0]["title"], "mine");

@@ -198,7 +198,7 @@ pub fn build(
             (bytes, "cargo")
         }
     };
-    check_component(root, runtime, &bytes, came, progress)?;
+    check_component(root, &paths.id, runtime, &bytes, came, progress)?;
 
     let (info, new) = release::write(
         &paths,
@@ -264,6 +264,7 @@ pub enum Came {
 /// after it was compiled leaves nothing in the cache.
 pub fn check_component(
     root: &Root,
+    app: &AppId,
     runtime: &Runtime,
     bytes: &[u8],
     came: Came,
@@ -272,7 +273,7 @@ pub fn check_component(
     check_is_component(bytes)?;
     check_names(bytes)?;
     progress(&format!("checking and compiling the component ({} KiB)", bytes.len() / 1024));
-    let cache = root.compiled_cache();
+    let cache = root.compiled_of(app);
     let cached = runtime.is_compiled(&cache, bytes);
     let made_here: Vec<PathBuf> = cache.ancestors().take_while(|a| !a.exists()).map(Path::to_path_buf).collect();
     let compiled = match came {

@@ -6,7 +6,8 @@
 //! the applied ones); a release a preview runs, and every preview's copy of the
 //! data; a release built, or data a rollback set aside, in the last day,
 //! unless `--keep N` says how many to keep. Removed: other `data-prev-*` snapshots, the data rollbacks set aside,
-//! other releases, their compiled code when no release in the root uses it,
+//! other releases, an app's compiled code when no release of it uses it (and
+//! with no app named, the compiled code of apps no longer here),
 //! leftovers of interrupted copies and removals, with `--trash` the trash, and
 //! with `--builds` each workspace's build output (`<workspace>/target`, which
 //! no candidate needs and `autoapp build` makes again; kept while a build
@@ -53,7 +54,8 @@ pub struct Options {
 /// One thing prune removes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Item {
-    /// The app it belongs to; none for compiled code and the trash of removed apps.
+    /// The app it belongs to; none for compiled code of no app here and the
+    /// trash of removed apps.
     pub app: Option<String>,
     /// `snapshot`, `set-aside`, `release`, `compiled`, `trash`, `build`, `leftover`.
     pub kind: String,
@@ -120,31 +122,67 @@ fn plan_locked(root: &Root, app: Option<&AppId>, opts: Options) -> anyhow::Resul
         }
         plan_app(&paths, opts, &mut items, &mut kept, &mut removed_releases)?;
     }
-    // Compiled code that no release left in the root uses (a release id
-    // can be in two apps: `restore --as`).
-    let gone: BTreeSet<&str> = removed_releases.iter().map(|(_, r)| r.component_sha256.as_str()).collect();
+    // Each app's compiled code that no release of it left uses; with no app
+    // named, also the code of apps no longer here and of the layout before
+    // each app had a folder, which no app loads.
+    let gone: BTreeSet<(&str, &str)> =
+        removed_releases.iter().map(|(a, r)| (a.as_str(), r.component_sha256.as_str())).collect();
     let removed: BTreeSet<(&str, &str)> = removed_releases.iter().map(|(a, r)| (a.as_str(), r.id.as_str())).collect();
+    let live = root.app_ids()?;
     let mut used = BTreeSet::new();
-    for id in root.app_ids()? {
-        for r in release::list(&root.app(&id))? {
+    for id in &live {
+        for r in release::list(&root.app(id))? {
             if !removed.contains(&(id.as_str(), r.id.as_str())) {
-                used.insert(r.component_sha256);
+                used.insert((id.to_string(), r.component_sha256));
             }
         }
     }
-    for (sha, path, bytes) in compiled_files(root) {
-        let orphan = app.is_none() && !used.contains(&sha);
-        if (gone.contains(sha.as_str()) || orphan) && !used.contains(&sha) {
-            let what = if gone.contains(sha.as_str()) {
-                "compiled code of a release removed here".to_string()
-            } else {
-                "compiled code no release uses".to_string()
-            };
-            items.push(Item { app: None, kind: "compiled".into(), path, bytes, what });
+    for f in compiled_files(root) {
+        let owner = f.app.as_deref().and_then(|a| live.iter().find(|id| id.as_str() == a));
+        let in_scope = match (app, owner) {
+            (None, _) => true,
+            (Some(named), Some(owner)) => named == owner,
+            (Some(_), None) => false,
+        };
+        let Some(owner) = owner else {
+            // (An app no longer here: its whole folder, below.)
+            if in_scope && f.app.is_none() {
+                let what = "compiled code no release uses (from before each app had a folder of its own)".into();
+                items.push(Item { app: None, kind: "compiled".into(), path: f.path, bytes: f.bytes, what });
+            }
+            continue;
+        };
+        if !in_scope || used.contains(&(owner.to_string(), f.sha.clone())) {
+            continue;
+        }
+        let what = match gone.contains(&(owner.as_str(), f.sha.as_str())) {
+            true => "compiled code of a release removed here".to_string(),
+            false => "compiled code no release uses".to_string(),
+        };
+        items.push(Item { app: Some(owner.to_string()), kind: "compiled".into(), path: f.path, bytes: f.bytes, what });
+    }
+    if app.is_none() {
+        for e in std::fs::read_dir(root.compiled_cache()).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let an_app = AppId::parse(&name).ok();
+            if an_app.is_some_and(|id| !live.contains(&id)) && e.file_type().is_ok_and(|t| t.is_dir()) {
+                let what = format!("compiled code of {name}, an app no longer here");
+                items.push(Item {
+                    app: None,
+                    kind: "compiled".into(),
+                    bytes: bytes_under(&e.path()),
+                    path: e.path(),
+                    what,
+                });
+            }
         }
     }
-    // Removals a crash interrupted in the shared folders.
-    for dir in [root.compiled_cache(), root.dir().join("trash")] {
+    // Removals a crash interrupted in the shared folders and the apps'
+    // compiled code.
+    let compiled_folders = live.iter().map(|id| root.compiled_of(id)).filter(|_| app.is_none());
+    let named_folder = app.map(|a| root.compiled_of(a));
+    for dir in [root.compiled_cache(), root.dir().join("trash")].into_iter().chain(compiled_folders).chain(named_folder)
+    {
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.starts_with(".pruning-") {

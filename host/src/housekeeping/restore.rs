@@ -499,7 +499,9 @@ fn check_release(
         return Err(damaged(file, "its release.json does not describe its component"));
     }
     // A recomputed id proves nothing of what the component is.
-    crate::build::check_component(root, runtime, &component, crate::build::Came::Elsewhere, &|_| {}).map_err(|e| {
+    let checked =
+        crate::build::check_component(root, &paths.id, runtime, &component, crate::build::Came::Elsewhere, &|_| {});
+    checked.map_err(|e| {
         damaged(file, format!("its release/{COMPONENT_FILE} is refused as a build would refuse it: {e}"))
     })?;
     // release.json written anew from what was checked: its id, app, version

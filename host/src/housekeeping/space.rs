@@ -41,27 +41,56 @@ pub struct Space {
     pub apps: Vec<AppSpace>,
     /// Trash of apps that are no longer in the root (`autoapp prune --trash`).
     pub trash_of_removed_apps: u64,
-    /// Compiled code no release of any app uses (`autoapp prune`).
+    /// Compiled code that no release of its app uses: in the folder of an
+    /// app no longer here, or of the layout before each app had a folder
+    /// (`autoapp prune`).
     pub compiled_unused: u64,
     /// Every byte under the root, counted once.
     pub root_total: u64,
 }
 
-/// The compiled files in the root's cache: (component hash, path, bytes).
-pub fn compiled_files(root: &Root) -> Vec<(String, std::path::PathBuf, u64)> {
-    let Ok(entries) = std::fs::read_dir(root.compiled_cache()) else { return Vec::new() };
-    let mut out: Vec<_> = entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let (sha, rest) = name.split_once('-')?;
-            (sha.len() == 64 && rest.ends_with(".cwasm")).then(|| {
-                let bytes = e.metadata().map(|m| m.len()).unwrap_or(0);
-                (sha.to_string(), e.path(), bytes)
+/// One file of compiled code in the root's cache.
+#[derive(Debug, Clone)]
+pub struct CompiledFile {
+    /// The folder it is in (`cache/compiled/<app>`: an app's id, of an app
+    /// that may be gone); none for a file of the layout before each app had
+    /// a folder, which no app loads.
+    pub app: Option<String>,
+    /// The hash of the component it was compiled from.
+    pub sha: String,
+    pub path: std::path::PathBuf,
+    pub bytes: u64,
+}
+
+/// The compiled files in the root's cache, each app's folder and (from
+/// before each app had one) the cache's own.
+pub fn compiled_files(root: &Root) -> Vec<CompiledFile> {
+    let files_in = |dir: &std::path::Path, app: Option<String>| -> Vec<CompiledFile> {
+        let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+        entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let (sha, rest) = name.split_once('-')?;
+                let meta = e.metadata().ok().filter(|m| m.is_file())?;
+                (sha.len() == 64 && rest.ends_with(".cwasm")).then(|| CompiledFile {
+                    app: app.clone(),
+                    sha: sha.to_string(),
+                    path: e.path(),
+                    bytes: meta.len(),
+                })
             })
-        })
-        .collect();
-    out.sort_by(|a, b| a.1.cmp(&b.1));
+            .collect()
+    };
+    let cache = root.compiled_cache();
+    let mut out = files_in(&cache, None);
+    for e in std::fs::read_dir(&cache).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if AppId::parse(&name).is_ok() && e.file_type().is_ok_and(|t| t.is_dir()) {
+            out.extend(files_in(&e.path(), Some(name)));
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
     out
 }
 
@@ -99,16 +128,20 @@ pub fn of(root: &Root, app: Option<&AppId>) -> anyhow::Result<Space> {
                 _ => s.other += bytes,
             }
         }
-        let mine = components_of(root, id);
-        s.compiled = compiled.iter().filter(|(sha, _, _)| mine.contains(sha)).map(|(_, _, b)| b).sum();
+        s.compiled = compiled.iter().filter(|f| f.app.as_deref() == Some(id.as_str())).map(|f| f.bytes).sum();
         s.trash = trash_of(root, Some(id)).iter().map(|p| bytes_under(p)).sum();
         s.total =
             s.data + s.snapshots + s.releases + s.compiled + s.previews + s.logs + s.workspace + s.trash + s.other;
         apps.push(s);
     }
     let live = root.app_ids()?;
-    let used: BTreeSet<String> = live.iter().flat_map(|id| components_of(root, id)).collect();
-    let compiled_unused = compiled.iter().filter(|(sha, _, _)| !used.contains(sha)).map(|(_, _, b)| b).sum();
+    let used: BTreeSet<(String, String)> =
+        live.iter().flat_map(|id| components_of(root, id).into_iter().map(|sha| (id.to_string(), sha))).collect();
+    let compiled_unused = compiled
+        .iter()
+        .filter(|f| f.app.as_ref().is_none_or(|a| !used.contains(&(a.clone(), f.sha.clone()))))
+        .map(|f| f.bytes)
+        .sum();
     let live_trash: BTreeSet<std::path::PathBuf> = live.iter().flat_map(|id| trash_of(root, Some(id))).collect();
     let trash_of_removed_apps =
         trash_of(root, None).iter().filter(|p| !live_trash.contains(*p)).map(|p| bytes_under(p)).sum();

@@ -268,8 +268,15 @@ pub fn install(
 ) -> anyhow::Result<Installed> {
     let checked = checked(root, runtime, bytes, options, progress)?;
     // The component last: compiling it is the dearest check.
-    crate::build::check_component(root, runtime, checked.package.component, crate::build::Came::Elsewhere, progress)
-        .map_err(|e| refused(format!("the package's component is refused: {e}")))?;
+    crate::build::check_component(
+        root,
+        &checked.id,
+        runtime,
+        checked.package.component,
+        crate::build::Came::Elsewhere,
+        progress,
+    )
+    .map_err(|e| refused(format!("the package's component is refused: {e}")))?;
     placed(root, caller, checked, origin, options)
 }
 

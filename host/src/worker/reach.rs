@@ -6,9 +6,10 @@
 //! a name lookup reads (`confine::System::Build`; the whole of `/etc` and
 //! `/proc` only when a program is granted, which needs them), the app's
 //! folder (its releases, active pointer, activation file, grants, previews
-//! and the data snapshots of its own activations), and the compiled code of every release (`cache/compiled`, which it
-//! can read and never write: a worker that could write there could plant code
-//! that another app's process would run). Written: the app's data (its store
+//! and the data snapshots of its own activations), and its app's compiled code
+//! (`cache/compiled/<app>`, which it can read and never write: a worker that
+//! could write there could plant code that its app's next process would run;
+//! another app's compiled code it cannot even read). Written: the app's data (its store
 //! and its record), its logs, its previews' copies of the data, its programs'
 //! scratch folders. The files the person granted, read or write as granted.
 //! Executed: nothing, or — when a program is granted — the host's own binary
@@ -90,13 +91,17 @@ pub fn policy(
     me: PathBuf,
 ) -> anyhow::Result<(Policy, Vec<crate::manifest::Origin>)> {
     let paths = root.app(app);
+    // Made now if it is not there yet (a rule names only what exists): the
+    // code of a release built later is compiled into it.
+    let compiled = root.compiled_of(app);
+    let _ = std::fs::create_dir_all(&compiled);
     let mut policy = Policy {
         system: System::Build,
         // Its app's folder, read: its releases, previews, active pointer
         // and activation file — as they are replaced, since a rule on a
         // file holds the file it named, and a worker that serves its
         // app's pages reads the pointer after every activation.
-        read: vec![paths.dir.clone(), root.compiled_cache()],
+        read: vec![paths.dir.clone(), compiled],
         execute: Some(Vec::new()),
         write: vec![paths.data(), crate::applog::dir_of(&paths.dir)],
         sockets: Sockets::None,
