@@ -16,7 +16,7 @@ use crate::manifest::AppId;
 use crate::release::journal::{self, Journal, Op, Step, fault, folder, rename};
 use crate::release::short;
 use crate::release::{self};
-use crate::root::{AppPaths, write_atomic};
+use crate::root::{AppPaths, Root, write_atomic};
 
 /// What an activation did.
 #[derive(Debug, Serialize)]
@@ -526,13 +526,24 @@ impl Apps {
         }
         // So does its compiled code (made again from its releases when it is
         // back): an app made later under this id reads none of it.
-        match std::fs::remove_dir_all(self.root().compiled_of(app)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                tracing::error!(%app, "cannot remove the compiled code of a removed app: {e:#} (`autoapp prune` removes it)");
-            }
-            _ => {}
-        }
+        forget_compiled(self.root(), app);
         Ok(to)
+    }
+}
+
+/// Removes the compiled code of `app` when no app has that id (removed, or
+/// a restore or install of a new app that did not go through): an app made
+/// later under the id reads none of it. What cannot be removed is left to
+/// `autoapp prune`, and said in the log.
+pub fn forget_compiled(root: &Root, app: &AppId) {
+    if root.app(app).exists() {
+        return;
+    }
+    match std::fs::remove_dir_all(root.compiled_of(app)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            tracing::error!(%app, "cannot remove the compiled code of an app that is not here: {e:#} (`autoapp prune` removes it)");
+        }
+        _ => {}
     }
 }
 

@@ -16,7 +16,7 @@
 //!     logs/                     app.log (+ app.log.1): the app's log lines, at most 2 MiB
 //!     last-backup.json          where and when it was last backed up
 //!     .lock                     held by an activation, rollback, prune, removal (alone) or backup
-//!   cache/compiled/             precompiled components, by component hash and engine
+//!   cache/compiled/<id>/        each app's precompiled components, by component hash and engine
 //!   trash/<id>-<time>/          removed apps (`autoapp prune --trash` empties it)
 //! ```
 

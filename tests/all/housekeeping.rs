@@ -226,6 +226,7 @@ fn a_kill_at_every_step_of_a_restore_leaves_nothing_half_placed() {
         } else {
             assert!(stderr.contains("an interrupted restore"), "{point}: {stderr}");
             assert!(!fresh.path().join("apps/notes").exists(), "{point}: nothing placed");
+            assert!(!fresh.path().join("cache/compiled/notes").exists(), "{point}: nor the code compiled for it");
             // And the restore can simply be done again.
             fresh.ok(&["restore", file.to_str().unwrap()]);
             assert_eq!(fresh.call("notes", "notes.list", "{}")["notes"].as_array().unwrap().len(), 2);
@@ -582,6 +583,12 @@ fn a_backup_killed_before_its_file_is_named_leaves_nothing_after_the_next_comman
 }
 
 /// `prune --dry-run`'s list, as `prune --yes` then removes it.
+/// Sets `path`'s modification time an hour back.
+fn written_an_hour_ago(path: &std::path::Path) {
+    let then = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::open(path).unwrap().set_modified(then).unwrap();
+}
+
 fn listed(out: &str) -> Vec<String> {
     out.lines().filter(|l| l.starts_with("remove  ")).map(str::to_string).collect()
 }
@@ -605,6 +612,7 @@ fn prunes_dry_run_lists_exactly_what_prune_removes_and_a_rollback_after_it_still
     assert_eq!(snapshots.len(), 4);
     let orphan = n.root.path().join("cache/compiled").join(format!("{}-0123456789abcdef.cwasm", "e".repeat(64)));
     std::fs::write(&orphan, vec![0u8; 1000]).unwrap();
+    written_an_hour_ago(&orphan);
 
     // Without --keep, everything built in the last day stays.
     let out = n.root.ok(&["prune", "notes", "--dry-run"]);
@@ -889,6 +897,12 @@ fn each_apps_compiled_code_is_its_own_and_prune_removes_what_no_release_of_it_us
     let gone = n.root.path().join("cache/compiled/gone-app");
     std::fs::create_dir_all(&gone).unwrap();
     std::fs::write(gone.join(format!("{}-0123456789abcdef.cwasm", "c".repeat(64))), vec![0u8; 500]).unwrap();
+    // Code written in the last minutes stays (a build, install or restore
+    // compiles before it writes what uses it).
+    let one = listed(&n.root.ok(&["prune", "--dry-run", "--keep", "0"]));
+    assert!(!one.iter().any(|l| l.contains("compiled")), "fresh code is kept: {one:?}");
+    written_an_hour_ago(&unused);
+    written_an_hour_ago(&gone);
 
     let v: Value = serde_json::from_str(&n.root.ok(&["space", "--json"])).unwrap();
     let code: u64 = in_use.iter().map(|p| std::fs::metadata(p).unwrap().len()).sum();
@@ -1295,6 +1309,8 @@ fn a_restore_that_cannot_be_recorded_is_undone_and_never_wedges_the_root() {
     assert!(out.status.success(), "the next command works: {stderr}");
     assert!(stderr.contains("the restore of notes could not be recorded, so it was undone"), "{stderr}");
     assert!(!fresh.path().join("apps/notes").exists(), "undone");
+    assert!(!fresh.path().join("cache/compiled/notes").exists(), "with the code it compiled");
+    assert!(fresh.path().join("cache/compiled/other").is_dir(), "not another app's");
     assert!(leftovers(&fresh).iter().all(|n| !n.starts_with(".restore-")), "{:?}", leftovers(&fresh));
     assert_eq!(fresh.call("other", "notes.list", "{}")["notes"].as_array().unwrap().len(), 1);
     // And the restore can simply be done again.

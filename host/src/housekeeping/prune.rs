@@ -39,6 +39,17 @@ use crate::root::{AppPaths, Root};
 /// How long a new release is kept when `--keep` is not given.
 pub const RECENT: Duration = Duration::from_secs(24 * 60 * 60);
 
+/// How long compiled code is kept, whatever `--keep` says, after it was
+/// written: a build, an install or a restore compiles before it writes the
+/// release that uses it (or before the app it is for exists).
+pub const COMPILED_FRESH: Duration = Duration::from_secs(10 * 60);
+
+/// Whether `path` was written in the last [`COMPILED_FRESH`].
+fn fresh(path: &Path) -> bool {
+    let modified = std::fs::metadata(path).and_then(|m| m.modified());
+    modified.is_ok_and(|t| t.elapsed().map_or(true, |age| age < COMPILED_FRESH))
+}
+
 /// What the person asked.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Options {
@@ -137,7 +148,7 @@ fn plan_locked(root: &Root, app: Option<&AppId>, opts: Options) -> anyhow::Resul
             }
         }
     }
-    for f in compiled_files(root) {
+    for f in compiled_files(root).into_iter().filter(|f| !fresh(&f.path)) {
         let owner = f.app.as_deref().and_then(|a| live.iter().find(|id| id.as_str() == a));
         let in_scope = match (app, owner) {
             (None, _) => true,
@@ -165,7 +176,8 @@ fn plan_locked(root: &Root, app: Option<&AppId>, opts: Options) -> anyhow::Resul
         for e in std::fs::read_dir(root.compiled_cache()).into_iter().flatten().flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             let an_app = AppId::parse(&name).ok();
-            if an_app.is_some_and(|id| !live.contains(&id)) && e.file_type().is_ok_and(|t| t.is_dir()) {
+            let folder = e.file_type().is_ok_and(|t| t.is_dir()) && !fresh(&e.path());
+            if an_app.is_some_and(|id| !live.contains(&id)) && folder {
                 let what = format!("compiled code of {name}, an app no longer here");
                 items.push(Item {
                     app: None,

@@ -139,6 +139,7 @@ pub fn restore(
         Ok(r) => r,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&staging);
+            crate::lifecycle::forget_compiled(root, &id);
             return Err(e);
         }
     };
@@ -148,6 +149,7 @@ pub fn restore(
     journal::fault("restore:staged");
     if let Err(e) = place(root, file, &staging, &id) {
         let _ = std::fs::remove_dir_all(&staging);
+        crate::lifecycle::forget_compiled(root, &id);
         return Err(e);
     }
     journal::fault("restore:placed");
@@ -631,6 +633,7 @@ fn undo(root: &Root, target: &AppPaths, why: anyhow::Error) -> anyhow::Error {
         Ok(()) => {
             let _ = std::fs::remove_dir_all(&away);
             let _ = sync_dir(&root.apps_dir());
+            crate::lifecycle::forget_compiled(root, &target.id);
             why.context(format!("the restore of {} could not be recorded, so it was undone: nothing was placed", target.id))
         }
         Err(e) => why.context(format!(
@@ -708,7 +711,14 @@ pub fn recover(root: &Root, caller: &Caller) -> anyhow::Result<Vec<String>> {
         if name.starts_with(".restore-") && !super::in_use(&name) {
             let shown = elsewhere::text::terminal(&name).into_owned();
             match std::fs::remove_dir_all(entry.path()) {
-                Ok(()) => said.push(format!("an interrupted restore ({shown}) was undone: nothing of it was placed")),
+                Ok(()) => {
+                    // And the code it compiled for an app that is not here.
+                    let of = name.strip_prefix(".restore-").and_then(|n| n.rsplitn(3, '-').nth(2));
+                    if let Some(id) = of.and_then(|i| AppId::parse(i).ok()) {
+                        crate::lifecycle::forget_compiled(root, &id);
+                    }
+                    said.push(format!("an interrupted restore ({shown}) was undone: nothing of it was placed"))
+                }
                 Err(e) => {
                     tracing::warn!(folder = %shown, error = %e, "an interrupted restore's folder cannot be removed");
                     said.push(format!(

@@ -19,7 +19,8 @@ pub struct AppSpace {
     pub snapshots: u64,
     /// `releases/`: every release built, active or not.
     pub releases: u64,
-    /// The compiled code of its releases in `<root>/cache/compiled/`.
+    /// Its folder of compiled code, `<root>/cache/compiled/<id>/` (what no
+    /// release of it uses is counted in [`Space::compiled_unused`] too).
     pub compiled: u64,
     /// `previews/`: the copies of the data previews run on.
     pub previews: u64,
@@ -41,9 +42,9 @@ pub struct Space {
     pub apps: Vec<AppSpace>,
     /// Trash of apps that are no longer in the root (`autoapp prune --trash`).
     pub trash_of_removed_apps: u64,
-    /// Compiled code that no release of its app uses: in the folder of an
-    /// app no longer here, or of the layout before each app had a folder
-    /// (`autoapp prune`).
+    /// Compiled code that no release of its app uses (`autoapp prune`): in
+    /// an app's folder (also in its `compiled`), in the folder of an app no
+    /// longer here, or of the layout before each app had a folder.
     pub compiled_unused: u64,
     /// Every byte under the root, counted once.
     pub root_total: u64,

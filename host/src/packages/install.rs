@@ -267,8 +267,9 @@ pub fn install(
     progress: &dyn Fn(&str),
 ) -> anyhow::Result<Installed> {
     let checked = checked(root, runtime, bytes, options, progress)?;
+    let id = checked.id.clone();
     // The component last: compiling it is the dearest check.
-    crate::build::check_component(
+    let done = crate::build::check_component(
         root,
         &checked.id,
         runtime,
@@ -276,8 +277,13 @@ pub fn install(
         crate::build::Came::Elsewhere,
         progress,
     )
-    .map_err(|e| refused(format!("the package's component is refused: {e}")))?;
-    placed(root, caller, checked, origin, options)
+    .map_err(|e| refused(format!("the package's component is refused: {e}")))
+    .and_then(|()| placed(root, caller, checked, origin, options));
+    if done.is_err() {
+        // A new app that did not come to be leaves no compiled code.
+        crate::lifecycle::forget_compiled(root, &id);
+    }
+    done
 }
 
 /// Places a package that passed every check as a candidate (its app's
