@@ -37,6 +37,9 @@ pub enum Attempt {
     Exec { path: PathBuf },
     /// Open another process's memory, which needs what `ptrace` needs.
     Attach { pid: u32 },
+    /// Ask whether another process may be signalled (`kill` with signal 0,
+    /// which the kernel checks as it checks any signal).
+    Signal { pid: u32 },
     /// Make a symbolic link at `path` to `target` (for the host to follow
     /// later).
     Symlink { path: PathBuf, target: PathBuf },
@@ -96,6 +99,10 @@ fn attempt(a: &Attempt) -> std::io::Result<()> {
         Attempt::ConnectUnix { path } => std::os::unix::net::UnixStream::connect(path).map(|_| ()),
         Attempt::Exec { path } => std::process::Command::new(path).output().map(|_| ()),
         Attempt::Attach { pid } => std::fs::File::open(format!("/proc/{pid}/mem")).map(|_| ()),
+        Attempt::Signal { pid } => {
+            let pid = rustix::process::Pid::from_raw(*pid as i32).ok_or_else(|| std::io::Error::other("no pid 0"))?;
+            rustix::process::test_kill_process(pid).map_err(std::io::Error::from)
+        }
         Attempt::Symlink { path, target } => std::os::unix::fs::symlink(target, path),
         Attempt::Link { path, target } => std::fs::hard_link(target, path),
         Attempt::Fifo { path } => {

@@ -305,6 +305,44 @@ fn a_call_where_landlock_is_off_says_so_and_still_runs_in_a_worker_of_its_own() 
     assert_eq!(root.call("notes", "notes.list", "{}")["notes"][0]["title"], "x");
 }
 
+/// Where Landlock is off (or the kernel has none), a worker's system-call
+/// filter is all that holds it: a worker that runs no program is allowed
+/// only the calls it needs, so it starts no program and signals nobody.
+/// (Before the allow-list, the filter refused a list of calls, and neither
+/// `execve` nor `kill` was on it.)
+#[test]
+fn where_landlock_is_off_a_workers_filter_still_refuses_what_it_never_needs() {
+    let root = TestRoot::with_config(&format!("{}landlock = \"off\"\n", crate::many_callers::QUIET));
+    root.install("escape");
+    let mut sibling = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let attempts = serde_json::json!([
+        attempt("exec", "path", "/bin/true"),
+        serde_json::json!({ "try": "leave", "path": "/bin/sleep", "args": ["1"] }),
+        attempt("signal", "pid", sibling.id()),
+    ]);
+    let (mut inside, said) = probed_with(&root, "escape", "escape", &attempts, None);
+    assert!(said.contains("without Landlock: Landlock is off in the configuration"), "{said}");
+    // The launcher's workers too (they confine themselves with Landlock
+    // wherever the kernel has it, whatever the configuration says).
+    let served = Served::start(&root, &["serve", "escape"]);
+    let mut tab = served.tab("escape");
+    let asked = serde_json::json!({ "attempts": attempts }).to_string();
+    let r = tab.request("POST", "/api/call/escape", Some(&asked)).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    inside.extend(outcomes(&serde_json::from_slice(&r.body).expect("the worker's outcomes")));
+    served.stop();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_autoapp"))
+        .args(["__escape-probe", &attempts.to_string()])
+        .output()
+        .unwrap();
+    let outside = outcomes(&serde_json::from_slice(&o.stdout).expect("the outcomes"));
+    let _ = sibling.kill();
+    let _ = sibling.wait();
+    let done: Vec<&String> = inside.iter().filter(|(_, d)| *d).map(|(a, _)| a).collect();
+    assert!(done.is_empty(), "a worker without Landlock did: {done:#?}");
+    assert!(outside.iter().all(|(_, d)| *d), "outside a worker each succeeds: {outside:#?}");
+}
+
 #[test]
 fn a_worker_runs_without_landlock_only_where_the_kernel_says_it_has_none() {
     // The worker could not confine itself: its parent asks the kernel (the

@@ -309,7 +309,7 @@ fn command(me: &std::path::Path, paths: &crate::root::AppPaths, policy: &str) ->
     }
     // Debug builds only: a test's fault and pause points reach the worker.
     if cfg!(debug_assertions) {
-        for name in ["AUTOAPP_FAULT", "AUTOAPP_PAUSE", "AUTOAPP_PAUSE_FILE"] {
+        for name in ["AUTOAPP_FAULT", "AUTOAPP_PAUSE", "AUTOAPP_PAUSE_FILE", "AUTOAPP_SECCOMP_LOG"] {
             if let Some(v) = std::env::var_os(name) {
                 command.env(name, v);
             }
@@ -474,7 +474,7 @@ pub fn confine(policy: &Policy) -> Result<Held, String> {
     confine::drop_capabilities()?;
     confine::limit(rustix::process::Resource::Core, 0)?;
     if policy.unconfined {
-        let _ = confine::seccomp::apply_worker(policy.sockets);
+        let _ = confine::seccomp::apply_worker(policy.sockets, runs_programs(policy));
         return Ok(Held::Filter);
     }
     // Debug builds only: a test plays a kernel without the filter (as the
@@ -491,8 +491,14 @@ pub fn confine(policy: &Policy) -> Result<Held, String> {
         true => confine::restrict(policy).map(|_| Held::Whole)?,
         false => confine::restrict_files(policy).map(|_| Held::Files)?,
     };
-    confine::seccomp::apply_worker(policy.sockets)?;
+    confine::seccomp::apply_worker(policy.sockets, runs_programs(policy))?;
     Ok(held)
+}
+
+/// Whether a worker of `policy` may start a program (granted to its app):
+/// then the programs inherit its filters, so it has no allow-list.
+fn runs_programs(policy: &Policy) -> bool {
+    policy.execute.as_ref().is_none_or(|e| !e.is_empty())
 }
 
 /// What a worker's confinement holds on this kernel.

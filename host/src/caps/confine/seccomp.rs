@@ -13,7 +13,8 @@
 //! mounts, swap, reboot, `setns`, and opening files by handle.
 //!
 //! The filter is an allow-by-default list of refusals compiled by
-//! `seccompiler` (rust-vmm). A call made through another architecture's
+//! `seccompiler` (rust-vmm); an app's worker that runs no program is held
+//! by an allow-list beside it ([`WORKER_CALLS`]). A call made through another architecture's
 //! convention (i386's `int 0x80`) fails its architecture check and ends the
 //! process; x86-64's x32 numbers are refused beside the native ones.
 
@@ -201,19 +202,206 @@ fn worker_refusals(sockets: Sockets) -> BTreeMap<i64, Vec<SeccompRule>> {
 #[cfg(target_arch = "x86_64")]
 const X32_OWN: std::ops::RangeInclusive<i64> = 512..=547;
 
+/// The system calls a worker that runs no program makes: its runtime
+/// (threads, memory, signals for traps, timers), its store (files, locks,
+/// syncs), its server and an external route's connections (sockets, which
+/// the other filter and Landlock narrow), the active pointer's watch. Not
+/// listed, so refused: starting a program (`execve`, `fork`), signalling or
+/// waiting for another process, namespaces and mounts, identity, `ptrace`,
+/// the kernel's keyring, modules, BPF, `io_uring` — everything a worker
+/// does not need.
+const WORKER_CALLS: &[i64] = &[
+    // Files and folders.
+    libc::SYS_read,
+    libc::SYS_write,
+    libc::SYS_readv,
+    libc::SYS_writev,
+    libc::SYS_pread64,
+    libc::SYS_pwrite64,
+    libc::SYS_preadv,
+    libc::SYS_pwritev,
+    libc::SYS_openat,
+    // The guest's granted folders, opened beneath their root (cap-std).
+    libc::SYS_openat2,
+    libc::SYS_close,
+    libc::SYS_close_range,
+    libc::SYS_lseek,
+    libc::SYS_fstat,
+    libc::SYS_newfstatat,
+    libc::SYS_statx,
+    libc::SYS_statfs,
+    libc::SYS_fstatfs,
+    libc::SYS_fcntl,
+    libc::SYS_ioctl,
+    libc::SYS_flock,
+    libc::SYS_fsync,
+    libc::SYS_fdatasync,
+    libc::SYS_ftruncate,
+    libc::SYS_fallocate,
+    // SQLite gives a new journal or log its database's owner (a no-op but
+    // for root, which has given up the capability to change it).
+    libc::SYS_fchown,
+    libc::SYS_unlinkat,
+    libc::SYS_renameat,
+    libc::SYS_renameat2,
+    libc::SYS_mkdirat,
+    libc::SYS_getdents64,
+    libc::SYS_readlinkat,
+    libc::SYS_faccessat,
+    libc::SYS_faccessat2,
+    libc::SYS_getcwd,
+    libc::SYS_dup,
+    libc::SYS_dup3,
+    libc::SYS_pipe2,
+    libc::SYS_inotify_init1,
+    libc::SYS_inotify_add_watch,
+    libc::SYS_inotify_rm_watch,
+    // Memory.
+    libc::SYS_mmap,
+    libc::SYS_munmap,
+    libc::SYS_mprotect,
+    libc::SYS_madvise,
+    libc::SYS_mremap,
+    libc::SYS_brk,
+    libc::SYS_mincore,
+    libc::SYS_msync,
+    libc::SYS_membarrier,
+    libc::SYS_memfd_create,
+    // Threads, signals (a trap is a signal), time.
+    libc::SYS_clone,
+    libc::SYS_clone3,
+    libc::SYS_futex,
+    libc::SYS_set_robust_list,
+    libc::SYS_get_robust_list,
+    libc::SYS_rseq,
+    libc::SYS_set_tid_address,
+    libc::SYS_exit,
+    libc::SYS_exit_group,
+    libc::SYS_gettid,
+    libc::SYS_getpid,
+    libc::SYS_getppid,
+    libc::SYS_tgkill,
+    libc::SYS_rt_sigaction,
+    libc::SYS_rt_sigprocmask,
+    libc::SYS_rt_sigreturn,
+    libc::SYS_sigaltstack,
+    libc::SYS_restart_syscall,
+    libc::SYS_sched_yield,
+    libc::SYS_sched_getaffinity,
+    libc::SYS_getrandom,
+    libc::SYS_clock_gettime,
+    libc::SYS_clock_getres,
+    libc::SYS_clock_nanosleep,
+    libc::SYS_nanosleep,
+    libc::SYS_gettimeofday,
+    libc::SYS_prctl,
+    // The instance thread lowers its own priority (only lowering is allowed).
+    libc::SYS_setpriority,
+    libc::SYS_prlimit64,
+    libc::SYS_getrlimit,
+    libc::SYS_uname,
+    libc::SYS_sysinfo,
+    libc::SYS_getuid,
+    libc::SYS_geteuid,
+    libc::SYS_getgid,
+    libc::SYS_getegid,
+    // Waiting on descriptors.
+    libc::SYS_epoll_create1,
+    libc::SYS_epoll_ctl,
+    libc::SYS_epoll_pwait,
+    libc::SYS_epoll_pwait2,
+    libc::SYS_eventfd2,
+    libc::SYS_ppoll,
+    libc::SYS_pselect6,
+    // Sockets (which ones: the other filter and Landlock).
+    libc::SYS_socket,
+    libc::SYS_socketpair,
+    libc::SYS_connect,
+    libc::SYS_accept,
+    libc::SYS_accept4,
+    libc::SYS_recvfrom,
+    libc::SYS_recvmsg,
+    libc::SYS_recvmmsg,
+    libc::SYS_sendto,
+    libc::SYS_sendmsg,
+    libc::SYS_sendmmsg,
+    libc::SYS_shutdown,
+    libc::SYS_getsockname,
+    libc::SYS_getpeername,
+    libc::SYS_getsockopt,
+    libc::SYS_setsockopt,
+    // x86-64's older forms of the same, which its C library still uses.
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_arch_prctl,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_open,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_stat,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_lstat,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_access,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_readlink,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_unlink,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_rename,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_mkdir,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_getdents,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_pipe,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_dup2,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_poll,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_select,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_epoll_wait,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_epoll_create,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_time,
+];
+
+/// The allow-list of a worker that runs no program: [`WORKER_CALLS`], and
+/// every other call answers `EPERM` (an error its code reports, never a
+/// crash). Debug builds: `AUTOAPP_SECCOMP_LOG=1` lets every call through
+/// and has the kernel log the ones the list lacks (`dmesg`, `type=1326`),
+/// which is how the list is checked against a run of the tests.
+fn worker_allowed() -> Result<BpfProgram, String> {
+    let calls: BTreeMap<i64, Vec<SeccompRule>> = WORKER_CALLS.iter().map(|nr| (*nr, Vec::new())).collect();
+    let arch = std::env::consts::ARCH.try_into().map_err(|e| format!("{e:?}"))?;
+    let otherwise = match cfg!(debug_assertions) && std::env::var_os("AUTOAPP_SECCOMP_LOG").is_some() {
+        true => SeccompAction::Log,
+        false => SeccompAction::Errno(libc::EPERM as u32),
+    };
+    let filter = SeccompFilter::new(calls, otherwise, SeccompAction::Allow, arch).map_err(|e| e.to_string())?;
+    filter.try_into().map_err(|e: seccompiler::BackendError| e.to_string())
+}
+
 /// Applies an app's worker's filters to every thread of the process, for
-/// good: the refusals of [`worker_refusals`], and `clone3` answering
-/// `ENOSYS` (its flags are behind a pointer a filter cannot read), so that
-/// the C library makes threads and processes with `clone`, whose flags the
-/// first filter reads.
-pub fn apply_worker(sockets: Sockets) -> Result<(), String> {
+/// good: the refusals of [`worker_refusals`]; `clone3` answering `ENOSYS`
+/// (its flags are behind a pointer a filter cannot read), so that the C
+/// library makes threads and processes with `clone`, whose flags the first
+/// filter reads; and, for a worker that runs no program (`programs` false),
+/// the allow-list of [`WORKER_CALLS`] (a granted program inherits every
+/// filter and may need any call; its worker keeps the refusals alone).
+pub fn apply_worker(sockets: Sockets, programs: bool) -> Result<(), String> {
     let refused = compiled(worker_refusals(sockets), REFUSED)?;
     let mut clone3 = BTreeMap::new();
     clone3.insert(libc::SYS_clone3, Vec::new());
     #[cfg(target_arch = "x86_64")]
     clone3.insert(libc::SYS_clone3 | X32, Vec::new());
     let clone3 = compiled(clone3, libc::ENOSYS as u32)?;
-    for program in [refused, clone3] {
+    let mut filters = vec![refused, clone3];
+    if !programs {
+        filters.push(worker_allowed()?);
+    }
+    for program in filters {
         seccompiler::apply_filter_all_threads(&program)
             .map_err(|e| format!("the kernel refused the system-call filter: {e}"))?;
     }
