@@ -238,6 +238,10 @@ const WORKER_CALLS: &[i64] = &[
     libc::SYS_fdatasync,
     libc::SYS_ftruncate,
     libc::SYS_fallocate,
+    // What WASI gives a guest on its granted folders beside reads and
+    // writes: advice, and a file's times (Python's `shutil.copy2` sets them).
+    libc::SYS_fadvise64,
+    libc::SYS_utimensat,
     // SQLite gives a new journal or log its database's owner (a no-op but
     // for root, which has given up the capability to change it).
     libc::SYS_fchown,
