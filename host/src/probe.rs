@@ -37,6 +37,9 @@ pub enum Attempt {
     Exec { path: PathBuf },
     /// Open another process's memory, which needs what `ptrace` needs.
     Attach { pid: u32 },
+    /// Set a file's modification time (what WASI's `set-times` does on a
+    /// granted folder's file).
+    Touch { path: PathBuf },
     /// Ask whether another process may be signalled (`kill` with signal 0,
     /// which the kernel checks as it checks any signal).
     Signal { pid: u32 },
@@ -99,6 +102,9 @@ fn attempt(a: &Attempt) -> std::io::Result<()> {
         Attempt::ConnectUnix { path } => std::os::unix::net::UnixStream::connect(path).map(|_| ()),
         Attempt::Exec { path } => std::process::Command::new(path).output().map(|_| ()),
         Attempt::Attach { pid } => std::fs::File::open(format!("/proc/{pid}/mem")).map(|_| ()),
+        Attempt::Touch { path } => {
+            std::fs::OpenOptions::new().write(true).open(path)?.set_modified(std::time::SystemTime::now())
+        }
         Attempt::Signal { pid } => {
             let pid = rustix::process::Pid::from_raw(*pid as i32).ok_or_else(|| std::io::Error::other("no pid 0"))?;
             rustix::process::test_kill_process(pid).map_err(std::io::Error::from)

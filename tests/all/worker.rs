@@ -140,10 +140,12 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
     assert!(refused_outside.is_empty(), "the same attempts outside a worker must succeed: {refused_outside:#?}");
 
     // And the worker still does its own work: its app's data, read and
-    // written, and its own compiled code read.
+    // written (its times set too, as WASI's `set-times` does, which the
+    // worker's allow-list must let through), and its own compiled code read.
     let own = serde_json::json!([
         attempt("read", "path", path(&own_db)),
         attempt("write", "path", path(&own_db)),
+        attempt("touch", "path", path(&own_db)),
         attempt("read", "path", path(&own_code)),
     ]);
     let own = probed(&root, "escape", "escape", &own);
