@@ -172,8 +172,9 @@ fn the_whole_lifecycle_from_preview_to_restore() {
     assert!(history.contains("first write"), "{history}");
 }
 
-#[test]
-fn a_compatible_downgrade_keeps_the_writes() {
+/// Notes whose v1 may run on newer data (`reads_newer_schema`), with "one"
+/// written by v1 and "two" by v2, which added a migration and is active.
+fn notes_v2_over_a_downgradable_v1() -> (Notes, String, String) {
     let n = Notes::new();
     n.edit_manifest(|m| m.replace("[data]\n", "[data]\nreads_newer_schema = true\n"));
     let v1 = n.build();
@@ -183,6 +184,12 @@ fn a_compatible_downgrade_keeps_the_writes() {
     let v2 = n.build();
     n.root.ok(&["activate", "notes", &v2]);
     n.add("two");
+    (n, v1, v2)
+}
+
+#[test]
+fn a_compatible_downgrade_keeps_the_writes() {
+    let (n, v1, _) = notes_v2_over_a_downgradable_v1();
     n.root.ok(&["rollback", "notes", "--downgrade", &v1[..10]]);
     assert_eq!(n.active(), v1);
     assert_eq!(n.titles(&[]), ["one", "two"], "a downgrade keeps every write");
@@ -470,15 +477,7 @@ fn a_downgrade_interrupted_at_any_step_is_finished_as_the_downgrade_ends() {
     };
     // The activation file after the downgrade, and the one before it.
     let downgraded = |fault: Option<&str>| {
-        let n = Notes::new();
-        n.edit_manifest(|m| m.replace("[data]\n", "[data]\nreads_newer_schema = true\n"));
-        let v1 = n.build();
-        n.root.ok(&["activate", "notes", &v1]);
-        n.add("one");
-        n.add_migration();
-        let v2 = n.build();
-        n.root.ok(&["activate", "notes", &v2]);
-        n.add("two");
+        let (n, v1, v2) = notes_v2_over_a_downgradable_v1();
         let before = activation(&n);
         let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_autoapp"));
         command.args(["--root", n.root.path().to_str().unwrap(), "rollback", "notes", "--downgrade", &v1]);

@@ -1267,8 +1267,7 @@ fn a_rollback_whose_process_ended_half_way_behind_a_launcher_is_finished_at_the_
     // As the rollback would have left it: the release put back is active by
     // no activation of its own (its writes are not taken for the undone
     // activation's first).
-    let activation: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(app.join("activation.json")).unwrap()).unwrap();
+    let activation = hostile_activation(&root);
     assert_ne!(activation["release"], second.as_str(), "{activation}");
     assert!(activation["previous"].is_null(), "{activation}");
     launcher.stop();
@@ -1296,9 +1295,7 @@ fn a_rollback_that_ended_half_way_without_its_snapshot_is_undone_by_recovery() {
     assert!(!app.join("journal.json").exists());
     let history = std::fs::read_to_string(app.join("history.jsonl")).unwrap();
     assert!(history.lines().last().is_some_and(|l| l.contains("undone by recovery")), "{history}");
-    let after: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(app.join("activation.json")).unwrap()).unwrap();
-    assert_eq!(after, activation, "the activation rolled back from stays");
+    assert_eq!(hostile_activation(&root), activation, "the activation rolled back from stays");
 }
 
 /// `autoapp activate hostile <release>` from a terminal, held once its
@@ -1316,20 +1313,63 @@ fn activation_held_after_its_snapshot(root: &TestRoot, release: &str, hold: &std
     activate
 }
 
-#[test]
-fn a_write_of_the_release_replaced_after_an_activations_snapshot_makes_a_plain_rollback_ask() {
+/// hostile's activation file.
+fn hostile_activation(root: &TestRoot) -> serde_json::Value {
+    let text = std::fs::read_to_string(root.path().join("apps/hostile/activation.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Whether hostile's activation of `release` has its first write noted,
+/// waited for up to 10 s (a launcher notes it from a thread of its own).
+fn first_write_noted(root: &TestRoot, release: &str) -> bool {
+    let noted = || {
+        let a = hostile_activation(root);
+        a["release"] == release && !a["first_write_at"].is_null()
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !noted() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    noted()
+}
+
+/// A plain rollback of hostile is refused, naming `--restore --yes`, and
+/// the data holds `marks` marks.
+fn a_plain_rollback_asks(root: &TestRoot, marks: u64) {
+    let e = root.fails_with(1, &["rollback", "hostile"]);
+    assert!(e.contains("--restore --yes"), "{e}");
+    assert_eq!(root.call("hostile", "count", "{}")["marks"], marks);
+}
+
+/// hostile with a second release built, the first active and written once
+/// (its first write noted long ago), a launcher with the person's tab of it,
+/// and the second activated from a terminal, held once its snapshot is
+/// taken, before its migrations and the switch (remove `hold` to go on).
+struct DuringAnActivation {
+    root: TestRoot,
+    second: String,
+    launcher: Served,
+    _panel: crate::support::http::Http,
+    tab: crate::support::http::Http,
+    hold: std::path::PathBuf,
+    activate: std::process::Child,
+}
+
+fn during_an_activation() -> DuringAnActivation {
     let root = TestRoot::with_config(crate::many_callers::QUIET);
     let second = hostile_with_a_second_release(&root);
-    // The first release has written (its first write noted long ago).
     root.call("hostile", "mark", "{}");
     let launcher = Served::start(&root, &["open"]);
     let mut panel = launcher.tab("the Autoapp panel");
-    let mut tab = launcher.opened(&mut panel, "hostile");
-    // The second is activated from a terminal, held once its snapshot is
-    // taken, before its migrations and the switch.
+    let tab = launcher.opened(&mut panel, "hostile");
     let hold = root.path().join("hold");
-    let mut activate = activation_held_after_its_snapshot(&root, &second, &hold);
-    let app = root.path().join("apps/hostile");
+    let activate = activation_held_after_its_snapshot(&root, &second, &hold);
+    DuringAnActivation { root, second, launcher, _panel: panel, tab, hold, activate }
+}
+
+#[test]
+fn a_write_of_the_release_replaced_after_an_activations_snapshot_makes_a_plain_rollback_ask() {
+    let DuringAnActivation { root, second, launcher, mut tab, hold, mut activate, .. } = during_an_activation();
     // Meanwhile the person's tab, still on the first release, writes: the
     // write is in the data, not in the snapshot.
     let r = tab.request("POST", "/api/call/mark", Some("{}")).unwrap();
@@ -1340,32 +1380,15 @@ fn a_write_of_the_release_replaced_after_an_activations_snapshot_makes_a_plain_r
     // would put back the snapshot without it, asks what to do with it
     // (fails before: it was noted nowhere, and the rollback set it aside
     // without asking).
-    let noted = || {
-        let a: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(app.join("activation.json")).unwrap()).unwrap();
-        a["release"] == second.as_str() && !a["first_write_at"].is_null()
-    };
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !noted() && std::time::Instant::now() < until {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let noted = first_write_noted(&root, &second);
     launcher.stop();
-    let e = root.fails_with(1, &["rollback", "hostile"]);
-    assert!(e.contains("--restore --yes"), "{e}");
-    assert!(noted(), "the activation's first write is noted");
-    assert_eq!(root.call("hostile", "count", "{}")["marks"], 2);
+    assert!(noted, "the activation's first write is noted");
+    a_plain_rollback_asks(&root, 2);
 }
 
 #[test]
 fn an_activation_notes_a_write_its_snapshot_lacks_from_the_record_itself() {
-    let root = TestRoot::with_config(crate::many_callers::QUIET);
-    let second = hostile_with_a_second_release(&root);
-    root.call("hostile", "mark", "{}");
-    let launcher = Served::start(&root, &["open"]);
-    let mut panel = launcher.tab("the Autoapp panel");
-    let mut tab = launcher.opened(&mut panel, "hostile");
-    let hold = root.path().join("hold");
-    let mut activate = activation_held_after_its_snapshot(&root, &second, &hold);
+    let DuringAnActivation { root, second, launcher, mut tab, hold, mut activate, .. } = during_an_activation();
     let r = tab.request("POST", "/api/call/mark", Some("{}")).unwrap();
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     // The launcher that would note the write is gone before the activation
@@ -1375,27 +1398,15 @@ fn an_activation_notes_a_write_its_snapshot_lacks_from_the_record_itself() {
     launcher.kill();
     std::fs::remove_file(&hold).unwrap();
     assert!(activate.wait().unwrap().success(), "the activation is done");
-    let a: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(root.path().join("apps/hostile/activation.json")).unwrap())
-            .unwrap();
+    let a = hostile_activation(&root);
     assert_eq!(a["release"], second.as_str(), "{a}");
     assert!(!a["first_write_at"].is_null(), "{a}");
-    let e = root.fails_with(1, &["rollback", "hostile"]);
-    assert!(e.contains("--restore --yes"), "{e}");
-    assert_eq!(root.call("hostile", "count", "{}")["marks"], 2);
+    a_plain_rollback_asks(&root, 2);
 }
 
 #[test]
 fn a_write_during_an_activation_whose_process_ended_is_noted_once_recovery_finishes_it() {
-    let root = TestRoot::with_config(crate::many_callers::QUIET);
-    let second = hostile_with_a_second_release(&root);
-    root.call("hostile", "mark", "{}");
-    let launcher = Served::start(&root, &["open"]);
-    let mut panel = launcher.tab("the Autoapp panel");
-    let mut tab = launcher.opened(&mut panel, "hostile");
-    let hold = root.path().join("hold");
-    let mut activate = activation_held_after_its_snapshot(&root, &second, &hold);
-    let app = root.path().join("apps/hostile");
+    let DuringAnActivation { root, second, launcher, mut tab, mut activate, .. } = during_an_activation();
     // The activation's process ends after its snapshot; the tab, on the
     // first release, writes while its journal is open and nobody holds it.
     activate.kill().unwrap();
@@ -1407,32 +1418,15 @@ fn a_write_during_an_activation_whose_process_ended_is_noted_once_recovery_finis
     // before: the write was dropped while the journal was open, and a
     // plain rollback set it aside without asking).
     root.ok(&["status"]);
-    let noted = || {
-        let a: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(app.join("activation.json")).unwrap()).unwrap();
-        a["release"] == second.as_str() && !a["first_write_at"].is_null()
-    };
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !noted() && std::time::Instant::now() < until {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let noted = first_write_noted(&root, &second);
     launcher.stop();
-    assert!(noted(), "the write is the activation's first");
-    let e = root.fails_with(1, &["rollback", "hostile"]);
-    assert!(e.contains("--restore --yes"), "{e}");
-    assert_eq!(root.call("hostile", "count", "{}")["marks"], 2);
+    assert!(noted, "the write is the activation's first");
+    a_plain_rollback_asks(&root, 2);
 }
 
 #[test]
 fn a_read_of_the_release_replaced_during_an_activation_leaves_a_plain_rollback_free() {
-    let root = TestRoot::with_config(crate::many_callers::QUIET);
-    let second = hostile_with_a_second_release(&root);
-    root.call("hostile", "mark", "{}");
-    let launcher = Served::start(&root, &["open"]);
-    let mut panel = launcher.tab("the Autoapp panel");
-    let mut tab = launcher.opened(&mut panel, "hostile");
-    let hold = root.path().join("hold");
-    let mut activate = activation_held_after_its_snapshot(&root, &second, &hold);
+    let DuringAnActivation { root, launcher, mut tab, hold, mut activate, .. } = during_an_activation();
     // The tab only reads meanwhile: nothing for a rollback to set aside.
     let r = tab.request("POST", "/api/call/count", Some("{}")).unwrap();
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
@@ -1495,10 +1489,9 @@ fn restore_held_after_moving_the_data_aside(root: &TestRoot, hold: &std::path::P
 /// Takes hostile's snapshot away (as a disk that fails, or another process,
 /// could): its activation file, which names it.
 fn take_the_snapshot_away(root: &TestRoot) -> serde_json::Value {
-    let app = root.path().join("apps/hostile");
-    let activation: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(app.join("activation.json")).unwrap()).unwrap();
-    let snapshot = app.join(activation["snapshot"].as_str().expect("the activation's snapshot"));
+    let activation = hostile_activation(root);
+    let snapshot =
+        root.path().join("apps/hostile").join(activation["snapshot"].as_str().expect("the activation's snapshot"));
     std::fs::rename(&snapshot, root.path().join("snapshot-elsewhere")).unwrap();
     activation
 }

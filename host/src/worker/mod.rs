@@ -236,11 +236,8 @@ fn start(
         declared,
         keys,
     };
-    // What the worker writes and cannot make itself.
     let paths = root.app(app);
-    for dir in reach.policy.write.iter().filter(|d| d.starts_with(root.dir())) {
-        let _ = std::fs::create_dir_all(dir);
-    }
+    folders_made(root, app, reach.policy.write.iter().filter(|d| d.starts_with(root.dir())));
     let policy = Policy { unconfined: support.is_some_and(|s| !s.enforced), ..reach.policy.clone() };
     let policy =
         serde_json::to_string(&policy).map_err(|e| format!("cannot describe the worker's confinement ({e})"))?;
@@ -287,6 +284,18 @@ fn start(
         Some(code) => format!("the app's worker ended without an answer (status {code})"),
         None => "the app's worker was killed before it answered".to_string(),
     })
+}
+
+/// Makes what a worker of `app` writes and cannot make itself (`write`),
+/// and its app's folder of compiled code, which it reads: a Landlock rule
+/// names only what exists, and the code of a release built later is
+/// compiled into that folder (the cache may also have been emptied since
+/// the policy was made).
+fn folders_made<'a>(root: &Root, app: &AppId, write: impl Iterator<Item = &'a PathBuf>) {
+    for dir in write {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::create_dir_all(root.compiled_of(app));
 }
 
 /// The command that starts a worker of the app at `paths` with `policy`:

@@ -1006,12 +1006,8 @@ impl Inner {
         let a_data_folder = |d: &std::path::Path| {
             *d == paths.data() || (d.starts_with(&previews) && d.file_name().is_some_and(|n| n == "data"))
         };
-        for dir in policy.write.iter().filter(|d| d.starts_with(self.root.dir()) && !a_data_folder(d)) {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        // Its compiled code's folder too (the policy may be older than an
-        // emptied cache): a rule names only what exists.
-        let _ = std::fs::create_dir_all(self.root.compiled_of(app));
+        let made = policy.write.iter().filter(|d| d.starts_with(self.root.dir()) && !a_data_folder(d));
+        super::folders_made(&self.root, app, made);
         let policy_text = serde_json::to_string(&Policy { unconfined, ..(**policy).clone() })
             .map_err(|e| internal(format!("cannot describe the worker's confinement ({e})")))?;
         let mut command = super::command(&self.me, &paths, &policy_text);

@@ -91,17 +91,13 @@ pub fn policy(
     me: PathBuf,
 ) -> anyhow::Result<(Policy, Vec<crate::manifest::Origin>)> {
     let paths = root.app(app);
-    // Made now if it is not there yet (a rule names only what exists): the
-    // code of a release built later is compiled into it.
-    let compiled = root.compiled_of(app);
-    let _ = std::fs::create_dir_all(&compiled);
     let mut policy = Policy {
         system: System::Build,
         // Its app's folder, read: its releases, previews, active pointer
         // and activation file — as they are replaced, since a rule on a
         // file holds the file it named, and a worker that serves its
         // app's pages reads the pointer after every activation.
-        read: vec![paths.dir.clone(), compiled],
+        read: vec![paths.dir.clone(), root.compiled_of(app)],
         execute: Some(Vec::new()),
         write: vec![paths.data(), crate::applog::dir_of(&paths.dir)],
         sockets: Sockets::None,
