@@ -90,12 +90,23 @@ pub struct Apps {
     /// In a worker that serves its app's pages: who notes a write's first
     /// write in the app's journal (its launcher).
     noter: std::sync::OnceLock<Arc<dyn Noter>>,
+    /// In an app's worker: who compiles a release's code that the cache
+    /// lost (its launcher); a worker may only read the cache.
+    compiler: std::sync::OnceLock<Arc<dyn Compiler>>,
 }
 
 /// Notes the first write of an activation for a worker, which may not
 /// write its app's journal: its launcher, over its channel.
 pub trait Noter: Send + Sync {
     fn note(&self, app: &AppId, release: &str) -> BoxFuture<()>;
+}
+
+/// Compiles, for an app's worker, the code of one of its app's releases
+/// that the compiled cache lost (emptied while the launcher ran): its
+/// launcher, over its channel, confined as every compile of a component
+/// from elsewhere is (`Runtime::compile_elsewhere`).
+pub trait Compiler: Send + Sync {
+    fn compile(&self, app: &AppId, release: &str) -> BoxFuture<Result<(), CallError>>;
 }
 
 /// Where the launcher's calls run once its gate passed them: a process of
@@ -258,6 +269,7 @@ impl Apps {
             ahead,
             elsewhere: std::sync::OnceLock::new(),
             noter: std::sync::OnceLock::new(),
+            compiler: std::sync::OnceLock::new(),
         })
     }
 
@@ -271,6 +283,40 @@ impl Apps {
     /// noted by `noter` (its launcher).
     pub(crate) fn note_through(&self, noter: Arc<dyn Noter>) {
         let _ = self.noter.set(noter);
+    }
+
+    /// In an app's worker: code of a release that the compiled cache lost
+    /// is compiled by `compiler` (its launcher), then loaded.
+    pub(crate) fn compile_through(&self, compiler: Arc<dyn Compiler>) {
+        let _ = self.compiler.set(compiler);
+    }
+
+    /// In the launcher, for `app`'s worker: compiles the code of `release`
+    /// if the compiled cache lost it (confined, within its budget); nothing
+    /// when the code is there. The release is one of the app's, named whole.
+    pub async fn compile_for_worker(&self, app: &AppId, release: &str) -> Result<(), CallError> {
+        let paths = self.root.app(app);
+        let id =
+            release::resolve(&paths, release).map_err(|e| CallError::new(ErrorKind::NotFound, format!("{e:#}")))?;
+        if id != release {
+            return Err(CallError::new(ErrorKind::InvalidInput, "name the release by its whole id"));
+        }
+        let (root, runtime, app) = (self.root.clone(), self.runtime.clone(), app.clone());
+        tokio::task::spawn_blocking(move || {
+            let internal = |why: String| {
+                CallError::new(ErrorKind::Internal, format!("cannot compile the release {id} of {app}: {why}"))
+            };
+            let bytes = std::fs::read(root.app(&app).release(&id).join(release::COMPONENT_FILE))
+                .map_err(|e| internal(e.to_string()))?;
+            let cache = root.compiled_of(&app);
+            if runtime.is_compiled(&cache, &bytes) {
+                return Ok(());
+            }
+            let budget = crate::runtime::Budget::of(runtime.config());
+            runtime.compile_elsewhere(&cache, &bytes, &budget).map(|_| ()).map_err(internal)
+        })
+        .await
+        .unwrap_or_else(|e| Err(CallError::new(ErrorKind::Internal, format!("compiling a release failed: {e}"))))
     }
 
     /// The workers the calls run in (`autoapp status`); none where the
@@ -508,7 +554,17 @@ impl Apps {
         if !(data == paths.data() || data.starts_with(paths.dir.join("previews"))) {
             return Err(CallError::new(ErrorKind::Internal, "the call names data that is not its app's"));
         }
-        let loaded = self.load(&app, &release).await?;
+        let started = Instant::now();
+        let loaded = match self.load(&app, &release).await {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                // Passed by its launcher's gate and never run: its row says
+                // so (the launcher leaves what a worker answers to the
+                // worker to record).
+                let effect = if row.effect == Effect::Read.as_str() { Effect::Read } else { Effect::Write };
+                return Err(self.record_unrun(&data, effect, row, started, e).await);
+            }
+        };
         match entry {
             CarriedEntry::Route { route, input } => {
                 let Some(effect) = loaded.manifest.route(&route).map(|r| r.effect) else {
@@ -564,15 +620,27 @@ impl Apps {
         if let Some(l) = cell.get() {
             return Ok(l.clone());
         }
-        cell.get_or_try_init(|| {
-            let (root, runtime, app, id) =
-                (self.root.clone(), self.runtime.clone(), app.clone(), release_id.to_string());
-            async move {
-                tokio::task::spawn_blocking(move || load(&root, &runtime, &app, &id).map(Arc::new))
-                    .await
-                    .unwrap_or_else(|e| {
-                        Err(CallError::new(ErrorKind::Internal, format!("loading a release failed: {e}")))
-                    })
+        let (root, runtime, app, id) = (self.root.clone(), self.runtime.clone(), app.clone(), release_id.to_string());
+        let compiler = self.compiler.get().cloned();
+        cell.get_or_try_init(|| async move {
+            let load_once = || {
+                let (root, runtime, app, id) = (root.clone(), runtime.clone(), app.clone(), id.clone());
+                async move {
+                    tokio::task::spawn_blocking(move || load(&root, &runtime, &app, &id).map(Arc::new))
+                        .await
+                        .unwrap_or_else(|e| {
+                            Err(CallError::new(ErrorKind::Internal, format!("loading a release failed: {e}")))
+                        })
+                }
+            };
+            match (load_once().await, compiler) {
+                // A worker, which may not compile: its launcher compiles
+                // what the cache lost, and it loads again.
+                (Err(e), Some(compiler)) if e.message.contains(crate::runtime::NOT_IN_CACHE) => {
+                    compiler.compile(&app, &id).await?;
+                    load_once().await
+                }
+                (loaded, _) => loaded,
             }
         })
         .await

@@ -28,6 +28,7 @@ pub async fn run(root: crate::root::Root, config: Config, only: Option<AppId>) -
     // Every call the gate passes runs in its app's worker (issue 54).
     let workers = crate::worker::pool::Workers::new(root.clone(), config.clone())?;
     apps.run_elsewhere(Arc::new(workers.clone()));
+    workers.compile_with(&apps);
     // Only runs and authors of this start are live in it.
     apps.plans().bind_launcher(&me.id);
     // A run does not survive a restart: one found running was stopped by it.

@@ -608,7 +608,7 @@ fn last_words(tail: &str) -> Option<String> {
 }
 
 mod compile;
-pub use compile::{Budget, COMPILE_COMMAND, compile_main};
+pub use compile::{Budget, COMPILE_COMMAND, NOT_IN_CACHE, compile_main};
 
 /// What the engine compiles code for, whoever compiles it: the launcher's
 /// engine (with its pooling allocator) and the process that compiles a
@@ -640,10 +640,8 @@ pub struct Runtime {
     queued: Arc<AtomicUsize>,
     /// Whether a component whose code the cache lacks is compiled (in a
     /// process of its own); an app's worker, which may not write the cache,
-    /// answers [`Runtime::missed`] instead.
+    /// answers [`NOT_IN_CACHE`] instead.
     compiles: bool,
-    /// A component was not compiled because `compiles` is off.
-    missed: std::sync::atomic::AtomicBool,
     #[cfg(test)]
     hold: Arc<Mutex<()>>,
 }
@@ -728,24 +726,18 @@ impl Runtime {
             jobs,
             queued,
             compiles: true,
-            missed: std::sync::atomic::AtomicBool::new(false),
             #[cfg(test)]
             hold,
         })
     }
 
-    /// A runtime that never compiles: code the cache lacks is reported by
-    /// [`Runtime::missed`] (an app's worker, whose process may only read the
-    /// cache: its parent compiles, then starts it again).
+    /// A runtime that never compiles: code the cache lacks is an error
+    /// saying [`NOT_IN_CACHE`] (an app's worker, whose process may only read
+    /// the cache: its parent compiles it — `autoapp call` then starts it
+    /// again, a launcher answers its ask, `apps::Compiler`).
     pub fn without_compiling(mut self) -> Runtime {
         self.compiles = false;
         self
-    }
-
-    /// Whether a component was not compiled because this runtime never
-    /// compiles.
-    pub fn missed(&self) -> bool {
-        self.missed.load(Ordering::Relaxed)
     }
 
     pub fn engine(&self) -> &Engine {

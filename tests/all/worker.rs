@@ -854,6 +854,67 @@ fn an_idle_worker_ends_after_worker_idle_secs_and_the_next_call_starts_it_again(
     assert!(!log.contains("ended on its own"), "a worker retired is not a crash: {log}");
 }
 
+#[test]
+fn a_worker_that_finds_its_apps_compiled_code_gone_has_its_launcher_compile_it() {
+    let root = TestRoot::with_config(&format!("{}worker_idle_secs = 1\n", crate::many_callers::QUIET));
+    root.install("notes");
+    let compiled = root.path().join("cache/compiled");
+    let code = || walk_files(&compiled).into_iter().filter(|f| f.extension().is_some_and(|e| e == "cwasm")).count();
+    // `autoapp call`: its worker finds nothing, the command compiles the
+    // release and starts another.
+    std::fs::remove_dir_all(&compiled).unwrap();
+    root.call("notes", "notes.add", r#"{"title":"before"}"#);
+    assert_eq!(code(), 1, "`autoapp call` compiled the release again");
+    let served = Served::start(&root, &["serve", "notes"]);
+    let mut tab = served.tab("notes");
+    // The person empties the cache while the launcher runs; the worker,
+    // which may only read it, ends idle, and the next one finds nothing.
+    for asked in ["a page", "the launcher"] {
+        std::fs::remove_dir_all(&compiled).unwrap();
+        idle_workers_end(root.path());
+        let listed = match asked {
+            // A call of the app's page, which its worker runs itself.
+            "a page" => {
+                let r = tab.request("POST", "/api/call/notes.list", Some("{}")).unwrap();
+                assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+                serde_json::from_slice(&r.body).unwrap()
+            }
+            // A call the launcher's gate passed (the control connection).
+            _ => {
+                let said = control_request(
+                    root.path(),
+                    serde_json::json!({ "type": "invoke", "app": "notes", "route": "notes.list", "input": {}, "client": "agent" }),
+                );
+                assert_eq!(said["ok"], true, "{said}");
+                said["output"].clone()
+            }
+        };
+        assert_eq!(listed["notes"][0]["title"], "before", "asked from {asked}: {listed}");
+        assert_eq!(code(), 1, "asked from {asked}: the launcher compiled the release again, into the app's folder");
+        assert!(compiled.join("notes").is_dir());
+    }
+    // Code that cannot be compiled again (the release's component damaged
+    // meanwhile): the call fails saying why, and has its row.
+    let active = std::fs::read_to_string(root.path().join("apps/notes/active")).unwrap();
+    let component = root.path().join("apps/notes/releases").join(active.trim()).join("component.wasm");
+    std::fs::write(&component, b"\0asm damaged").unwrap();
+    std::fs::remove_dir_all(&compiled).unwrap();
+    idle_workers_end(root.path());
+    let said = control_request(
+        root.path(),
+        serde_json::json!({ "type": "invoke", "app": "notes", "route": "notes.list", "input": {}, "client": "agent" }),
+    );
+    assert_eq!(said["ok"], false, "{said}");
+    let message = said["error"]["message"].as_str().unwrap();
+    assert!(message.contains("cannot compile the release") && message.contains("not valid"), "{said}");
+    served.stop();
+    let runs: serde_json::Value = serde_json::from_str(&root.ok(&["runs", "notes", "--json"])).unwrap();
+    let asked: Vec<&serde_json::Value> =
+        runs.as_array().unwrap().iter().filter(|r| r["route"] == "notes.list" && r["channel"] == "mcp").collect();
+    assert_eq!(asked.len(), 2, "a row for each call the gate passed: {runs:#}");
+    assert!(asked[1]["outcome"] == "error" && asked[1]["decision"] == "allowed", "{runs:#}");
+}
+
 /// Hostile installed, then a second release of it activated: the
 /// activation keeps a snapshot of the data, which a rollback puts back.
 fn hostile_in_a_second_release(root: &TestRoot) {

@@ -31,6 +31,10 @@ use crate::config::Config;
 /// The hidden command that compiles in the confined process.
 pub const COMPILE_COMMAND: &str = "__compile";
 
+/// Why a process that never compiles (an app's worker) could not load a
+/// component: the compiled cache lacks its code (its parent compiles it).
+pub const NOT_IN_CACHE: &str = "its compiled code is not in the cache, and this process may not compile it";
+
 /// The most of the compiling process's messages read (it writes one line).
 const MESSAGES_MAX: u64 = 64 << 10;
 
@@ -93,8 +97,7 @@ impl Runtime {
             return Ok(Compiled(c));
         }
         if !self.compiles {
-            self.missed.store(true, std::sync::atomic::Ordering::Relaxed);
-            return Err("its compiled code is not in the cache, and this process may not compile it".into());
+            return Err(NOT_IN_CACHE.into());
         }
         // Only the autoapp binary has the shim and `__compile`: a program
         // that links the library (a benchmark, a unit test) compiles itself.

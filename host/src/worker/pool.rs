@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::apps::{Answered, BoxFuture, CallError, Carried, CarriedEntry, ErrorKind};
+use crate::apps::{Answered, Apps, BoxFuture, CallError, Carried, CarriedEntry, Compiler, ErrorKind};
 use crate::caps::confine::{self, Policy};
 use crate::config::Config;
 use crate::manifest::{AppId, Effect, Manifest};
@@ -136,6 +136,8 @@ pub enum Reply {
     End,
     /// A first write noted.
     Noted,
+    /// The release's code compiled (or there already): `None`; or why not.
+    Compiled(Option<String>),
 }
 
 /// A line from a worker: `id` 0 is its start.
@@ -170,6 +172,9 @@ pub(super) enum Said {
     Cancel,
     /// A write of `release` that may be its activation's first.
     Note(String),
+    /// The code of `release` (one of its app's) is not in the compiled
+    /// cache, which it may only read: its launcher compiles it.
+    Compile(String),
     /// A write changed the app's data (the pages hear of it).
     Changed,
     /// Its server is used (at most once a second): not idle.
@@ -270,6 +275,25 @@ struct Inner {
     /// the starts that wait).
     moving: Mutex<HashMap<AppId, usize>>,
     in_place: tokio::sync::Notify,
+    /// Who compiles what a worker finds missing from the compiled cache
+    /// (the launcher's `Apps`, held weakly: it holds this pool).
+    compiler: std::sync::OnceLock<Arc<dyn Compiler>>,
+}
+
+/// The launcher's `Apps`, compiling for its workers (held weakly: it holds
+/// the pool).
+struct CompilesFor(std::sync::Weak<Apps>);
+
+impl Compiler for CompilesFor {
+    fn compile(&self, app: &AppId, release: &str) -> BoxFuture<Result<(), CallError>> {
+        let (apps, app, release) = (self.0.upgrade(), app.clone(), release.to_string());
+        Box::pin(async move {
+            match apps {
+                Some(apps) => apps.compile_for_worker(&app, &release).await,
+                None => Err(CallError::new(ErrorKind::Internal, "the launcher is stopping")),
+            }
+        })
+    }
 }
 
 /// An app's own server: the launcher's listening socket (kept, so its port
@@ -387,6 +411,9 @@ struct Shared {
     site: Option<u16>,
     /// Its runtime resets freed instances in place.
     in_place: bool,
+    /// A compile it asked for is under way (one at a time: another ask
+    /// meanwhile is refused, so a worker cannot queue work in its launcher).
+    compiling: AtomicBool,
     /// The bytes of the launcher's answers queued for it, not yet written.
     unread: AtomicUsize,
     /// The launcher's answers to what it asked (its channel's second
@@ -456,8 +483,15 @@ impl Workers {
             eras: Mutex::default(),
             moving: Mutex::default(),
             in_place: tokio::sync::Notify::new(),
+            compiler: std::sync::OnceLock::new(),
         });
         Ok(Workers { inner })
+    }
+
+    /// From now on, what a worker finds missing from the compiled cache is
+    /// compiled by `apps` (the launcher's, whose calls run in this pool).
+    pub fn compile_with(&self, apps: &Arc<Apps>) {
+        let _ = self.inner.compiler.set(Arc::new(CompilesFor(Arc::downgrade(apps))));
     }
 
     /// Retires the workers idle for `worker_idle_secs`, until `stopping`.
@@ -1115,6 +1149,7 @@ impl Inner {
             site: site.as_ref().map(|s| s.port),
             in_place,
             unread: AtomicUsize::new(0),
+            compiling: AtomicBool::new(false),
             replies,
         });
         crate::applog::queue(
@@ -1205,6 +1240,30 @@ impl Inner {
                             door.note(&release);
                         }
                         reading.reply(id, What::Reply(Reply::Noted));
+                    }
+                    Said::Compile(release) => {
+                        // Its own app's release, as the launcher knows it
+                        // (`compile_for_worker` checks it is one).
+                        let compiler = pool.upgrade().and_then(|p| p.compiler.get().cloned());
+                        let shared = reading.clone();
+                        match compiler {
+                            Some(compiler) if !shared.compiling.swap(true, Ordering::AcqRel) => {
+                                tokio::spawn(async move {
+                                    let done = compiler.compile(&shared.app, &release).await;
+                                    shared.compiling.store(false, Ordering::Release);
+                                    let why = done.err().map(|e| e.message);
+                                    shared.reply(id, What::Reply(Reply::Compiled(why)));
+                                });
+                            }
+                            Some(_) => shared.reply(
+                                id,
+                                What::Reply(Reply::Compiled(Some("another compile of its code is under way".into()))),
+                            ),
+                            None => shared.reply(
+                                id,
+                                What::Reply(Reply::Compiled(Some("its launcher does not compile for it".into()))),
+                            ),
+                        }
                     }
                     Said::Changed => {
                         if let Some(door) = &door {

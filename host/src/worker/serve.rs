@@ -160,6 +160,9 @@ async fn serve(held: Held, front: Front) -> i32 {
     // (`Serve`): one retired as it was put in place (its app changed while
     // it started) never takes a connection.
     let (serve, in_place) = tokio::sync::oneshot::channel::<()>();
+    // What the compiled cache lost (emptied while the launcher ran) is
+    // compiled by the launcher: this process may only read the cache.
+    apps.compile_through(link.clone());
     let server = listener.map(|listener| {
         apps.note_through(link.clone());
         let served =
@@ -324,7 +327,7 @@ impl Link {
     }
 
     fn replied(&self, id: u64, reply: Reply) {
-        let mut last = matches!(reply, Reply::Redeemed(_) | Reply::End | Reply::Noted);
+        let mut last = matches!(reply, Reply::Redeemed(_) | Reply::End | Reply::Noted | Reply::Compiled(_));
         // A stream: an answer whose length is not known (a tab's events).
         let stream = match &reply {
             Reply::Head { headers, .. } => !headers.iter().any(|(k, _)| k == "content-length"),
@@ -440,6 +443,25 @@ impl crate::apps::Noter for Link {
         let (_, mut answer) = self.ask(Said::Note(release.to_string()));
         Box::pin(async move {
             let _ = answer.recv().await;
+        })
+    }
+}
+
+impl crate::apps::Compiler for Link {
+    fn compile(&self, app: &crate::manifest::AppId, release: &str) -> crate::apps::BoxFuture<Result<(), CallError>> {
+        let (_, mut answer) = self.ask(Said::Compile(release.to_string()));
+        let app = app.clone();
+        Box::pin(async move {
+            match answer.recv().await {
+                Some(Reply::Compiled(None)) => Ok(()),
+                Some(Reply::Compiled(Some(why))) => Err(CallError::new(ErrorKind::Internal, why)),
+                _ => Err(CallError::new(
+                    ErrorKind::Internal,
+                    format!(
+                        "the compiled code of {app}'s release is not in the cache, and its launcher did not compile it"
+                    ),
+                )),
+            }
         })
     }
 }
