@@ -894,6 +894,11 @@ fn each_apps_compiled_code_is_its_own_and_prune_removes_what_no_release_of_it_us
     assert_eq!(in_use.len(), 1, "the active release's code, compiled for notes: {in_use:?}");
     let unused = mine.join(format!("{}-0123456789abcdef.cwasm", "d".repeat(64)));
     std::fs::write(&unused, vec![0u8; 1000]).unwrap();
+    // What an earlier autoapp's engine compiled for the same release (its
+    // key in the name): this one never loads it.
+    let sha = in_use[0].file_name().unwrap().to_string_lossy().split_once('-').unwrap().0.to_string();
+    let older = mine.join(format!("{sha}-00000000000000ff.cwasm"));
+    std::fs::write(&older, vec![0u8; 700]).unwrap();
     let gone = n.root.path().join("cache/compiled/gone-app");
     std::fs::create_dir_all(&gone).unwrap();
     std::fs::write(gone.join(format!("{}-0123456789abcdef.cwasm", "c".repeat(64))), vec![0u8; 500]).unwrap();
@@ -902,20 +907,29 @@ fn each_apps_compiled_code_is_its_own_and_prune_removes_what_no_release_of_it_us
     let one = listed(&n.root.ok(&["prune", "--dry-run", "--keep", "0"]));
     assert!(!one.iter().any(|l| l.contains("compiled")), "fresh code is kept: {one:?}");
     written_an_hour_ago(&unused);
+    written_an_hour_ago(&older);
     written_an_hour_ago(&gone);
 
     let v: Value = serde_json::from_str(&n.root.ok(&["space", "--json"])).unwrap();
     let code: u64 = in_use.iter().map(|p| std::fs::metadata(p).unwrap().len()).sum();
-    assert_eq!(v["apps"][0]["compiled"].as_u64().unwrap(), code + 1000, "{v}");
-    assert_eq!(v["compiled_unused"].as_u64().unwrap(), 1500, "{v}");
+    assert_eq!(v["apps"][0]["compiled"].as_u64().unwrap(), code + 1700, "{v}");
+    assert_eq!(v["compiled_unused"].as_u64().unwrap(), 2200, "{v}");
 
     let one = listed(&n.root.ok(&["prune", "notes", "--dry-run", "--keep", "0"]));
-    let compiled: Vec<&String> = one.iter().filter(|l| l.contains("compiled")).collect();
-    assert_eq!(compiled, ["remove  compiled code no release uses (1.0 kB)"], "only its unused file: {one:?}");
+    let mut compiled: Vec<&String> = one.iter().filter(|l| l.contains("compiled")).collect();
+    compiled.sort();
+    assert_eq!(
+        compiled,
+        [
+            "remove  compiled code no release uses (1.0 kB)",
+            "remove  compiled code of another engine (an earlier autoapp; its release's code was compiled again since) (700 bytes)"
+        ],
+        "only its unused files: {one:?}"
+    );
     let all = listed(&n.root.ok(&["prune", "--dry-run", "--keep", "0"]));
     assert!(all.iter().any(|l| l.contains("compiled code of gone-app, an app no longer here")), "{all:?}");
     n.root.ok(&["prune", "--keep", "0", "--yes"]);
-    assert!(!unused.exists() && !gone.exists());
+    assert!(!unused.exists() && !gone.exists() && !older.exists());
     assert!(in_use[0].exists(), "the active release's code stays");
     assert_eq!(n.titles(&[]), ["one"]);
 }

@@ -163,11 +163,13 @@ fn plan_locked(root: &Root, app: Option<&AppId>, opts: Options) -> anyhow::Resul
             }
             continue;
         };
-        if !in_scope || used.contains(&(owner.to_string(), f.sha.clone())) {
+        let uses = used.contains(&(owner.to_string(), f.sha.clone()));
+        if !in_scope || (uses && !f.superseded) {
             continue;
         }
         let what = match gone.contains(&(owner.as_str(), f.sha.as_str())) {
             true => "compiled code of a release removed here".to_string(),
+            false if uses => "compiled code of another engine (an earlier autoapp; its release's code was compiled again since)".into(),
             false => "compiled code no release uses".to_string(),
         };
         items.push(Item { app: Some(owner.to_string()), kind: "compiled".into(), path: f.path, bytes: f.bytes, what });

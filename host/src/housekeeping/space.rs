@@ -44,7 +44,8 @@ pub struct Space {
     pub trash_of_removed_apps: u64,
     /// Compiled code that no release of its app uses (`autoapp prune`): in
     /// an app's folder (also in its `compiled`), in the folder of an app no
-    /// longer here, or of the layout before each app had a folder.
+    /// longer here, or of the layout before each app had a folder; and code
+    /// of an earlier engine where its release's code was compiled since.
     pub compiled_unused: u64,
     /// Every byte under the root, counted once.
     pub root_total: u64,
@@ -61,38 +62,52 @@ pub struct CompiledFile {
     pub sha: String,
     pub path: std::path::PathBuf,
     pub bytes: u64,
+    /// Its folder holds code of the same component written since: what
+    /// another engine (an earlier autoapp) compiled, which this one never
+    /// loads (the engine's key is in the name, `<sha>-<key>.cwasm`).
+    pub superseded: bool,
 }
 
 /// The compiled files in the root's cache, each app's folder and (from
 /// before each app had one) the cache's own.
 pub fn compiled_files(root: &Root) -> Vec<CompiledFile> {
-    let files_in = |dir: &std::path::Path, app: Option<String>| -> Vec<CompiledFile> {
-        let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-        entries
-            .flatten()
-            .filter_map(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let (sha, rest) = name.split_once('-')?;
-                let meta = e.metadata().ok().filter(|m| m.is_file())?;
-                (sha.len() == 64 && rest.ends_with(".cwasm")).then(|| CompiledFile {
-                    app: app.clone(),
-                    sha: sha.to_string(),
-                    path: e.path(),
-                    bytes: meta.len(),
-                })
-            })
-            .collect()
-    };
     let cache = root.compiled_cache();
-    let mut out = files_in(&cache, None);
+    let mut out = compiled_in(&cache, None);
     for e in std::fs::read_dir(&cache).into_iter().flatten().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if AppId::parse(&name).is_ok() && e.file_type().is_ok_and(|t| t.is_dir()) {
-            out.extend(files_in(&e.path(), Some(name)));
+            out.extend(compiled_in(&e.path(), Some(name)));
         }
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     out
+}
+
+/// The compiled files in one folder of the cache (`app`'s, or none).
+fn compiled_in(dir: &std::path::Path, app: Option<String>) -> Vec<CompiledFile> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let found: Vec<(CompiledFile, Option<std::time::SystemTime>)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let (sha, rest) = name.split_once('-')?;
+            let meta = e.metadata().ok().filter(|m| m.is_file())?;
+            let file = CompiledFile {
+                app: app.clone(),
+                sha: sha.to_string(),
+                path: e.path(),
+                bytes: meta.len(),
+                superseded: false,
+            };
+            (sha.len() == 64 && rest.ends_with(".cwasm")).then_some((file, meta.modified().ok()))
+        })
+        .collect();
+    // The newest file of each component here is the one its engine loads.
+    let newest = |sha: &str| found.iter().filter(|(f, _)| f.sha == sha).filter_map(|(_, t)| *t).max();
+    found
+        .iter()
+        .map(|(f, t)| CompiledFile { superseded: t.zip(newest(&f.sha)).is_some_and(|(t, n)| t < n), ..f.clone() })
+        .collect()
 }
 
 /// The component hashes of every release of `app`.
@@ -140,7 +155,7 @@ pub fn of(root: &Root, app: Option<&AppId>) -> anyhow::Result<Space> {
         live.iter().flat_map(|id| components_of(root, id).into_iter().map(|sha| (id.to_string(), sha))).collect();
     let compiled_unused = compiled
         .iter()
-        .filter(|f| f.app.as_ref().is_none_or(|a| !used.contains(&(a.clone(), f.sha.clone()))))
+        .filter(|f| f.superseded || f.app.as_ref().is_none_or(|a| !used.contains(&(a.clone(), f.sha.clone()))))
         .map(|f| f.bytes)
         .sum();
     let live_trash: BTreeSet<std::path::PathBuf> = live.iter().flat_map(|id| trash_of(root, Some(id))).collect();
