@@ -29,11 +29,17 @@ pub use crate::error::ErrorKind;
 pub struct CallError {
     pub kind: ErrorKind,
     pub message: String,
+    /// In this process only, never said: the release could not be loaded
+    /// because the compiled cache lacks its code and this process may not
+    /// compile (an app's worker: [`crate::runtime::NOT_IN_CACHE`]). Set by
+    /// the host alone — no app's or server's words can set it.
+    #[serde(skip)]
+    pub(crate) code_missing: bool,
 }
 
 impl CallError {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> CallError {
-        CallError { kind, message: message.into() }
+        CallError { kind, message: message.into(), code_missing: false }
     }
 }
 
@@ -295,14 +301,13 @@ impl Apps {
     /// if the compiled cache lost it (confined, within its budget); nothing
     /// when the code is there. The release is one of the app's, named whole.
     pub async fn compile_for_worker(&self, app: &AppId, release: &str) -> Result<(), CallError> {
-        let paths = self.root.app(app);
-        let id =
-            release::resolve(&paths, release).map_err(|e| CallError::new(ErrorKind::NotFound, format!("{e:#}")))?;
-        if id != release {
-            return Err(CallError::new(ErrorKind::InvalidInput, "name the release by its whole id"));
-        }
-        let (root, runtime, app) = (self.root.clone(), self.runtime.clone(), app.clone());
+        let (root, runtime, app, release) = (self.root.clone(), self.runtime.clone(), app.clone(), release.to_string());
         tokio::task::spawn_blocking(move || {
+            let id = release::resolve(&root.app(&app), &release)
+                .map_err(|e| CallError::new(ErrorKind::NotFound, format!("{e:#}")))?;
+            if id != release {
+                return Err(CallError::new(ErrorKind::InvalidInput, "name the release by its whole id"));
+            }
             let internal = |why: String| {
                 CallError::new(ErrorKind::Internal, format!("cannot compile the release {id} of {app}: {why}"))
             };
@@ -562,6 +567,9 @@ impl Apps {
                 // so (the launcher leaves what a worker answers to the
                 // worker to record).
                 let effect = if row.effect == Effect::Read.as_str() { Effect::Read } else { Effect::Write };
+                // (Its duration: the launcher's part, in the row, and this.)
+                let before = std::time::Duration::try_from_secs_f64(row.duration_ms / 1000.0).ok();
+                let started = before.and_then(|d| started.checked_sub(d)).unwrap_or(started);
                 return Err(self.record_unrun(&data, effect, row, started, e).await);
             }
         };
@@ -636,7 +644,7 @@ impl Apps {
             match (load_once().await, compiler) {
                 // A worker, which may not compile: its launcher compiles
                 // what the cache lost, and it loads again.
-                (Err(e), Some(compiler)) if e.message.contains(crate::runtime::NOT_IN_CACHE) => {
+                (Err(e), Some(compiler)) if e.code_missing => {
                     compiler.compile(&app, &id).await?;
                     load_once().await
                 }
@@ -1456,9 +1464,11 @@ fn load(root: &Root, runtime: &Runtime, app: &AppId, release_id: &str) -> Result
     // budget, as a component from elsewhere (issue 51, rule 1): whoever made
     // it, the launcher never compiles in its own process.
     let budget = crate::runtime::Budget::of(runtime.config());
-    let component = runtime
-        .compile_elsewhere(&root.compiled_of(app), &bytes, &budget)
-        .map_err(|why| internal(anyhow::anyhow!("{why}")))?;
+    let component = runtime.compile_elsewhere(&root.compiled_of(app), &bytes, &budget).map_err(|why| CallError {
+        // (Said by a runtime that never compiles: nothing was compiled.)
+        code_missing: !runtime.compiles() && why == crate::runtime::NOT_IN_CACHE,
+        ..internal(anyhow::anyhow!("{why}"))
+    })?;
     let prepared = runtime.prepare(&component).map_err(internal)?;
     let mut validators = HashMap::new();
     for r in &manifest.routes {

@@ -652,33 +652,57 @@ impl Drop for Runtime {
     }
 }
 
+/// The settings of a runtime's engine for `config`: [`engine_settings`]
+/// and its pooling allocator.
+fn engine_config(config: &Config) -> wasmtime::Config {
+    let mut wc = engine_settings(config.stack_max_bytes());
+    let mut pool = PoolingAllocationConfig::default();
+    let slots = config.max_instances;
+    pool.total_component_instances(slots);
+    // A component is several core instances; Rust guests use a handful,
+    // dynamic-language runtimes a dozen or more.
+    pool.total_core_instances(slots.saturating_mul(16));
+    pool.total_memories(slots.saturating_mul(2));
+    pool.total_tables(slots.saturating_mul(4));
+    pool.total_stacks(slots);
+    pool.max_memory_size(config.memory_max_bytes());
+    pool.table_elements(100_000);
+    pool.max_component_instance_size(1 << 20);
+    pool.max_core_instance_size(1 << 20);
+    // A freed instance's memory and tables are put back to their original
+    // contents page by page: the kernel's PAGEMAP_SCAN (Linux 6.7+) finds
+    // the pages the call wrote, and only those are copied back from the
+    // image or zeroed, up to the amounts below; past them (and where the
+    // kernel lacks the scan) the rest is given back with `madvise`. Pages
+    // stay mapped, so the next instance takes no page faults for them and
+    // no other core is interrupted to flush its TLB (docs/performance.md).
+    pool.pagemap_scan(wasmtime::Enabled::Auto);
+    pool.linear_memory_keep_resident(MEMORY_KEEP_RESIDENT);
+    pool.table_keep_resident(TABLE_KEEP_RESIDENT);
+    wc.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    wc
+}
+
+/// The key of the engine a runtime for `config` makes, which names the
+/// code it compiled (`<sha>-<key>.cwasm`): code of another key (another
+/// version of autoapp, other settings) it never loads (`autoapp prune`).
+pub fn engine_key(config: &Config) -> anyhow::Result<String> {
+    let engine = Engine::new(&engine_config(config)).map_err(anyhow::Error::from)?;
+    Ok(key_of(&engine))
+}
+
+fn key_of(engine: &Engine) -> String {
+    use sha2::Digest as _;
+    use std::hash::{Hash as _, Hasher as _};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut h);
+    let digest = sha2::Sha256::digest(h.finish().to_le_bytes());
+    hex::encode(&digest[..8])
+}
+
 impl Runtime {
     pub fn new(config: &Config) -> anyhow::Result<Runtime> {
-        let mut wc = engine_settings(config.stack_max_bytes());
-        let mut pool = PoolingAllocationConfig::default();
-        let slots = config.max_instances;
-        pool.total_component_instances(slots);
-        // A component is several core instances; Rust guests use a handful,
-        // dynamic-language runtimes a dozen or more.
-        pool.total_core_instances(slots.saturating_mul(16));
-        pool.total_memories(slots.saturating_mul(2));
-        pool.total_tables(slots.saturating_mul(4));
-        pool.total_stacks(slots);
-        pool.max_memory_size(config.memory_max_bytes());
-        pool.table_elements(100_000);
-        pool.max_component_instance_size(1 << 20);
-        pool.max_core_instance_size(1 << 20);
-        // A freed instance's memory and tables are put back to their original
-        // contents page by page: the kernel's PAGEMAP_SCAN (Linux 6.7+) finds
-        // the pages the call wrote, and only those are copied back from the
-        // image or zeroed, up to the amounts below; past them (and where the
-        // kernel lacks the scan) the rest is given back with `madvise`. Pages
-        // stay mapped, so the next instance takes no page faults for them and
-        // no other core is interrupted to flush its TLB (docs/performance.md).
-        pool.pagemap_scan(wasmtime::Enabled::Auto);
-        pool.linear_memory_keep_resident(MEMORY_KEEP_RESIDENT);
-        pool.table_keep_resident(TABLE_KEEP_RESIDENT);
-        wc.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let wc = engine_config(config);
         let engine = Engine::new(&wc).map_err(anyhow::Error::from).context("cannot start the WebAssembly engine")?;
 
         let mut linker: Linker<CallState> = Linker::new(&engine);
@@ -740,6 +764,11 @@ impl Runtime {
         self
     }
 
+    /// Whether it compiles what the cache lacks ([`Runtime::without_compiling`]).
+    pub fn compiles(&self) -> bool {
+        self.compiles
+    }
+
     pub fn engine(&self) -> &Engine {
         &self.engine
     }
@@ -784,12 +813,7 @@ impl Runtime {
     /// A hex name for this engine's compiled code: artifacts of another engine
     /// configuration or wasmtime version are never loaded.
     fn compatibility_key(&self) -> String {
-        use sha2::Digest as _;
-        use std::hash::{Hash as _, Hasher as _};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        self.engine.precompile_compatibility_hash().hash(&mut h);
-        let digest = sha2::Sha256::digest(h.finish().to_le_bytes());
-        hex::encode(&digest[..8])
+        key_of(&self.engine)
     }
 
     /// Loads compiled code that `compile_cached` wrote to `path`.

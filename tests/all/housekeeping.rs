@@ -894,8 +894,8 @@ fn each_apps_compiled_code_is_its_own_and_prune_removes_what_no_release_of_it_us
     assert_eq!(in_use.len(), 1, "the active release's code, compiled for notes: {in_use:?}");
     let unused = mine.join(format!("{}-0123456789abcdef.cwasm", "d".repeat(64)));
     std::fs::write(&unused, vec![0u8; 1000]).unwrap();
-    // What an earlier autoapp's engine compiled for the same release (its
-    // key in the name): this one never loads it.
+    // What another autoapp's engine compiled for the same release (its key
+    // in the name), written after this one's: this one never loads it.
     let sha = in_use[0].file_name().unwrap().to_string_lossy().split_once('-').unwrap().0.to_string();
     let older = mine.join(format!("{sha}-00000000000000ff.cwasm"));
     std::fs::write(&older, vec![0u8; 700]).unwrap();
@@ -907,8 +907,11 @@ fn each_apps_compiled_code_is_its_own_and_prune_removes_what_no_release_of_it_us
     let one = listed(&n.root.ok(&["prune", "--dry-run", "--keep", "0"]));
     assert!(!one.iter().any(|l| l.contains("compiled")), "fresh code is kept: {one:?}");
     written_an_hour_ago(&unused);
-    written_an_hour_ago(&older);
     written_an_hour_ago(&gone);
+    // (This engine's own code, older than the other engine's: kept all the same.)
+    written_an_hour_ago(&in_use[0]);
+    let half_an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(30 * 60);
+    std::fs::File::open(&older).unwrap().set_modified(half_an_hour_ago).unwrap();
 
     let v: Value = serde_json::from_str(&n.root.ok(&["space", "--json"])).unwrap();
     let code: u64 = in_use.iter().map(|p| std::fs::metadata(p).unwrap().len()).sum();
@@ -922,7 +925,7 @@ fn each_apps_compiled_code_is_its_own_and_prune_removes_what_no_release_of_it_us
         compiled,
         [
             "remove  compiled code no release uses (1.0 kB)",
-            "remove  compiled code of another engine (an earlier autoapp; its release's code was compiled again since) (700 bytes)"
+            "remove  compiled code of another engine (another version of autoapp; this one's is kept) (700 bytes)"
         ],
         "only its unused files: {one:?}"
     );

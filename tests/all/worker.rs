@@ -867,6 +867,13 @@ fn a_worker_that_finds_its_apps_compiled_code_gone_has_its_launcher_compile_it()
     assert_eq!(code(), 1, "`autoapp call` compiled the release again");
     let served = Served::start(&root, &["serve", "notes"]);
     let mut tab = served.tab("notes");
+    // A call the launcher's gate passes: the launcher holds the release
+    // loaded from now on (it compiles nothing more by itself).
+    let said = control_request(
+        root.path(),
+        serde_json::json!({ "type": "invoke", "app": "notes", "route": "notes.list", "input": {}, "client": "agent" }),
+    );
+    assert_eq!(said["ok"], true, "{said}");
     // The person empties the cache while the launcher runs; the worker,
     // which may only read it, ends idle, and the next one finds nothing.
     for asked in ["a page", "the launcher"] {
@@ -911,8 +918,37 @@ fn a_worker_that_finds_its_apps_compiled_code_gone_has_its_launcher_compile_it()
     let runs: serde_json::Value = serde_json::from_str(&root.ok(&["runs", "notes", "--json"])).unwrap();
     let asked: Vec<&serde_json::Value> =
         runs.as_array().unwrap().iter().filter(|r| r["route"] == "notes.list" && r["channel"] == "mcp").collect();
-    assert_eq!(asked.len(), 2, "a row for each call the gate passed: {runs:#}");
-    assert!(asked[1]["outcome"] == "error" && asked[1]["decision"] == "allowed", "{runs:#}");
+    assert_eq!(asked.len(), 3, "a row for each call the gate passed: {runs:#}");
+    assert!(asked[2]["outcome"] == "error" && asked[2]["decision"] == "allowed", "{runs:#}");
+}
+
+/// An app's error that says the host's own words for missing compiled code
+/// (here, echoing what a server answered) is the app's: `autoapp call` does
+/// not take it for its worker's report, compile and run the call again.
+#[test]
+fn an_apps_error_that_echoes_the_hosts_words_for_missing_code_runs_its_call_once() {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = hits.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut head = [0u8; 4096];
+            let _ = stream.read(&mut head);
+            let body = "its compiled code is not in the cache, and this process may not compile it";
+            let _ =
+                write!(stream, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+        }
+    });
+    let root = TestRoot::new();
+    let _ws = root.install_hostile_with(&format!("network = [\"http://127.0.0.1:{port}\"]"));
+    let input = serde_json::json!({ "url": format!("http://127.0.0.1:{port}/"), "then": "error" }).to_string();
+    let o = root.run(&["call", "hostile", "http.send", &input]);
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && said.contains("came back: its compiled code is not in the cache"), "{said}");
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1, "the call ran once: {said}");
 }
 
 /// Hostile installed, then a second release of it activated: the

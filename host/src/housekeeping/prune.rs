@@ -148,7 +148,7 @@ fn plan_locked(root: &Root, app: Option<&AppId>, opts: Options) -> anyhow::Resul
             }
         }
     }
-    for f in compiled_files(root).into_iter().filter(|f| !fresh(&f.path)) {
+    for f in compiled_files(root, super::space::current_key(root).as_deref()).into_iter().filter(|f| !fresh(&f.path)) {
         let owner = f.app.as_deref().and_then(|a| live.iter().find(|id| id.as_str() == a));
         let in_scope = match (app, owner) {
             (None, _) => true,
@@ -169,7 +169,7 @@ fn plan_locked(root: &Root, app: Option<&AppId>, opts: Options) -> anyhow::Resul
         }
         let what = match gone.contains(&(owner.as_str(), f.sha.as_str())) {
             true => "compiled code of a release removed here".to_string(),
-            false if uses => "compiled code of another engine (an earlier autoapp; its release's code was compiled again since)".into(),
+            false if uses => "compiled code of another engine (another version of autoapp; this one's is kept)".into(),
             false => "compiled code no release uses".to_string(),
         };
         items.push(Item { app: Some(owner.to_string()), kind: "compiled".into(), path: f.path, bytes: f.bytes, what });

@@ -45,7 +45,7 @@ pub struct Space {
     /// Compiled code that no release of its app uses (`autoapp prune`): in
     /// an app's folder (also in its `compiled`), in the folder of an app no
     /// longer here, or of the layout before each app had a folder; and code
-    /// of an earlier engine where its release's code was compiled since.
+    /// of another engine where this one's code of the same component is.
     pub compiled_unused: u64,
     /// Every byte under the root, counted once.
     pub root_total: u64,
@@ -62,35 +62,46 @@ pub struct CompiledFile {
     pub sha: String,
     pub path: std::path::PathBuf,
     pub bytes: u64,
-    /// Its folder holds code of the same component written since: what
-    /// another engine (an earlier autoapp) compiled, which this one never
-    /// loads (the engine's key is in the name, `<sha>-<key>.cwasm`).
+    /// Another engine's code (another version of autoapp, other settings:
+    /// the engine's key is in the name, `<sha>-<key>.cwasm`) of a component
+    /// whose code this autoapp's engine compiled too, beside it: never
+    /// loaded by this one.
     pub superseded: bool,
 }
 
 /// The compiled files in the root's cache, each app's folder and (from
-/// before each app had one) the cache's own.
-pub fn compiled_files(root: &Root) -> Vec<CompiledFile> {
+/// before each app had one) the cache's own; `current`, the key of this
+/// autoapp's engine ([`current_key`]), tells which are superseded.
+pub fn compiled_files(root: &Root, current: Option<&str>) -> Vec<CompiledFile> {
     let cache = root.compiled_cache();
-    let mut out = compiled_in(&cache, None);
+    let mut out = compiled_in(&cache, None, current);
     for e in std::fs::read_dir(&cache).into_iter().flatten().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if AppId::parse(&name).is_ok() && e.file_type().is_ok_and(|t| t.is_dir()) {
-            out.extend(compiled_in(&e.path(), Some(name)));
+            out.extend(compiled_in(&e.path(), Some(name), current));
         }
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     out
 }
 
+/// The key of the engine this autoapp makes for the root's configuration,
+/// which names the code it compiles; none if it cannot be made (then no
+/// code is taken for another engine's).
+pub fn current_key(root: &Root) -> Option<String> {
+    let config = crate::config::Config::load(root.dir()).ok()?;
+    crate::runtime::engine_key(&config).ok()
+}
+
 /// The compiled files in one folder of the cache (`app`'s, or none).
-fn compiled_in(dir: &std::path::Path, app: Option<String>) -> Vec<CompiledFile> {
+fn compiled_in(dir: &std::path::Path, app: Option<String>, current: Option<&str>) -> Vec<CompiledFile> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    let found: Vec<(CompiledFile, Option<std::time::SystemTime>)> = entries
+    let found: Vec<(CompiledFile, String)> = entries
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             let (sha, rest) = name.split_once('-')?;
+            let key = rest.strip_suffix(".cwasm")?.to_string();
             let meta = e.metadata().ok().filter(|m| m.is_file())?;
             let file = CompiledFile {
                 app: app.clone(),
@@ -99,14 +110,15 @@ fn compiled_in(dir: &std::path::Path, app: Option<String>) -> Vec<CompiledFile> 
                 bytes: meta.len(),
                 superseded: false,
             };
-            (sha.len() == 64 && rest.ends_with(".cwasm")).then_some((file, meta.modified().ok()))
+            (sha.len() == 64).then_some((file, key))
         })
         .collect();
-    // The newest file of each component here is the one its engine loads.
-    let newest = |sha: &str| found.iter().filter(|(f, _)| f.sha == sha).filter_map(|(_, t)| *t).max();
+    // Another engine's code of a component whose code this engine compiled
+    // too: this one loads its own.
+    let ours = |sha: &str| current.is_some_and(|k| found.iter().any(|(f, key)| f.sha == sha && key == k));
     found
         .iter()
-        .map(|(f, t)| CompiledFile { superseded: t.zip(newest(&f.sha)).is_some_and(|(t, n)| t < n), ..f.clone() })
+        .map(|(f, key)| CompiledFile { superseded: current.is_some_and(|k| key != k) && ours(&f.sha), ..f.clone() })
         .collect()
 }
 
@@ -126,7 +138,7 @@ pub fn of(root: &Root, app: Option<&AppId>) -> anyhow::Result<Space> {
         }
         None => root.app_ids()?,
     };
-    let compiled = compiled_files(root);
+    let compiled = compiled_files(root, current_key(root).as_deref());
     let mut apps = Vec::new();
     for id in &ids {
         let paths = root.app(id);

@@ -438,7 +438,7 @@ async fn serve(request: Request, held: Held) -> Reply {
     let called = apps.call_at(&Caller::command_line(), &app, &target, &request.route, &request.input).await;
     match called {
         Ok(answer) => Reply::Answer(answer),
-        Err(e) if e.message.contains(crate::runtime::NOT_IN_CACHE) => Reply::NotCompiled,
+        Err(e) if e.code_missing => Reply::NotCompiled,
         Err(e) => Reply::Failed(format!("{e:#}")),
     }
 }

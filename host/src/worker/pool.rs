@@ -281,17 +281,49 @@ struct Inner {
 }
 
 /// The launcher's `Apps`, compiling for its workers (held weakly: it holds
-/// the pool).
-struct CompilesFor(std::sync::Weak<Apps>);
+/// the pool): one compile at a time for all of them, and a release that
+/// could not be compiled is not tried again for [`COMPILE_FAILED_FOR`] (a
+/// worker, or an escape in one, cannot keep the launcher compiling).
+struct CompilesFor {
+    apps: std::sync::Weak<Apps>,
+    one: tokio::sync::Semaphore,
+    failed: Mutex<HashMap<(AppId, String), (Instant, CallError)>>,
+}
 
-impl Compiler for CompilesFor {
+/// How long a release whose code could not be compiled for a worker is
+/// answered with that failure before it is tried again.
+const COMPILE_FAILED_FOR: Duration = Duration::from_secs(60);
+
+impl CompilesFor {
+    fn failed_lately(&self, which: &(AppId, String)) -> Option<CallError> {
+        let mut failed = self.failed.lock().expect("failed");
+        failed.retain(|_, (when, _)| when.elapsed() < COMPILE_FAILED_FOR);
+        failed.get(which).map(|(_, e)| e.clone())
+    }
+}
+
+impl Compiler for Arc<CompilesFor> {
     fn compile(&self, app: &AppId, release: &str) -> BoxFuture<Result<(), CallError>> {
-        let (apps, app, release) = (self.0.upgrade(), app.clone(), release.to_string());
+        let (this, which) = (self.clone(), (app.clone(), release.to_string()));
         Box::pin(async move {
-            match apps {
-                Some(apps) => apps.compile_for_worker(&app, &release).await,
-                None => Err(CallError::new(ErrorKind::Internal, "the launcher is stopping")),
+            if let Some(e) = this.failed_lately(&which) {
+                return Err(e);
             }
+            let Ok(_one) = this.one.acquire().await else {
+                return Err(CallError::new(ErrorKind::Internal, "the launcher is stopping"));
+            };
+            // (It may have failed while this waited.)
+            if let Some(e) = this.failed_lately(&which) {
+                return Err(e);
+            }
+            let Some(apps) = this.apps.upgrade() else {
+                return Err(CallError::new(ErrorKind::Internal, "the launcher is stopping"));
+            };
+            let done = apps.compile_for_worker(&which.0, &which.1).await;
+            if let Err(e) = &done {
+                this.failed.lock().expect("failed").insert(which, (Instant::now(), e.clone()));
+            }
+            done
         })
     }
 }
@@ -453,6 +485,23 @@ fn line_of(id: u64, what: What) -> Option<zeroize::Zeroizing<Vec<u8>>> {
     Some(line)
 }
 
+/// A worker's ask for compiled code, answered (and its `compiling` let go)
+/// however its task ends.
+struct Answering {
+    shared: Arc<Shared>,
+    id: u64,
+    /// The answer: `Some(None)` compiled.
+    why: Option<Option<String>>,
+}
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        self.shared.compiling.store(false, Ordering::Release);
+        let why = self.why.take().unwrap_or_else(|| Some("its launcher stopped compiling it".into()));
+        self.shared.reply(self.id, What::Reply(Reply::Compiled(why)));
+    }
+}
+
 /// A call a worker has not answered yet.
 struct Pending {
     answer: tokio::sync::oneshot::Sender<Result<serde_json::Value, CallError>>,
@@ -491,7 +540,9 @@ impl Workers {
     /// From now on, what a worker finds missing from the compiled cache is
     /// compiled by `apps` (the launcher's, whose calls run in this pool).
     pub fn compile_with(&self, apps: &Arc<Apps>) {
-        let _ = self.inner.compiler.set(Arc::new(CompilesFor(Arc::downgrade(apps))));
+        let compiler =
+            CompilesFor { apps: Arc::downgrade(apps), one: tokio::sync::Semaphore::new(1), failed: Mutex::default() };
+        let _ = self.inner.compiler.set(Arc::new(Arc::new(compiler)));
     }
 
     /// Retires the workers idle for `worker_idle_secs`, until `stopping`.
@@ -1249,10 +1300,9 @@ impl Inner {
                         match compiler {
                             Some(compiler) if !shared.compiling.swap(true, Ordering::AcqRel) => {
                                 tokio::spawn(async move {
+                                    let mut answering = Answering { shared: shared.clone(), id, why: None };
                                     let done = compiler.compile(&shared.app, &release).await;
-                                    shared.compiling.store(false, Ordering::Release);
-                                    let why = done.err().map(|e| e.message);
-                                    shared.reply(id, What::Reply(Reply::Compiled(why)));
+                                    answering.why = Some(done.err().map(|e| e.message));
                                 });
                             }
                             Some(_) => shared.reply(
@@ -1569,7 +1619,18 @@ impl Inner {
         // Ended meanwhile: its calls were failed before this one was there.
         let sent = !s.gone.load(Ordering::Acquire) && live.lines.send(line).is_ok();
         let result = match sent {
-            true => tokio::time::timeout(within, answered).await.map(|r| r.map_err(|_| ())),
+            true => {
+                let mut answered = answered;
+                loop {
+                    match tokio::time::timeout(within, &mut answered).await {
+                        // It waits for its launcher to compile its code (a
+                        // compile has its own deadline): not a worker that
+                        // stopped answering.
+                        Err(_) if s.compiling.load(Ordering::Acquire) => continue,
+                        r => break r.map(|r| r.map_err(|_| ())),
+                    }
+                }
+            }
             false => Ok(Err(())),
         };
         match result {

@@ -162,7 +162,7 @@ async fn serve(held: Held, front: Front) -> i32 {
     let (serve, in_place) = tokio::sync::oneshot::channel::<()>();
     // What the compiled cache lost (emptied while the launcher ran) is
     // compiled by the launcher: this process may only read the cache.
-    apps.compile_through(link.clone());
+    apps.compile_through(Arc::new(link.clone()));
     let server = listener.map(|listener| {
         apps.note_through(link.clone());
         let served =
@@ -291,6 +291,8 @@ pub struct Link {
     retired: AtomicBool,
     /// A `changed` notice is on its way.
     changing: AtomicBool,
+    /// Its ask for compiled code under way.
+    compiling: tokio::sync::Mutex<()>,
 }
 
 impl Link {
@@ -304,6 +306,7 @@ impl Link {
             closed: AtomicBool::new(false),
             retired: AtomicBool::new(false),
             changing: AtomicBool::new(false),
+            compiling: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -447,11 +450,13 @@ impl crate::apps::Noter for Link {
     }
 }
 
-impl crate::apps::Compiler for Link {
+impl crate::apps::Compiler for Arc<Link> {
     fn compile(&self, app: &crate::manifest::AppId, release: &str) -> crate::apps::BoxFuture<Result<(), CallError>> {
-        let (_, mut answer) = self.ask(Said::Compile(release.to_string()));
-        let app = app.clone();
+        let (link, release, app) = (self.clone(), release.to_string(), app.clone());
         Box::pin(async move {
+            // One ask at a time (its launcher refuses a second meanwhile).
+            let _one = link.compiling.lock().await;
+            let (_, mut answer) = link.ask(Said::Compile(release));
             match answer.recv().await {
                 Some(Reply::Compiled(None)) => Ok(()),
                 Some(Reply::Compiled(Some(why))) => Err(CallError::new(ErrorKind::Internal, why)),
