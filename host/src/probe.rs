@@ -43,6 +43,13 @@ pub enum Attempt {
     /// Ask whether another process may be signalled (`kill` with signal 0,
     /// which the kernel checks as it checks any signal).
     Signal { pid: u32 },
+    /// The same through `tgkill` (a signal to one thread of a process: its
+    /// main thread, whose id is its pid), which a worker's own runtime uses
+    /// on its own threads.
+    SignalThread { pid: u32 },
+    /// Read another process's limit of open files (who may read it may set
+    /// it).
+    Limits { pid: u32 },
     /// Make a symbolic link at `path` to `target` (for the host to follow
     /// later).
     Symlink { path: PathBuf, target: PathBuf },
@@ -108,6 +115,25 @@ fn attempt(a: &Attempt) -> std::io::Result<()> {
         Attempt::Signal { pid } => {
             let pid = rustix::process::Pid::from_raw(*pid as i32).ok_or_else(|| std::io::Error::other("no pid 0"))?;
             rustix::process::test_kill_process(pid).map_err(std::io::Error::from)
+        }
+        Attempt::SignalThread { pid } => {
+            // SAFETY: tgkill with signal 0 sends nothing; it only checks.
+            #[allow(unsafe_code)]
+            let got = unsafe { libc::syscall(libc::SYS_tgkill, *pid as libc::c_long, *pid as libc::c_long, 0) };
+            match got {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        }
+        Attempt::Limits { pid } => {
+            let mut old = libc::rlimit64 { rlim_cur: 0, rlim_max: 0 };
+            // SAFETY: reads the limit into `old`; sets nothing (no new limit).
+            #[allow(unsafe_code)]
+            let got = unsafe { libc::prlimit64(*pid as libc::pid_t, libc::RLIMIT_NOFILE, std::ptr::null(), &mut old) };
+            match got {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
         }
         Attempt::Symlink { path, target } => std::os::unix::fs::symlink(target, path),
         Attempt::Link { path, target } => std::fs::hard_link(target, path),

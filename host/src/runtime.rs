@@ -375,8 +375,10 @@ impl Maker {
     fn serve(self, jobs: std::sync::mpsc::Receiver<Job>) {
         use std::sync::mpsc::RecvTimeoutError;
         // Work ahead of calls takes a core only when no call needs it: a
-        // woken instance thread never preempts the call that woke it.
-        let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19);
+        // woken instance thread never preempts the call that woke it. (No
+        // id: this thread alone, on Linux; a worker's filter allows no
+        // other.)
+        let _ = rustix::process::setpriority_process(None, 19);
         // Tasks that instantiating starts (a stream's worker, when a start
         // function takes stderr) must go on running after it, while a call
         // uses the spare: a runtime with a worker thread of its own.

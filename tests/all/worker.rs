@@ -311,7 +311,8 @@ fn a_call_where_landlock_is_off_says_so_and_still_runs_in_a_worker_of_its_own() 
 /// filter is all that holds it: a worker that runs no program is allowed
 /// only the calls it needs, so it starts no program and signals nobody.
 /// (Before the allow-list, the filter refused a list of calls, and neither
-/// `execve` nor `kill` was on it.)
+/// `execve` nor `kill` was on it; with it, `tgkill` to another process's
+/// thread was let through until it was held to the worker's own threads.)
 #[test]
 fn where_landlock_is_off_a_workers_filter_still_refuses_what_it_never_needs() {
     let root = TestRoot::with_config(&format!("{}landlock = \"off\"\n", crate::many_callers::QUIET));
@@ -321,6 +322,8 @@ fn where_landlock_is_off_a_workers_filter_still_refuses_what_it_never_needs() {
         attempt("exec", "path", "/bin/true"),
         serde_json::json!({ "try": "leave", "path": "/bin/sleep", "args": ["1"] }),
         attempt("signal", "pid", sibling.id()),
+        attempt("signal-thread", "pid", sibling.id()),
+        attempt("limits", "pid", sibling.id()),
     ]);
     let (mut inside, said) = probed_with(&root, "escape", "escape", &attempts, None);
     assert!(said.contains("without Landlock: Landlock is off in the configuration"), "{said}");

@@ -284,6 +284,7 @@ const WORKER_CALLS: &[i64] = &[
     libc::SYS_gettid,
     libc::SYS_getpid,
     libc::SYS_getppid,
+    // (Its own threads only: `worker_allowed`.)
     libc::SYS_tgkill,
     libc::SYS_rt_sigaction,
     libc::SYS_rt_sigprocmask,
@@ -300,6 +301,7 @@ const WORKER_CALLS: &[i64] = &[
     libc::SYS_gettimeofday,
     libc::SYS_prctl,
     // The instance thread lowers its own priority (only lowering is allowed).
+    // (Its own only: `worker_allowed`.)
     libc::SYS_setpriority,
     libc::SYS_prlimit64,
     libc::SYS_getrlimit,
@@ -376,8 +378,21 @@ const WORKER_CALLS: &[i64] = &[
 /// crash). Debug builds: `AUTOAPP_SECCOMP_LOG=1` lets every call through
 /// and has the kernel log the ones the list lacks (`dmesg`, `type=1326`),
 /// which is how the list is checked against a run of the tests.
-fn worker_allowed() -> Result<BpfProgram, String> {
-    let calls: BTreeMap<i64, Vec<SeccompRule>> = WORKER_CALLS.iter().map(|nr| (*nr, Vec::new())).collect();
+fn worker_allowed(own: u32) -> Result<BpfProgram, String> {
+    let mut calls: BTreeMap<i64, Vec<SeccompRule>> = WORKER_CALLS.iter().map(|nr| (*nr, Vec::new())).collect();
+    // A signal to one of its own threads only (the runtime's own use): not
+    // to another process's thread, whose group id is its pid.
+    let own_group = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, u64::from(own))
+        .map_err(|e| e.to_string())?;
+    calls.insert(libc::SYS_tgkill, vec![SeccompRule::new(vec![own_group]).map_err(|e| e.to_string())?]);
+    // Its own priority and limits only (`who`, `pid` 0): another process's
+    // (any of the person's, `PRIO_USER`) it could lower or choke.
+    let arg_is = |arg: u8, value: u64| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value).map_err(|e| e.to_string())
+    };
+    let itself = vec![arg_is(0, libc::PRIO_PROCESS as u64)?, arg_is(1, 0)?];
+    calls.insert(libc::SYS_setpriority, vec![SeccompRule::new(itself).map_err(|e| e.to_string())?]);
+    calls.insert(libc::SYS_prlimit64, vec![SeccompRule::new(vec![arg_is(0, 0)?]).map_err(|e| e.to_string())?]);
     let arch = std::env::consts::ARCH.try_into().map_err(|e| format!("{e:?}"))?;
     let otherwise = match cfg!(debug_assertions) && std::env::var_os("AUTOAPP_SECCOMP_LOG").is_some() {
         true => SeccompAction::Log,
@@ -403,7 +418,7 @@ pub fn apply_worker(sockets: Sockets, programs: bool) -> Result<(), String> {
     let clone3 = compiled(clone3, libc::ENOSYS as u32)?;
     let mut filters = vec![refused, clone3];
     if !programs {
-        filters.push(worker_allowed()?);
+        filters.push(worker_allowed(std::process::id())?);
     }
     for program in filters {
         seccompiler::apply_filter_all_threads(&program)
