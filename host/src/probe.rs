@@ -50,6 +50,12 @@ pub enum Attempt {
     /// Read another process's limit of open files (who may read it may set
     /// it).
     Limits { pid: u32 },
+    /// Make another process the owner of a pipe's signals (`F_SETOWN`:
+    /// then `O_ASYNC` and one byte send it `SIGIO`, or what `F_SETSIG`
+    /// names; nothing is sent here).
+    Owner { pid: u32 },
+    /// Make a process that runs nothing (`fork`; the child ends at once).
+    Fork,
     /// Make a symbolic link at `path` to `target` (for the host to follow
     /// later).
     Symlink { path: PathBuf, target: PathBuf },
@@ -133,6 +139,32 @@ fn attempt(a: &Attempt) -> std::io::Result<()> {
             match got {
                 0 => Ok(()),
                 _ => Err(std::io::Error::last_os_error()),
+            }
+        }
+        Attempt::Owner { pid } => {
+            let (read, _write) = rustix::pipe::pipe().map_err(std::io::Error::from)?;
+            // SAFETY: fcntl on a descriptor this owns; it only sets who owns it.
+            #[allow(unsafe_code)]
+            let got =
+                unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&read), libc::F_SETOWN, *pid as libc::c_int) };
+            match got {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        }
+        Attempt::Fork => {
+            // SAFETY: the child calls only `_exit`, which is safe after fork.
+            #[allow(unsafe_code)]
+            match unsafe { libc::fork() } {
+                -1 => Err(std::io::Error::last_os_error()),
+                0 => unsafe { libc::_exit(0) },
+                child => {
+                    // (Reaped where it may be: outside a worker.)
+                    // SAFETY: waits for the child just made.
+                    #[allow(unsafe_code)]
+                    let _ = unsafe { libc::waitpid(child, std::ptr::null_mut(), 0) };
+                    Ok(())
+                }
             }
         }
         Attempt::Symlink { path, target } => std::os::unix::fs::symlink(target, path),

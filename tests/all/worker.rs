@@ -324,6 +324,8 @@ fn where_landlock_is_off_a_workers_filter_still_refuses_what_it_never_needs() {
         attempt("signal", "pid", sibling.id()),
         attempt("signal-thread", "pid", sibling.id()),
         attempt("limits", "pid", sibling.id()),
+        attempt("owner", "pid", sibling.id()),
+        serde_json::json!({ "try": "fork" }),
     ]);
     let (mut inside, said) = probed_with(&root, "escape", "escape", &attempts, None);
     assert!(said.contains("without Landlock: Landlock is off in the configuration"), "{said}");

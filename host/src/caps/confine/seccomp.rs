@@ -209,7 +209,10 @@ const X32_OWN: std::ops::RangeInclusive<i64> = 512..=547;
 /// listed, so refused: starting a program (`execve`, `fork`), signalling or
 /// waiting for another process, namespaces and mounts, identity, `ptrace`,
 /// the kernel's keyring, modules, BPF, `io_uring` — everything a worker
-/// does not need.
+/// does not need. Some are allowed only with arguments that keep them to
+/// the worker itself ([`worker_allowed`]: `clone` of threads alone, no
+/// owner for a descriptor's signals, `tgkill`, `setpriority` and
+/// `prlimit64` on itself).
 const WORKER_CALLS: &[i64] = &[
     // Files and folders.
     libc::SYS_read,
@@ -276,7 +279,6 @@ const WORKER_CALLS: &[i64] = &[
     libc::SYS_clone3,
     libc::SYS_futex,
     libc::SYS_set_robust_list,
-    libc::SYS_get_robust_list,
     libc::SYS_rseq,
     libc::SYS_set_tid_address,
     libc::SYS_exit,
@@ -393,6 +395,27 @@ fn worker_allowed(own: u32) -> Result<BpfProgram, String> {
     let itself = vec![arg_is(0, libc::PRIO_PROCESS as u64)?, arg_is(1, 0)?];
     calls.insert(libc::SYS_setpriority, vec![SeccompRule::new(itself).map_err(|e| e.to_string())?]);
     calls.insert(libc::SYS_prlimit64, vec![SeccompRule::new(vec![arg_is(0, 0)?]).map_err(|e| e.to_string())?]);
+    // No owner for a descriptor's signals (`F_SETOWN`: its `SIGIO`, or any
+    // signal `F_SETSIG` names, then goes to another process, checked only
+    // by the person's uid — Landlock scopes it only from ABI 6).
+    let arg_is_not = |arg: u8, value: u64| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, value).map_err(|e| e.to_string())
+    };
+    // (`F_SETOWN` 8, `F_SETSIG` 10, `F_SETOWN_EX` 15.)
+    let fcntl = [8_u64, 10, 15].map(|c| arg_is_not(1, c));
+    let fcntl = fcntl.into_iter().collect::<Result<Vec<_>, String>>()?;
+    calls.insert(libc::SYS_fcntl, vec![SeccompRule::new(fcntl).map_err(|e| e.to_string())?]);
+    // (`FIOSETOWN`, `SIOCSPGRP`: a socket's owner; `FIOASYNC`: its signals on.)
+    let ioctl = [0x8901_u64, 0x8902, 0x5452].map(|c| arg_is_not(1, c));
+    let ioctl = ioctl.into_iter().collect::<Result<Vec<_>, String>>()?;
+    calls.insert(libc::SYS_ioctl, vec![SeccompRule::new(ioctl).map_err(|e| e.to_string())?]);
+    // Threads only (`CLONE_VM`, `CLONE_SIGHAND`, `CLONE_THREAD`): no
+    // process, not even one that runs nothing (a fork bomb, a child left to
+    // the launcher with `CLONE_PARENT`).
+    let thread = (libc::CLONE_VM | libc::CLONE_SIGHAND | libc::CLONE_THREAD) as u64;
+    let a_thread = SeccompCondition::new(0, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(thread), thread)
+        .map_err(|e| e.to_string())?;
+    calls.insert(libc::SYS_clone, vec![SeccompRule::new(vec![a_thread]).map_err(|e| e.to_string())?]);
     let arch = std::env::consts::ARCH.try_into().map_err(|e| format!("{e:?}"))?;
     let otherwise = match cfg!(debug_assertions) && std::env::var_os("AUTOAPP_SECCOMP_LOG").is_some() {
         true => SeccompAction::Log,
