@@ -268,7 +268,9 @@ enum Command {
     /// Never removed: the active release; the release and the data snapshot a
     /// rollback of the last activation needs; a release `rollback --downgrade` can
     /// use; a preview's release and copy; a release built, or data a rollback set
-    /// aside, in the last day (unless --keep is given). Prints exactly what it removes and how much it frees, then
+    /// aside, in the last day (unless --keep is given). Compiled code goes when no
+    /// release uses it, or when another version of autoapp compiled it and this
+    /// one has compiled its own. Prints exactly what it removes and how much it frees, then
     /// asks (unless --yes). docs/releases.md, "Prune".
     Prune {
         /// One app [default: every app, and compiled code no release uses].
