@@ -177,6 +177,10 @@ pub struct Support {
     /// configuration turned Landlock off), not a probe that could not run.
     #[serde(skip)]
     pub answered: bool,
+    /// Landlock's file rules hold here, not its TCP rules (Linux 5.13 to
+    /// 6.6): programs cannot be confined, an app's worker can.
+    #[serde(skip)]
+    pub files: bool,
 }
 
 impl Support {
@@ -186,6 +190,7 @@ impl Support {
             enforced: false,
             summary: "Landlock is off in the configuration (landlock = \"off\")".into(),
             answered: true,
+            files: false,
         }
     }
 
@@ -201,10 +206,20 @@ impl Support {
                 enforced: false,
                 summary: format!("the autoapp binary cannot be found ({e})"),
                 answered: false,
+                files: false,
             },
         }
     }
 }
+
+/// Debug builds only: whether a test plays `name` (`AUTOAPP_FAULT`, one
+/// name or several separated by commas).
+pub(crate) fn fault_is(name: &str) -> bool {
+    cfg!(debug_assertions) && std::env::var("AUTOAPP_FAULT").is_ok_and(|f| f.split(',').any(|f| f == name))
+}
+
+/// The probe's status where Landlock holds files and not TCP ports.
+const FILES_ONLY: i32 = 2;
 
 /// Probes the kernel by confining a throwaway child (`autoapp __landlock-probe`).
 pub fn probe(self_exe: &Path) -> Support {
@@ -219,18 +234,22 @@ pub fn probe(self_exe: &Path) -> Support {
     match command.output() {
         Ok(o) if o.status.success() => {
             let text = String::from_utf8_lossy(&o.stdout).trim().to_string();
-            Support { enforced: true, summary: text, answered: true }
+            Support { enforced: true, summary: text, answered: true, files: false }
         }
-        // It says why it cannot confine with status 1; anything else (a
-        // signal, another status) is no answer.
+        // It says why it cannot confine with status 1, or 2 where files
+        // alone hold; anything else (a signal, another status) is no answer.
         Ok(o) => Support {
             enforced: false,
             summary: String::from_utf8_lossy(&o.stdout).trim().to_string(),
-            answered: o.status.code() == Some(1),
+            answered: matches!(o.status.code(), Some(1 | FILES_ONLY)),
+            files: o.status.code() == Some(FILES_ONLY),
         },
-        Err(e) => {
-            Support { enforced: false, summary: format!("the Landlock probe could not run ({e})"), answered: false }
-        }
+        Err(e) => Support {
+            enforced: false,
+            summary: format!("the Landlock probe could not run ({e})"),
+            answered: false,
+            files: false,
+        },
     }
 }
 
@@ -243,14 +262,27 @@ pub fn probe_main() -> i32 {
         processes: 16,
         ..Policy::default()
     };
-    let scoped = match restrict(&policy) {
+    // (Where the kernel has no TCP rules `restrict` fails; a test plays
+    // such a kernel with a fault `restrict` does not see.)
+    let held = match has_tcp_rules() {
+        true => restrict(&policy),
+        false => Err("this kernel's Landlock has no TCP rules (Linux 6.7 adds them)".to_string()),
+    };
+    let scoped = match held {
         Ok(scoped) => scoped,
+        // Its file rules alone may hold (Linux 5.13 to 6.6): said apart, so
+        // that an app's worker, which needs no more where it has no
+        // socket, is never taken for one on a kernel without Landlock.
+        Err(why) if restrict_files(&policy).is_ok() && filter_holds().is_ok() && !fault_is("no-seccomp") => {
+            say!("this kernel cannot confine programs with Landlock ({why}); its file rules hold");
+            return FILES_ONLY;
+        }
         Err(why) => {
             say!("this kernel cannot confine programs with Landlock ({why})");
             return 1;
         }
     };
-    let no_filter = cfg!(debug_assertions) && std::env::var("AUTOAPP_FAULT").is_ok_and(|f| f == "no-seccomp");
+    let no_filter = fault_is("no-seccomp");
     let filtered = if no_filter { Err("a test plays a kernel without it".to_string()) } else { filter_holds() };
     if let Err(why) = filtered {
         say!("this kernel cannot filter system calls with seccomp ({why}), so sockets cannot be restricted");
@@ -294,7 +326,7 @@ pub(crate) fn restrict_files(policy: &Policy) -> Result<bool, String> {
 /// Whether this kernel's Landlock has its TCP rules (ABI 4). Debug builds
 /// only: `AUTOAPP_FAULT=landlock-without-tcp` plays a kernel without them.
 pub(crate) fn has_tcp_rules() -> bool {
-    if cfg!(debug_assertions) && std::env::var("AUTOAPP_FAULT").is_ok_and(|f| f == "landlock-without-tcp") {
+    if fault_is("landlock-without-tcp") {
         return false;
     }
     Ruleset::default()
