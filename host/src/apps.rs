@@ -112,7 +112,7 @@ pub trait Noter: Send + Sync {
 /// launcher, over its channel, confined as every compile of a component
 /// from elsewhere is (`Runtime::compile_elsewhere`).
 pub trait Compiler: Send + Sync {
-    fn compile(&self, app: &AppId, release: &str) -> BoxFuture<Result<(), CallError>>;
+    fn compile(self: Arc<Self>, app: &AppId, release: &str) -> BoxFuture<Result<(), CallError>>;
 }
 
 /// Where the launcher's calls run once its gate passed them: a process of
@@ -301,6 +301,10 @@ impl Apps {
     /// if the compiled cache lost it (confined, within its budget); nothing
     /// when the code is there. The release is one of the app's, named whole.
     pub async fn compile_for_worker(&self, app: &AppId, release: &str) -> Result<(), CallError> {
+        // (A worker's words: not echoed, whatever their length.)
+        if !release::is_release_id(release) {
+            return Err(CallError::new(ErrorKind::InvalidInput, "name the release by its whole id"));
+        }
         let (root, runtime, app, release) = (self.root.clone(), self.runtime.clone(), app.clone(), release.to_string());
         tokio::task::spawn_blocking(move || {
             let id = release::resolve(&root.app(&app), &release)

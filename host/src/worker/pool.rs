@@ -302,9 +302,9 @@ impl CompilesFor {
     }
 }
 
-impl Compiler for Arc<CompilesFor> {
-    fn compile(&self, app: &AppId, release: &str) -> BoxFuture<Result<(), CallError>> {
-        let (this, which) = (self.clone(), (app.clone(), release.to_string()));
+impl Compiler for CompilesFor {
+    fn compile(self: Arc<Self>, app: &AppId, release: &str) -> BoxFuture<Result<(), CallError>> {
+        let (this, which) = (self, (app.clone(), release.to_string()));
         Box::pin(async move {
             if let Some(e) = this.failed_lately(&which) {
                 return Err(e);
@@ -320,7 +320,11 @@ impl Compiler for Arc<CompilesFor> {
                 return Err(CallError::new(ErrorKind::Internal, "the launcher is stopping"));
             };
             let done = apps.compile_for_worker(&which.0, &which.1).await;
-            if let Err(e) = &done {
+            // Remembered only for a release that is there (one entry each):
+            // an id that names none is answered at once, and never kept.
+            if let Err(e) = &done
+                && e.kind == ErrorKind::Internal
+            {
                 this.failed.lock().expect("failed").insert(which, (Instant::now(), e.clone()));
             }
             done
@@ -542,7 +546,7 @@ impl Workers {
     pub fn compile_with(&self, apps: &Arc<Apps>) {
         let compiler =
             CompilesFor { apps: Arc::downgrade(apps), one: tokio::sync::Semaphore::new(1), failed: Mutex::default() };
-        let _ = self.inner.compiler.set(Arc::new(Arc::new(compiler)));
+        let _ = self.inner.compiler.set(Arc::new(compiler));
     }
 
     /// Retires the workers idle for `worker_idle_secs`, until `stopping`.
@@ -1307,7 +1311,9 @@ impl Inner {
                             }
                             Some(_) => shared.reply(
                                 id,
-                                What::Reply(Reply::Compiled(Some("another compile of its code is under way".into()))),
+                                What::Reply(Reply::Compiled(Some(
+                                    "another compile of its code is under way; try again".into(),
+                                ))),
                             ),
                             None => shared.reply(
                                 id,
@@ -1684,6 +1690,30 @@ mod tests {
         inner.moved(&data);
         tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("woken").unwrap().unwrap();
         assert!(inner.moving.lock().unwrap().is_empty());
+    }
+
+    /// What an escaped worker may ask its launcher to compile: a name that
+    /// is no release id (however long) is refused without being echoed, and
+    /// neither it nor an id of no release is remembered (the launcher's
+    /// memory of failures holds one entry per release there is).
+    #[tokio::test]
+    async fn a_compile_asked_for_no_release_is_refused_at_once_unechoed_and_not_remembered() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        let apps = Arc::new(Apps::new(root.clone(), &Config::default()).unwrap());
+        let compiler = Arc::new(CompilesFor {
+            apps: Arc::downgrade(&apps),
+            one: tokio::sync::Semaphore::new(1),
+            failed: Mutex::default(),
+        });
+        let notes = AppId::parse("notes").unwrap();
+        let long = "../".repeat(1 << 20);
+        for asked in [long.as_str(), &"a".repeat(64), "ABC"] {
+            let e = compiler.clone().compile(&notes, asked).await.unwrap_err();
+            assert!(e.message.len() < 300, "{}", &e.message[..300.min(e.message.len())]);
+            assert!(!e.message.contains("../"), "{}", e.message);
+        }
+        assert!(compiler.failed.lock().unwrap().is_empty(), "nothing remembered");
     }
 
     #[tokio::test]

@@ -162,7 +162,7 @@ async fn serve(held: Held, front: Front) -> i32 {
     let (serve, in_place) = tokio::sync::oneshot::channel::<()>();
     // What the compiled cache lost (emptied while the launcher ran) is
     // compiled by the launcher: this process may only read the cache.
-    apps.compile_through(Arc::new(link.clone()));
+    apps.compile_through(link.clone());
     let server = listener.map(|listener| {
         apps.note_through(link.clone());
         let served =
@@ -450,9 +450,13 @@ impl crate::apps::Noter for Link {
     }
 }
 
-impl crate::apps::Compiler for Arc<Link> {
-    fn compile(&self, app: &crate::manifest::AppId, release: &str) -> crate::apps::BoxFuture<Result<(), CallError>> {
-        let (link, release, app) = (self.clone(), release.to_string(), app.clone());
+impl crate::apps::Compiler for Link {
+    fn compile(
+        self: Arc<Self>,
+        app: &crate::manifest::AppId,
+        release: &str,
+    ) -> crate::apps::BoxFuture<Result<(), CallError>> {
+        let (link, release, app) = (self, release.to_string(), app.clone());
         Box::pin(async move {
             // One ask at a time (its launcher refuses a second meanwhile).
             let _one = link.compiling.lock().await;
@@ -463,7 +467,7 @@ impl crate::apps::Compiler for Arc<Link> {
                 _ => Err(CallError::new(
                     ErrorKind::Internal,
                     format!(
-                        "the compiled code of {app}'s release is not in the cache, and its launcher did not compile it"
+                        "the compiled code of {app}'s release is not in the cache, and its launcher did not compile it; try again"
                     ),
                 )),
             }

@@ -262,6 +262,11 @@ pub fn probe_main() -> i32 {
         processes: 16,
         ..Policy::default()
     };
+    // Whether the system-call filter holds (a test plays a kernel without).
+    let filtered = || match fault_is("no-seccomp") {
+        true => Err("a test plays a kernel without it".to_string()),
+        false => filter_holds(),
+    };
     // (Where the kernel has no TCP rules `restrict` fails; a test plays
     // such a kernel with a fault `restrict` does not see.)
     let held = match has_tcp_rules() {
@@ -273,7 +278,7 @@ pub fn probe_main() -> i32 {
         // Its file rules alone may hold (Linux 5.13 to 6.6): said apart, so
         // that an app's worker, which needs no more where it has no
         // socket, is never taken for one on a kernel without Landlock.
-        Err(why) if restrict_files(&policy).is_ok() && filter_holds().is_ok() && !fault_is("no-seccomp") => {
+        Err(why) if restrict_files(&policy).is_ok() && filtered().is_ok() => {
             say!("this kernel cannot confine programs with Landlock ({why}); its file rules hold");
             return FILES_ONLY;
         }
@@ -282,9 +287,7 @@ pub fn probe_main() -> i32 {
             return 1;
         }
     };
-    let no_filter = fault_is("no-seccomp");
-    let filtered = if no_filter { Err("a test plays a kernel without it".to_string()) } else { filter_holds() };
-    if let Err(why) = filtered {
+    if let Err(why) = filtered() {
         say!("this kernel cannot filter system calls with seccomp ({why}), so sockets cannot be restricted");
         return 1;
     }

@@ -382,40 +382,40 @@ const WORKER_CALLS: &[i64] = &[
 /// which is how the list is checked against a run of the tests.
 fn worker_allowed(own: u32) -> Result<BpfProgram, String> {
     let mut calls: BTreeMap<i64, Vec<SeccompRule>> = WORKER_CALLS.iter().map(|nr| (*nr, Vec::new())).collect();
+    // Argument `arg` (its low 32 bits) compared with `value`.
+    let arg = |arg: u8, op: SeccompCmpOp, value: u64| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
+    };
+    // Allowed only when every condition holds.
+    let mut only = |nr: i64, conditions: Vec<SeccompCondition>| -> Result<(), String> {
+        calls.insert(nr, vec![SeccompRule::new(conditions).map_err(|e| e.to_string())?]);
+        Ok(())
+    };
     // A signal to one of its own threads only (the runtime's own use): not
     // to another process's thread, whose group id is its pid.
-    let own_group = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, u64::from(own))
-        .map_err(|e| e.to_string())?;
-    calls.insert(libc::SYS_tgkill, vec![SeccompRule::new(vec![own_group]).map_err(|e| e.to_string())?]);
+    only(libc::SYS_tgkill, vec![arg(0, SeccompCmpOp::Eq, u64::from(own))?])?;
     // Its own priority and limits only (`who`, `pid` 0): another process's
     // (any of the person's, `PRIO_USER`) it could lower or choke.
-    let arg_is = |arg: u8, value: u64| {
-        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value).map_err(|e| e.to_string())
-    };
-    let itself = vec![arg_is(0, libc::PRIO_PROCESS as u64)?, arg_is(1, 0)?];
-    calls.insert(libc::SYS_setpriority, vec![SeccompRule::new(itself).map_err(|e| e.to_string())?]);
-    calls.insert(libc::SYS_prlimit64, vec![SeccompRule::new(vec![arg_is(0, 0)?]).map_err(|e| e.to_string())?]);
+    only(
+        libc::SYS_setpriority,
+        vec![arg(0, SeccompCmpOp::Eq, libc::PRIO_PROCESS as u64)?, arg(1, SeccompCmpOp::Eq, 0)?],
+    )?;
+    only(libc::SYS_prlimit64, vec![arg(0, SeccompCmpOp::Eq, 0)?])?;
     // No owner for a descriptor's signals (`F_SETOWN`: its `SIGIO`, or any
     // signal `F_SETSIG` names, then goes to another process, checked only
-    // by the person's uid — Landlock scopes it only from ABI 6).
-    let arg_is_not = |arg: u8, value: u64| {
-        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, value).map_err(|e| e.to_string())
+    // by the person's uid — Landlock scopes it only from ABI 6):
+    // `F_SETOWN` 8, `F_SETSIG` 10, `F_SETOWN_EX` 15; `FIOSETOWN` and
+    // `SIOCSPGRP` (a socket's owner), `FIOASYNC` (its signals on).
+    let none_of = |commands: &[u64]| -> Result<Vec<_>, String> {
+        commands.iter().map(|c| arg(1, SeccompCmpOp::Ne, *c)).collect()
     };
-    // (`F_SETOWN` 8, `F_SETSIG` 10, `F_SETOWN_EX` 15.)
-    let fcntl = [8_u64, 10, 15].map(|c| arg_is_not(1, c));
-    let fcntl = fcntl.into_iter().collect::<Result<Vec<_>, String>>()?;
-    calls.insert(libc::SYS_fcntl, vec![SeccompRule::new(fcntl).map_err(|e| e.to_string())?]);
-    // (`FIOSETOWN`, `SIOCSPGRP`: a socket's owner; `FIOASYNC`: its signals on.)
-    let ioctl = [0x8901_u64, 0x8902, 0x5452].map(|c| arg_is_not(1, c));
-    let ioctl = ioctl.into_iter().collect::<Result<Vec<_>, String>>()?;
-    calls.insert(libc::SYS_ioctl, vec![SeccompRule::new(ioctl).map_err(|e| e.to_string())?]);
+    only(libc::SYS_fcntl, none_of(&[8, 10, 15])?)?;
+    only(libc::SYS_ioctl, none_of(&[0x8901, 0x8902, 0x5452])?)?;
     // Threads only (`CLONE_VM`, `CLONE_SIGHAND`, `CLONE_THREAD`): no
     // process, not even one that runs nothing (a fork bomb, a child left to
     // the launcher with `CLONE_PARENT`).
     let thread = (libc::CLONE_VM | libc::CLONE_SIGHAND | libc::CLONE_THREAD) as u64;
-    let a_thread = SeccompCondition::new(0, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(thread), thread)
-        .map_err(|e| e.to_string())?;
-    calls.insert(libc::SYS_clone, vec![SeccompRule::new(vec![a_thread]).map_err(|e| e.to_string())?]);
+    only(libc::SYS_clone, vec![arg(0, SeccompCmpOp::MaskedEq(thread), thread)?])?;
     let arch = std::env::consts::ARCH.try_into().map_err(|e| format!("{e:?}"))?;
     let otherwise = match cfg!(debug_assertions) && std::env::var_os("AUTOAPP_SECCOMP_LOG").is_some() {
         true => SeccompAction::Log,
