@@ -53,31 +53,7 @@ impl Launcher {
     /// Calls one of the engineer's tools over the control connection, as
     /// `autoapp mcp --engineer` does; returns the answer and the progress lines.
     pub(crate) fn tool(&self, tool: &str, arguments: Value) -> (Value, Vec<String>) {
-        let file: Value =
-            serde_json::from_str(&std::fs::read_to_string(self.root.path().join("launcher.json")).unwrap()).unwrap();
-        let mut s = TcpStream::connect(("127.0.0.1", file["port"].as_u64().unwrap() as u16)).unwrap();
-        s.set_read_timeout(Some(std::time::Duration::from_secs(300))).unwrap();
-        let mut r = BufReader::new(s.try_clone().unwrap());
-        for request in [
-            json!({ "type": "auth", "secret": file["secret"] }),
-            json!({ "type": "engineer", "tool": tool, "arguments": arguments, "client": "test engineer" }),
-        ] {
-            let mut line = serde_json::to_vec(&request).unwrap();
-            line.push(b'\n');
-            s.write_all(&line).unwrap();
-        }
-        let mut progress = Vec::new();
-        let mut answers = Vec::new();
-        while answers.len() < 2 {
-            let mut line = String::new();
-            assert!(r.read_line(&mut line).unwrap() > 0, "the launcher answered");
-            let v: Value = serde_json::from_str(&line).unwrap();
-            match v.get("progress").and_then(Value::as_str) {
-                Some(p) => progress.push(p.to_string()),
-                None => answers.push(v),
-            }
-        }
-        (answers.pop().unwrap(), progress)
+        tool_of(self.root.path(), tool, arguments)
     }
 
     pub(crate) fn ok(&self, tool: &str, arguments: Value) -> Value {
@@ -98,6 +74,36 @@ impl Launcher {
 
 /// A root with the starter template created, built and activated as `app`
 /// (each test its own id: the person's builds share one target folder).
+/// Calls one of the engineer's tools over the control connection of the
+/// launcher of `root`, as `autoapp mcp --engineer` does; returns the answer
+/// and the progress lines.
+pub(crate) fn tool_of(root: &std::path::Path, tool: &str, arguments: Value) -> (Value, Vec<String>) {
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(root.join("launcher.json")).unwrap()).unwrap();
+    let mut s = TcpStream::connect(("127.0.0.1", file["port"].as_u64().unwrap() as u16)).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(300))).unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    for request in [
+        json!({ "type": "auth", "secret": file["secret"] }),
+        json!({ "type": "engineer", "tool": tool, "arguments": arguments, "client": "test engineer" }),
+    ] {
+        let mut line = serde_json::to_vec(&request).unwrap();
+        line.push(b'\n');
+        s.write_all(&line).unwrap();
+    }
+    let mut progress = Vec::new();
+    let mut answers = Vec::new();
+    while answers.len() < 2 {
+        let mut line = String::new();
+        assert!(r.read_line(&mut line).unwrap() > 0, "the launcher answered");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        match v.get("progress").and_then(Value::as_str) {
+            Some(p) => progress.push(p.to_string()),
+            None => answers.push(v),
+        }
+    }
+    (answers.pop().unwrap(), progress)
+}
+
 fn template_root(app: &str, config: &str) -> (TestRoot, String) {
     let t = TestRoot::with_config(&format!("opener = \"none\"\n{config}"));
     t.ok(&["create", app]);
@@ -293,4 +299,41 @@ fn main() {{
     assert_eq!(stderr.matches("cannot write").count(), 3, "{stderr}");
     assert!(!in_home.exists() && !in_registry.exists() && !neighbour.exists());
     assert_eq!(server.hits(), 0, "nothing reached the server");
+}
+
+/// An app's server is its worker's (issue 54): a worker taken by an escape
+/// holds its tabs' sessions and may send the launcher any request a tab
+/// could. "Allow, and stop asking" turns on the standing approval for the
+/// engineer's work on every app, so it is answered in the panel alone: an
+/// app's tab is not offered it and may not send it. Before: the tab's card
+/// offered it, and the tab's answer turned the standing approval on.
+#[test]
+fn an_apps_tab_cannot_turn_the_standing_approval_on() {
+    let (t, _) = template_root("web", "");
+    let served = crate::support::Served::start(&t, &["serve", "web"]);
+    let mut tab = served.tab("web");
+    let asked = crate::plans::questions(&tab);
+    let root = t.path().to_path_buf();
+    let edit = json!({ "app": "web", "path": "src/lib.rs", "old": LIST_ARM, "new": EDITED_ARM });
+    let engineer = std::thread::spawn(move || tool_of(&root, "source_edit", edit));
+    let q = asked.recv_timeout(std::time::Duration::from_secs(60)).expect("the edit's question, in the app's tab");
+    assert_eq!(q["route"], "source_edit", "{q}");
+    assert_eq!(q["standingCovers"], false, "an app's tab is not offered the standing approval: {q}");
+    let answer = |standing: bool| {
+        json!({ "requestId": q["requestId"], "releaseId": q["releaseId"], "argumentsHash": q["argumentsHash"],
+                "approve": true, "standing": standing })
+        .to_string()
+    };
+    let r = tab.request("POST", "/api/answer", Some(&answer(true))).unwrap();
+    assert_eq!(r.status, 403, "{}", String::from_utf8_lossy(&r.body));
+    assert!(String::from_utf8_lossy(&r.body).contains("in the panel only"));
+    let status: Value = serde_json::from_str(&t.ok(&["standing", "status", "--json"])).unwrap();
+    assert_eq!(status["standing"], false, "the standing approval stays off");
+    // The question itself is still the tab's to answer.
+    let r = tab.request("POST", "/api/answer", Some(&answer(false))).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let (done, _) = engineer.join().unwrap();
+    assert_eq!(done["ok"], true, "{done}");
+    assert_eq!(done["output"]["answeredBy"], "person", "{done}");
+    served.stop();
 }

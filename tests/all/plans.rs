@@ -83,7 +83,7 @@ impl Agent {
 }
 
 /// The panel's event stream, on a thread: each question asked, as JSON.
-fn questions(panel: &crate::support::http::Http) -> mpsc::Receiver<Value> {
+pub(crate) fn questions(panel: &crate::support::http::Http) -> mpsc::Receiver<Value> {
     let mut events = TcpStream::connect(("127.0.0.1", panel.port())).unwrap();
     write!(
         events,

@@ -214,13 +214,29 @@ async fn answer(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AnswerBody>) -
         None => Caller::panel(),
     };
     if b.standing {
-        // The card's third button: offered only for a question the standing
-        // approval would cover, and only as a yes.
+        // The card's third button: offered only in the panel, for a question
+        // the standing approval would cover, and only as a yes. Never from an
+        // app's tab: an app's server is its worker's, and the switch holds
+        // for the engineer's work on every app (a worker taken by an escape
+        // could forward the answer with its tab's session).
+        if app_of(&ctx).is_some() {
+            return error(
+                ErrorKind::Denied,
+                "\"Allow, and stop asking\" is answered in the panel only: it holds for every app",
+            );
+        }
         if !b.approve || !question.as_ref().is_some_and(|q| q.standing_covers) {
             return error(
                 ErrorKind::InvalidInput,
                 "\"Allow, and stop asking\" answers only a question the standing approval covers, and only with a yes",
             );
+        }
+        // The answer must fit the question before the switch is turned on.
+        if question.as_ref().is_some_and(|q| q.release_id != b.release_id || q.arguments_hash != b.arguments_hash) {
+            return match gate.answer(&b.request_id, &b.release_id, &b.arguments_hash, b.approve) {
+                Err(e) => error(ErrorKind::Conflict, e.to_string()),
+                Ok(()) => error(ErrorKind::Conflict, "the answer does not fit the question"),
+            };
         }
         let apps = ctx.launcher.apps.clone();
         let set = tokio::task::spawn_blocking(move || crate::gate::standing::set(apps.root(), &caller, true)).await;
@@ -243,17 +259,23 @@ async fn events(State(ctx): State<Ctx>) -> Sse<impl Stream<Item = Result<Event, 
     let app = app_of(&ctx).map(|(a, _)| a);
     let gate = ctx.launcher.apps.gate().clone();
     let attachment = gate.attach(app.clone());
+    // An app's tab never offers "Allow, and stop asking" (`answer`).
+    let panel = app.is_none();
     let mine = move |a: &str| app.as_ref().is_none_or(|x| x.as_str() == a);
-    let questions: Vec<_> = gate.pending().into_iter().filter(|q| mine(&q.app_id)).collect();
+    let shown = move |mut q: crate::gate::Question| {
+        q.standing_covers &= panel;
+        q
+    };
+    let questions: Vec<_> = gate.pending().into_iter().filter(|q| mine(&q.app_id)).map(shown).collect();
     let hello = Event::default().event("hello").json_data(json!({ "questions": questions })).expect("JSON");
     let state = (gate.subscribe(), ctx.launcher.events.subscribe(), ctx.launcher.stopping(), attachment, mine);
-    let rest = futures::stream::unfold(state, |(mut g, mut l, mut stop, att, mine)| async move {
+    let rest = futures::stream::unfold(state, move |(mut g, mut l, mut stop, att, mine)| async move {
         loop {
             let event = tokio::select! {
                 _ = stop.wait_for(|s| *s) => return None,
                 e = g.recv() => match e {
                     Ok(GateEvent::Asked { question }) if mine(&question.app_id) => {
-                        Event::default().event("asked").json_data(json!({ "question": question }))
+                        Event::default().event("asked").json_data(json!({ "question": shown(*question) }))
                     }
                     Ok(GateEvent::Answered { request_id, app_id, outcome }) if mine(&app_id) => Event::default()
                         .event("answered")
