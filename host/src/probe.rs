@@ -65,6 +65,13 @@ pub enum Attempt {
     Fifo { path: PathBuf },
     /// Start a program and leave it running past the call.
     Leave { path: PathBuf, args: Vec<String> },
+    /// Open a file for reading and take its `flock` alone (let go at once):
+    /// what holding an app's lock would take.
+    Lock { path: PathBuf },
+    /// Say `line` on descriptor 1 — a worker's channel to its launcher —
+    /// `times` times, as a worker taken by an escape would, whatever the
+    /// worker itself says there meanwhile.
+    Say { line: String, times: u32 },
     /// Read the first bytes of the file held by descriptor `fd`, one that
     /// whoever started `autoapp` left open: done only when they begin with
     /// `starts` (a descriptor the process opened itself is not that file).
@@ -166,6 +173,21 @@ fn attempt(a: &Attempt) -> std::io::Result<()> {
                     Ok(())
                 }
             }
+        }
+        Attempt::Lock { path } => {
+            let file = std::fs::File::open(path)?;
+            rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(std::io::Error::from)
+        }
+        Attempt::Say { line, times } => {
+            use std::io::Write as _;
+            let mut said = line.clone().into_bytes();
+            said.push(b'\n');
+            // SAFETY: descriptor 1 is this process's standard output, open
+            // for its whole life; borrowed for the writes, never closed here.
+            #[allow(unsafe_code)]
+            let out = unsafe { std::os::fd::BorrowedFd::borrow_raw(1) };
+            let mut out = std::fs::File::from(out.try_clone_to_owned()?);
+            (0..*times).try_for_each(|_| out.write_all(&said))
         }
         Attempt::Symlink { path, target } => std::os::unix::fs::symlink(target, path),
         Attempt::Link { path, target } => std::fs::hard_link(target, path),

@@ -798,7 +798,7 @@ fn a_prune_during_an_activation_is_refused_and_removes_nothing() {
     );
 
     // The lock itself (held by another process for its whole step): a conflict.
-    let lock = std::fs::OpenOptions::new().write(true).open(n.app_dir().join(".lock")).unwrap();
+    let lock = std::fs::OpenOptions::new().write(true).open(n.root.path().join("apps/.notes.lock")).unwrap();
     lock.lock().unwrap();
     let said = n.root.refused(&["prune", "notes", "--keep", "0", "--yes"]);
     assert!(said.contains("is under way"), "{said}");

@@ -108,6 +108,9 @@ fn an_escape_in_a_calls_worker_reaches_nothing_its_app_was_not_given() {
         attempt("exec", "path", "/bin/true"),
         attempt("read", "path", format!("/proc/{}/environ", std::process::id())),
         attempt("attach", "pid", sibling.id()),
+        // Its app's lock (activation, rollback, backup, removal): held by a
+        // worker, the person could change nothing of the app while it lived.
+        attempt("lock", "path", path(&root.path().join("apps/.escape.lock"))),
         // Planted where the host opens files later (a preview's copy, a
         // backup, the log writer): a link to the person's key, a hard link
         // of it, a FIFO to block on.

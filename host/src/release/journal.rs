@@ -241,20 +241,30 @@ pub fn rename(from: &Path, to: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// An app's lock (`<app>/.lock`, `flock`): activation, rollback, prune and
-/// removal hold it alone, a backup shares it; held until dropped, and let go
-/// by the kernel when the process ends however it ends.
+/// An app's lock (`apps/.<app>.lock`, `flock`): activation, rollback, prune
+/// and removal hold it alone, a backup shares it; held until dropped, and
+/// let go by the kernel when the process ends however it ends.
+///
+/// It lies beside the app's folder, not in it: the app's workers may read
+/// their app's folder whole, and whoever can open a file can `flock` it —
+/// a worker taken by an escape would hold its app's lock for as long as it
+/// lived, and the person could neither activate, roll back, back up nor
+/// remove the app. (Until 2026-12-06 it was `<app>/.lock`.)
 #[derive(Debug)]
 pub struct AppLock {
     _file: std::fs::File,
 }
 
-const LOCK: &str = ".lock";
+/// Where `app`'s lock is.
+pub fn lock_file(app: &AppPaths) -> PathBuf {
+    let apps = app.dir.parent().unwrap_or(Path::new("."));
+    apps.join(format!(".{}.lock", app.id))
+}
 
 /// Takes `app`'s lock alone (`exclusive`) or shared, at once or not at all:
 /// a conflict says another change of the app is under way.
 pub fn lock(app: &AppPaths, exclusive: bool) -> anyhow::Result<AppLock> {
-    let path = app.dir.join(LOCK);
+    let path = lock_file(app);
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
