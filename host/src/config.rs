@@ -216,6 +216,11 @@ impl Config {
         Duration::from_millis(self.call_deadline_ms)
     }
 
+    /// The longest one compile of a component may take (`compile_deadline_secs`).
+    pub fn compile_budget(&self) -> Duration {
+        Duration::from_secs(self.compile_deadline_secs)
+    }
+
     pub fn epoch_tick(&self) -> Duration {
         Duration::from_millis(self.epoch_tick_ms)
     }

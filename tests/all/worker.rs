@@ -1637,3 +1637,133 @@ fn a_rollback_that_cannot_put_its_snapshot_in_place_puts_the_data_back_where_it_
     assert!(!app.join("journal.json").exists(), "the rollback was undone, not left open");
     assert_eq!(root.call("hostile", "count", "{}")["marks"], 1);
 }
+
+/// The probe's attempt to say `line` on the worker's channel to its
+/// launcher, `times` times (what a worker taken by an escape may do).
+fn say(line: &serde_json::Value, times: u32) -> serde_json::Value {
+    serde_json::json!({ "try": "say", "line": line.to_string(), "times": times })
+}
+
+/// The page's call of the escape guest's `escape` route (a read, run in
+/// the worker that serves the page), trying `attempts`: every one done.
+fn said_from_the_page(tab: &mut crate::support::http::Http, attempts: Vec<serde_json::Value>) {
+    let asked = serde_json::json!({ "attempts": attempts }).to_string();
+    let r = tab.request("POST", "/api/call/escape", Some(&asked)).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let done = outcomes(&serde_json::from_slice(&r.body).expect("the worker's outcomes"));
+    assert!(done.iter().all(|(_, d)| *d), "{done:#?}");
+}
+
+/// The threads of process `pid` whose name begins with `name`.
+fn threads_named(pid: u32, name: &str) -> usize {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .flatten()
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(name)))
+        .count()
+}
+
+/// Issue 54: a worker's notes of a first write each name a release. While
+/// the app's lock is held (a backup, an activation), each name the
+/// launcher had not heard waited on a thread of its own for ten minutes —
+/// a worker taken by an escape, saying a few thousand names, would leave
+/// the launcher unable to start a thread. A note naming no release of the
+/// app is not heard now (before: 60 threads waited here).
+#[test]
+fn a_workers_notes_of_releases_that_are_not_there_start_nothing_in_its_launcher() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    root.install("escape");
+    let served = Served::start(&root, &["serve", "escape"]);
+    let mut tab = served.tab("escape");
+    // The app's lock, held as a backup holds it.
+    let lock = std::fs::OpenOptions::new().write(true).open(root.path().join("apps/.escape.lock")).unwrap();
+    lock.lock_shared().unwrap();
+    let names = (0..30).map(|i| format!("{i:064x}")).chain((0..30).map(|i| format!("not a release {i}")));
+    let notes = names
+        .enumerate()
+        .map(|(i, name)| say(&serde_json::json!({ "id": 1_000_000 + i, "said": { "note": name } }), 1))
+        .collect();
+    said_from_the_page(&mut tab, notes);
+    // (Heard in order, after the call's own answer at the latest.)
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(threads_named(served.pid(), "autoapp-first-w"), 0, "a thread waits for each name");
+    drop(lock);
+    assert_eq!(tab.request("POST", "/api/call/count", Some("{}")).unwrap().status, 200, "the worker serves on");
+    served.stop();
+}
+
+/// Issue 54: a worker's word that its app's data changed makes every open
+/// panel and tab of the app read the launcher's state again. A worker
+/// taken by an escape saying it two thousand times a second had every
+/// panel do that much; now the launcher passes on at most one each quarter
+/// of a second, and the last one still comes.
+#[test]
+fn a_worker_that_says_its_data_changed_again_and_again_is_heard_a_few_times() {
+    use std::io::{BufRead as _, Write as _};
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    root.install("escape");
+    let served = Served::start(&root, &["serve", "escape"]);
+    let mut tab = served.tab("escape");
+    // The tab's event stream, counting what it hears.
+    let mut events = std::net::TcpStream::connect(("127.0.0.1", tab.port())).unwrap();
+    write!(
+        events,
+        "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nSec-Fetch-Site: same-origin\r\nCookie: {}\r\n\r\n",
+        tab.port(),
+        tab.cookie.clone().unwrap()
+    )
+    .unwrap();
+    let heard = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    {
+        let heard = heard.clone();
+        let lines = std::io::BufReader::new(events);
+        std::thread::spawn(move || {
+            for line in lines.lines().map_while(Result::ok) {
+                if line.starts_with("event: changed") {
+                    heard.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        });
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    said_from_the_page(&mut tab, vec![say(&serde_json::json!({ "id": 0, "said": "changed" }), 2000)]);
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let heard = heard.load(std::sync::atomic::Ordering::SeqCst);
+    let most = 2 + (started.elapsed().as_millis() / 250) as usize;
+    assert!((1..=most).contains(&heard), "{heard} changes heard (at most {most})");
+    served.stop();
+}
+
+/// Issue 54: a worker's answer to a call its launcher sent it is passed
+/// on; a worker taken by an escape may answer with an error of 64 MiB, or
+/// one that carries a key. The caller hears it cut short and cleaned, as an
+/// app's own error is.
+#[test]
+fn a_workers_error_is_heard_cut_short_and_with_no_key_in_it() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    root.install("escape");
+    let served = Served::start(&root, &["serve", "escape"]);
+    let _tab = served.tab("escape");
+    let key = "sk-live-4eC39HqLyjWDarjtT1zdp7dc";
+    let message = "x".repeat(40_000);
+    // The launcher's ids of the calls it sends its worker are small: a
+    // forged answer reaches the call this one is. (The request's line is
+    // at most 1 MiB.)
+    let forged = (1..20)
+        .map(|id| {
+            let err = serde_json::json!({ "kind": "internal", "message": format!("{key} {message}") });
+            say(&serde_json::json!({ "id": id, "said": { "answer": { "Err": err } } }), 1)
+        })
+        .collect::<Vec<_>>();
+    let said = control_request(
+        root.path(),
+        serde_json::json!({ "type": "invoke", "app": "escape", "route": "escape",
+                            "input": { "attempts": forged }, "client": "agent" }),
+    );
+    assert_eq!(said["ok"], false, "the forged error answered the call");
+    let heard = said["error"]["message"].as_str().unwrap();
+    assert!(heard.chars().count() <= 16 * 1024 + 64, "{} characters heard", heard.chars().count());
+    assert!(!heard.contains(key), "the key was passed on");
+    served.stop();
+}

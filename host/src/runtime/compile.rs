@@ -50,10 +50,7 @@ pub struct Budget {
 impl Budget {
     /// The configuration's budget (`compile_memory_mib`, `compile_deadline_secs`).
     pub fn of(config: &Config) -> Budget {
-        Budget {
-            memory_bytes: config.compile_memory_mib << 20,
-            deadline: Duration::from_secs(config.compile_deadline_secs),
-        }
+        Budget { memory_bytes: config.compile_memory_mib << 20, deadline: config.compile_budget() }
     }
 }
 

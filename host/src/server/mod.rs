@@ -501,7 +501,12 @@ impl crate::worker::pool::Door for AppDoor {
     }
 
     fn note(&self, release: &str) {
-        if let Some(launcher) = self.launcher.upgrade() {
+        let Some(launcher) = self.launcher.upgrade() else { return };
+        // The worker's words: a release of its app that is there, or
+        // nothing (each name noted while the app is locked waits on a
+        // thread of its own, and a worker may say any name).
+        let paths = launcher.apps.root().app(&self.app);
+        if crate::release::is_release_id(release) && paths.release(release).is_dir() {
             launcher.apps.note_first_write(&self.app, release);
         }
     }

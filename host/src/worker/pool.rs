@@ -58,6 +58,20 @@ const MAX_LINE: u64 = 64 << 20;
 /// The most of a worker's standard error said, over its life.
 const MAX_STDERR: usize = 1 << 20;
 
+/// How often a worker's word that its app's data changed reaches the
+/// panels, at most.
+const CHANGED_EVERY: Duration = Duration::from_millis(250);
+
+/// The longest error of a worker's answer passed on (in characters).
+const MOST_HEARD: usize = 16 * 1024;
+
+/// A worker's error, as its caller hears it: cut short, then cleaned of
+/// what looks like a secret (as an app's error is where it runs).
+fn heard(message: &str) -> String {
+    let cut: String = message.chars().take(MOST_HEARD).collect();
+    crate::sanitize::secrets(&cut).into_owned()
+}
+
 /// How long a worker has to confine itself and say it is ready.
 const START_WITHIN: Duration = Duration::from_secs(20);
 
@@ -1254,11 +1268,15 @@ impl Inner {
         let reader = tokio::spawn(async move {
             let mut forwarded: HashMap<u64, tokio::task::AbortHandle> = HashMap::new();
             let mut forwarding = tokio::task::JoinSet::new();
+            let (mut next_changed, trailing) = (Instant::now(), Arc::new(AtomicBool::new(false)));
             while let Ok(Some(told)) = read_line(&mut stdout).await {
                 let Told { id, said } = told;
                 match said {
                     Said::Answer(answer) => {
                         if let Some(p) = reading.pending.lock().expect("pending").remove(&id) {
+                            // Its error reaches the caller, the record and
+                            // the logs: cut short, and no secret in it.
+                            let answer = answer.map_err(|e| CallError { message: heard(&e.message), ..e });
                             let _ = p.answer.send(answer);
                         }
                     }
@@ -1322,8 +1340,22 @@ impl Inner {
                         }
                     }
                     Said::Changed => {
+                        // Each tells every open panel to read the launcher's
+                        // state again: at most one each CHANGED_EVERY, the
+                        // last one kept for the end of it.
                         if let Some(door) = &door {
-                            door.changed();
+                            let now = Instant::now();
+                            if now >= next_changed {
+                                next_changed = now + CHANGED_EVERY;
+                                door.changed();
+                            } else if !trailing.swap(true, Ordering::AcqRel) {
+                                let (door, trailing, at) = (door.clone(), trailing.clone(), next_changed);
+                                tokio::spawn(async move {
+                                    tokio::time::sleep_until(at.into()).await;
+                                    trailing.store(false, Ordering::Release);
+                                    door.changed();
+                                });
+                            }
                         }
                     }
                     Said::Used => *reading.last_used.lock().expect("used") = Instant::now(),
@@ -1627,12 +1659,18 @@ impl Inner {
         let result = match sent {
             true => {
                 let mut answered = answered;
+                // However often it asks its launcher to compile (a worker
+                // taken by an escape could ask again and again), no longer
+                // than this: its own compile and one before it.
+                let most = tokio::time::Instant::now() + within + 2 * self.config.compile_budget();
                 loop {
                     match tokio::time::timeout(within, &mut answered).await {
                         // It waits for its launcher to compile its code (a
                         // compile has its own deadline): not a worker that
                         // stopped answering.
-                        Err(_) if s.compiling.load(Ordering::Acquire) => continue,
+                        Err(_) if s.compiling.load(Ordering::Acquire) && tokio::time::Instant::now() < most => {
+                            continue;
+                        }
                         r => break r.map(|r| r.map_err(|_| ())),
                     }
                 }
