@@ -342,7 +342,8 @@ impl Kept {
 }
 
 fn rotate(dir: &Path) -> anyhow::Result<()> {
-    let _lock = rotation_lock(dir, true)?;
+    // (Not had: rotated by a later write.)
+    let Some(_lock) = rotation_lock(dir, true)? else { return Ok(()) };
     // Another process may have rotated while this one waited.
     let path = dir.join(CURRENT);
     if fs::metadata(&path).map(|m| m.len()).unwrap_or(0) > FILE_LIMIT {
@@ -356,18 +357,33 @@ fn parse(text: &str) -> impl Iterator<Item = Line> + '_ {
     text.lines().filter_map(|l| serde_json::from_str(l).ok())
 }
 
+/// How long a rotation or a reader waits for the rotation's lock. The lock
+/// file is in the app's log folder, which the app's workers write: one
+/// taken by an escape could hold it for as long as it lives, and nobody
+/// who reads or rotates the app's log may wait for it that long.
+const ROTATION_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The rotation's lock: a rotation holds it alone; readers share it while
 /// they read the two files together, so no rotation moves a file between
-/// the reads (and readers never wait for each other).
+/// the reads (and readers never wait for each other). Waited for up to
+/// [`ROTATION_PATIENCE`]: then a reader reads without it (a rotation at that
+/// moment may hide some lines from this one reading), and a rotation is
+/// left to the next write.
 fn rotation_lock(dir: &Path, rotating: bool) -> anyhow::Result<Option<fs::File>> {
     match fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(ROTATE_LOCK)) {
         Ok(f) => {
-            if rotating {
-                f.lock()?
-            } else {
-                f.lock_shared()?
+            let until = std::time::Instant::now() + ROTATION_PATIENCE;
+            loop {
+                let taken = if rotating { f.try_lock() } else { f.try_lock_shared() };
+                match taken {
+                    Ok(()) => return Ok(Some(f)),
+                    Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < until => {
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                    Err(fs::TryLockError::WouldBlock) => return Ok(None),
+                    Err(fs::TryLockError::Error(e)) => return Err(e).context("cannot lock the app's log"),
+                }
             }
-            Ok(Some(f))
         }
         // No log folder yet: nothing to read, nothing to rotate.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),

@@ -1767,3 +1767,35 @@ fn a_workers_error_is_heard_cut_short_and_with_no_key_in_it() {
     assert!(!heard.contains(key), "the key was passed on");
     served.stop();
 }
+
+/// Issue 54: the lock of an app's log rotation lies in the log folder its
+/// workers write, so a worker taken by an escape can hold it for as long
+/// as it lives. Whoever reads the log (`autoapp logs`, the launcher) or
+/// rotates it waits for it a second at most, then goes on without it
+/// (before: `autoapp logs` waited for ever).
+#[test]
+fn an_apps_log_is_read_while_something_else_holds_its_rotation_lock() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    root.install("escape");
+    root.call("escape", "mark", "{}");
+    let logs = root.path().join("apps/escape/logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let held =
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(logs.join(".rotate.lock")).unwrap();
+    held.lock().unwrap();
+    let started = std::time::Instant::now();
+    let mut reading = root.command().args(["logs", "escape"]).stdout(std::process::Stdio::null()).spawn().unwrap();
+    let status = loop {
+        if let Some(status) = reading.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = reading.kill();
+            let _ = reading.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.is_some_and(|s| s.success()), "`autoapp logs` read the log ({status:?})");
+    drop(held);
+}
