@@ -1045,6 +1045,10 @@ fn open_to_read(data: &Path) -> anyhow::Result<Option<Connection>> {
         return Ok(None);
     }
     let conn = crate::sqlite::open(&path, crate::sqlite::read_only()).context("cannot open the record")?;
+    // The app's workers write the record: one taken by an escape could put a
+    // row of a gigabyte there, for the panel to read. No value longer than
+    // a record from elsewhere may hold is read (`SQLITE_TOOBIG`).
+    conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH, crate::elsewhere::sqlite::MAX_CELL as i32)?;
     // The writer may be setting the file up this very moment (it creates the
     // file, then the table): wait out its lock, and a record without its
     // table yet has no rows.
@@ -1080,6 +1084,23 @@ mod tests {
     use super::*;
 
     use super::test_row as row;
+
+    /// Issue 54: the app's workers write its record, so a worker taken by an
+    /// escape could put a row of a gigabyte there for the panel (which reads
+    /// every app's last rows) to read whole. No value longer than a record
+    /// from elsewhere may hold is read: the read fails, saying so (before:
+    /// the row came back whole).
+    #[test]
+    fn a_row_longer_than_a_record_may_hold_is_never_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = open(dir.path(), Durability::Process).unwrap();
+        insert(&mut conn, [row(1)].iter()).unwrap();
+        assert_eq!(read(dir.path(), 10).unwrap().len(), 1);
+        let long = "x".repeat(crate::elsewhere::sqlite::MAX_CELL * 8);
+        conn.execute("UPDATE runs SET reason = ?1", [&long]).unwrap();
+        let e = read(dir.path(), 10).expect_err("a row too long to read");
+        assert!(format!("{e:#}").contains("too big"), "{e:#}");
+    }
 
     /// Issue 55: at `process` a durable row is committed on its call's own
     /// thread (a runtime's worker) only when the record's write lock is free
