@@ -1799,3 +1799,31 @@ fn an_apps_log_is_read_while_something_else_holds_its_rotation_lock() {
     assert!(status.is_some_and(|s| s.success()), "`autoapp logs` read the log ({status:?})");
     drop(held);
 }
+
+/// Issue 54: an app's server is its worker's, so a worker taken by an
+/// escape may ask the launcher to open the panel as the app's page does —
+/// every 2 s, and the person's browser opened a tab each time. An app's
+/// page opens it once each 30 s now; that does not keep another app's page
+/// from opening it (beyond the launcher's one address each 2 s).
+#[test]
+fn an_apps_page_opens_the_panel_once_each_half_minute() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    root.install("notes");
+    root.install("escape");
+    let launcher = Served::start(&root, &["open"]);
+    let mut panel = launcher.tab("the Autoapp panel");
+    let mut tab = launcher.opened(&mut panel, "notes");
+    let mut other = launcher.opened(&mut panel, "escape");
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let r = tab.request("POST", "/api/panel", Some("{}")).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    for _ in 0..3 {
+        std::thread::sleep(std::time::Duration::from_millis(2100));
+        let r = tab.request("POST", "/api/panel", Some("{}")).unwrap();
+        assert_eq!(r.status, 409, "{}", String::from_utf8_lossy(&r.body));
+        assert!(String::from_utf8_lossy(&r.body).contains("less than 30 seconds ago"));
+    }
+    let r = other.request("POST", "/api/panel", Some("{}")).unwrap();
+    assert_eq!(r.status, 200, "another app's page: {}", String::from_utf8_lossy(&r.body));
+    launcher.stop();
+}

@@ -182,7 +182,8 @@ async fn call(State(ctx): State<Ctx>, Path(route): Path<String>, body: String) -
 }
 
 async fn panel(State(ctx): State<Ctx>) -> Response {
-    match ctx.launcher.open_panel().await {
+    let Some((app, _)) = app_of(&ctx) else { return error(ErrorKind::NotFound, "no app here") };
+    match ctx.launcher.open_panel(&app).await {
         Ok(o) => axum::Json(o).into_response(),
         Err(e) => error(ErrorKind::Conflict, format!("{e:#}")),
     }

@@ -33,6 +33,9 @@ use crate::manifest::AppId;
 /// At most this many launch tokens live per server; minting one more drops the oldest.
 pub const MAX_LIVE_TOKENS: usize = 8;
 
+/// How often one app's page may open the panel, at most.
+const PANEL_FROM_AN_APP: Duration = Duration::from_secs(30);
+
 /// What a server serves.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SiteKey {
@@ -192,6 +195,8 @@ pub struct Launcher {
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     with_panel: bool,
     last_panel: Mutex<Option<Instant>>,
+    /// When each app's page last opened the panel.
+    panel_from: Mutex<HashMap<AppId, Instant>>,
     /// The operating system's folder window, for the panel's Create.
     pub(crate) folder: folder::FolderWindow,
     pub started_at: String,
@@ -232,6 +237,7 @@ impl Launcher {
             tasks: Mutex::default(),
             with_panel,
             last_panel: Mutex::default(),
+            panel_from: Mutex::default(),
             folder: folder::FolderWindow::default(),
             started_at,
             id,
@@ -381,9 +387,22 @@ impl Launcher {
         Ok(())
     }
 
-    /// Opens the panel for a page (the app's mark): at most once per 2 seconds.
-    pub async fn open_panel(self: &Arc<Self>) -> anyhow::Result<Opened> {
-        self.panel_allowed()?;
+    /// Opens the panel for a page of `app` (the app's mark): at most once
+    /// per 2 seconds, and once per [`PANEL_FROM_AN_APP`] for each app. (An
+    /// app's server is its worker's: one taken by an escape could ask for it
+    /// again and again, and the person's browser would open a tab each time.)
+    pub async fn open_panel(self: &Arc<Self>, app: &AppId) -> anyhow::Result<Opened> {
+        {
+            let mut from = self.panel_from.lock().expect("panel rate");
+            from.retain(|_, at: &mut Instant| at.elapsed() < PANEL_FROM_AN_APP);
+            anyhow::ensure!(
+                !from.contains_key(app),
+                "{app}'s page opened the panel less than {} seconds ago; its tab is in your browser",
+                PANEL_FROM_AN_APP.as_secs()
+            );
+            self.panel_allowed()?;
+            from.insert(app.clone(), Instant::now());
+        }
         self.open(SiteKey::Panel).await
     }
 
