@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::caps;
 use crate::caps::store::{AppStore, Mode};
 use crate::config::Config;
-use crate::gate::record::{Recorder, Row};
+use crate::gate::record::{Durability, Recorder, Row};
 use crate::gate::{Caller, Decision, Gate, Knock, Pass};
 use crate::manifest::{AppId, Effect, Manifest};
 use crate::release;
@@ -371,7 +371,7 @@ impl Apps {
         if let Some(s) = stores.get(data.as_os_str()) {
             return Ok(s.clone());
         }
-        let s = AppStore::open_with(data, Some(record_beside(data)))?;
+        let s = AppStore::open_with(data, Some(record_beside(data, self.recorder.durability())))?;
         stores.insert(data.as_os_str().to_owned(), s.clone());
         Ok(s)
     }
@@ -1676,10 +1676,12 @@ struct Owed<'a> {
     data: &'a Path,
 }
 
-/// The record of the data folder `data`, attached beside its store: a write
-/// and the row that records it are committed in one transaction.
-fn record_beside(data: &Path) -> caps::store::Beside {
+/// The record of the data folder `data`, beside its store: the row that
+/// records a write is committed just before the write (and synced before
+/// it, at `power`).
+fn record_beside(data: &Path, durability: Durability) -> caps::store::Beside {
     caps::store::Beside {
+        synced_first: durability == Durability::Power,
         name: crate::gate::record::BESIDE,
         path: data.join(crate::gate::record::RUNS_FILE),
         make: crate::gate::record::make,
@@ -1694,16 +1696,17 @@ type RowOf<'a> = dyn Fn(&Result<serde_json::Value, CallError>) -> Row + Send + S
 mod tests {
     use super::*;
     use crate::bindings::app::autoapp::app::store::Value;
-    use crate::gate::record::{self, Durability};
+    use crate::gate::record;
 
-    /// At each level, a write and its decision row are committed by one
-    /// `COMMIT` (the store's transaction, with the record attached); at `power` the
-    /// group's sync then covers both logs, once for every row waiting.
+    /// At each level, a write and its decision row are both committed, the
+    /// row just before the write (the record's own commit, then the store's);
+    /// at `power` the group's sync then covers both logs, once for every row
+    /// waiting.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_write_and_its_decision_row_are_committed_in_one_step_at_each_level() {
         for durability in [Durability::Process, Durability::Power] {
             let d = tempfile::tempdir().unwrap();
-            let store = AppStore::open_with(d.path(), Some(record_beside(d.path()))).unwrap();
+            let store = AppStore::open_with(d.path(), Some(record_beside(d.path(), durability))).unwrap();
             store
                 .migrate(&[caps::store::Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x)".into() }])
                 .unwrap();
@@ -1769,7 +1772,7 @@ mod tests {
 
     /// A store of `t (x)` with the record beside it.
     fn store_and_record(dir: &Path) -> Arc<AppStore> {
-        let store = AppStore::open_with(dir, Some(record_beside(dir))).unwrap();
+        let store = AppStore::open_with(dir, Some(record_beside(dir, Durability::Process))).unwrap();
         store.migrate(&[caps::store::Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x)".into() }]).unwrap();
         store
     }
@@ -1777,10 +1780,11 @@ mod tests {
     /// Issue 55: a write call waits in a group for its commit and its
     /// caller goes away (its future dropped: a client that disconnected);
     /// at the group's commit another connection holds the record's write
-    /// lock, so no row of the group goes in beside the writes. The writes
-    /// are kept; the calls still there record their rows themselves, and
-    /// the gone one's row is handed to the record's writer by its step.
-    /// Before: its write was in the store with no row in the record.
+    /// lock for a moment. The group's rows wait for it, then go in before
+    /// the writes: every write is kept with its row, the gone call's too.
+    /// (Issue 55's fix wrote the rows after the writes when the record was
+    /// busy, the gone one's by its step; issue 54's kill test still found
+    /// kept writes without rows, so the rows now go first.)
     #[test]
     fn a_write_kept_after_its_caller_went_away_while_the_record_was_busy_has_its_row() {
         for durability in [Durability::Process, Durability::Power] {
@@ -1812,15 +1816,19 @@ mod tests {
                 // Its caller goes away.
                 member.abort();
                 assert!(member.await.unwrap_err().is_cancelled());
-                // Another connection holds the record's write lock…
+                // Another connection holds the record's write lock for a
+                // moment…
                 let blocker = crate::sqlite::open(&dir.join(record::RUNS_FILE), crate::sqlite::read_write()).unwrap();
                 blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
-                // …when the last call ends the group: one COMMIT, no row beside.
+                let release = std::thread::spawn(move || {
+                    std::thread::sleep(std::time::Duration::from_millis(300));
+                    blocker.execute_batch("COMMIT").unwrap();
+                });
+                // …when the last call ends the group: the rows wait for it.
                 last_writes.await.unwrap();
                 let step = Box::new(record::insert_beside(Arc::new(record::test_row(2)), &recorder, &dir));
-                assert!(!last.finish_with(true, Some(step)).await.unwrap(), "the record was busy");
-                blocker.execute_batch("COMMIT").unwrap();
-                recorder.write_durable(&dir, record::test_row(2)).await.unwrap();
+                assert!(last.finish_with(true, Some(step)).await.unwrap(), "the rows went in first");
+                release.join().unwrap();
                 head_done.await.unwrap();
             });
             recorder.flush();

@@ -9,10 +9,13 @@
 //! record's write lock is free at once: a commit without a sync costs less
 //! than the two wake-ups of a hand-over):
 //!
-//! - the row of a write that commits while no other write of its app waits
-//!   is inserted in the write's own transaction, the record attached beside
-//!   the store ([`insert_beside`]; `caps::store::CallStore::finish_with`),
-//!   and [`Recorder::synced`] makes both as durable as the level says;
+//! - the row of a write that changed the store is committed just before
+//!   the write, by the store's own commit (a group's rows together), on the
+//!   record's connection beside the store ([`insert_beside`];
+//!   `caps::store::AppStore::commit_group`), and [`Recorder::synced`] makes
+//!   both as durable as the level says: a process killed between the two
+//!   commits leaves a row whose write was not kept, never a kept write
+//!   without its row;
 //! - any other row of a `write` or `external` call is **as durable as the write,
 //!   before the call is answered** ([`Recorder::write_durable`]): the writer
 //!   commits every row waiting at that moment in one transaction, then wakes
@@ -28,21 +31,21 @@
 //!   committed in batches; a crash of the host can lose the read rows of the
 //!   last [`GATHER`], never an acknowledged write's;
 //! - the row of a write that was kept while its call was gone (dropped while
-//!   it waited for its group's commit, whose row could not go in beside it)
-//!   is handed to the writer by the write's own step ([`RowBeside`],
-//!   [`Recorder::hand_on`]): every kept write has its row, whether or not
-//!   anyone still waits for its answer.
+//!   it waited for its group's commit) went in before the write, with its
+//!   group's; where no record is beside the store, its step hands it to the
+//!   writer ([`RowBeside`], [`Recorder::hand_on`]).
 //!
-//! **Where a row waits for a lock.** Only the writer's thread (and a
-//! lifecycle action's connection, on the thread of the person's action)
-//! waits in SQLite's busy handler, [`BUSY_WAIT`] at a time, when another
-//! connection holds the record's write lock (the writer tries
-//! [`BUSY_RETRIES`] more times before it gives its rows up). A call's row is never waited
-//! for on a runtime's worker: [`Recorder::write_durable`] commits it there
-//! only when the lock is free at once, and otherwise the writer's thread
-//! does, while the call awaits it; the store's own insert beside a write
-//! never waits either (the store's write connections have no busy handler;
-//! a busy record sends the row the writer's way).
+//! **Where a row waits for a lock.** The writer's thread (and a lifecycle
+//! action's connection, on the thread of the person's action) waits in
+//! SQLite's busy handler, [`BUSY_WAIT`] at a time, when another connection
+//! holds the record's write lock (the writer tries [`BUSY_RETRIES`] more
+//! times before it gives its rows up). [`Recorder::write_durable`] commits a
+//! call's row on a runtime's worker only when the lock is free at once, and
+//! otherwise the writer's thread does, while the call awaits it. The one
+//! wait on a runtime's worker is a store's commit of its group's rows, just
+//! before its writes: up to `caps::store`'s `BESIDE_WAIT` (2 s) for another
+//! process's commit of the record (a commit holds the lock for a moment),
+//! after which nothing of the group is kept.
 //!
 //! [`Recorder::flush`] (called on every clean stop, and by `Drop`) waits until
 //! every row sent is committed. No input value, secret, token or address is
@@ -248,6 +251,11 @@ pub struct Recorder {
 impl Recorder {
     /// A recorder whose durable rows are made as durable as `durability`
     /// says (the configuration's `durability`).
+    /// How durable it makes rows.
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
     pub fn new(durability: Durability) -> Recorder {
         Recorder { writers: Mutex::default(), durability }
     }
@@ -760,19 +768,23 @@ pub fn make(data: &Path) -> anyhow::Result<()> {
 /// (`caps::store`), where this one, prepared with the authorizer off, is kept.
 pub const INSERT_BESIDE: &str = insert_into!("record.runs");
 
-/// The step that inserts `row` into the record attached to the store's
-/// connection as [`BESIDE`], inside the transaction of the write it records:
-/// the two are committed in one step. [`Recorder::synced`] then makes them as
-/// durable as the level says.
+/// The step that commits `row` into the record beside the store, on the
+/// record's own connection, just before the write it records (with its
+/// group's rows: `caps::store::AppStore::commit_group`), and takes it back
+/// if that write's commit then fails. [`Recorder::synced`] then makes both
+/// as durable as the level says. A kept write always has its row.
 ///
-/// When the write is committed without its row (the record was busy with
-/// its own writer, or another process's) the call records the row itself; a
+/// Where no record is beside the store, the call records the row itself; a
 /// call that went away while it waited for its group's commit cannot, so
 /// its step, owed and dropped, gives the row to `recorder`'s writer of
-/// `data` (`caps::store::Step`): a kept write always has its row.
+/// `data` (`caps::store::Step`).
 pub fn insert_beside(row: Arc<Row>, recorder: &Arc<Recorder>, data: &Path) -> RowBeside {
-    RowBeside { row, recorder: recorder.clone(), data: data.to_path_buf(), owed: false }
+    RowBeside { row, recorder: recorder.clone(), data: data.to_path_buf(), owed: false, inserted: None }
 }
+
+/// The row's insert on the record's own connection (the record is `main`
+/// there): [`RowBeside`] commits it just before the write it records.
+const INSERT_ROW: &str = insert_into!("runs");
 
 /// The step of [`insert_beside`].
 pub struct RowBeside {
@@ -781,11 +793,23 @@ pub struct RowBeside {
     data: std::path::PathBuf,
     /// Its write was committed without it, and its call did not take it back.
     owed: bool,
+    /// The row it committed (its `seq`), to take back if the write was not kept.
+    inserted: Option<i64>,
 }
 
 impl crate::caps::store::Step for RowBeside {
     fn run(&mut self, conn: &Connection) -> rusqlite::Result<()> {
-        execute_row(&mut *conn.prepare_cached(INSERT_BESIDE)?, &self.row)
+        debug_assert!(self.inserted.is_none(), "a row's step runs once");
+        execute_row(&mut *conn.prepare_cached(INSERT_ROW)?, &self.row)?;
+        self.inserted = Some(conn.last_insert_rowid());
+        Ok(())
+    }
+
+    fn undo(&mut self, conn: &Connection) -> rusqlite::Result<()> {
+        match self.inserted.take() {
+            Some(seq) => conn.prepare_cached("DELETE FROM runs WHERE seq = ?1")?.execute([seq]).map(drop),
+            None => Ok(()),
+        }
     }
 
     fn owed(&mut self) {

@@ -290,18 +290,7 @@ pub fn lock(app: &AppPaths, exclusive: bool) -> anyhow::Result<AppLock> {
 /// operation is half done: until the file `AUTOAPP_PAUSE_FILE` is gone (at
 /// most a minute), or for four seconds without one.
 pub fn pause(point: &str) {
-    if !cfg!(debug_assertions) || std::env::var("AUTOAPP_PAUSE").ok().as_deref() != Some(point) {
-        return;
-    }
-    match std::env::var_os("AUTOAPP_PAUSE_FILE") {
-        Some(file) => {
-            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
-            while Path::new(&file).exists() && std::time::Instant::now() < until {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-        }
-        None => std::thread::sleep(std::time::Duration::from_secs(4)),
-    }
+    crate::caps::confine::pause(point);
 }
 
 /// Stops the process here when the test-only fault named `point` is set.

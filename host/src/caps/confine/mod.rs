@@ -212,6 +212,25 @@ impl Support {
     }
 }
 
+/// Debug builds only: pauses here when the test-only pause named `point`
+/// is set (`AUTOAPP_PAUSE`), until the file `AUTOAPP_PAUSE_FILE` is gone
+/// (at most a minute), or for four seconds without one
+/// (`release::journal::pause`).
+pub(crate) fn pause(point: &str) {
+    if !cfg!(debug_assertions) || std::env::var("AUTOAPP_PAUSE").ok().as_deref() != Some(point) {
+        return;
+    }
+    match std::env::var_os("AUTOAPP_PAUSE_FILE") {
+        Some(file) => {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while Path::new(&file).exists() && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        None => std::thread::sleep(std::time::Duration::from_secs(4)),
+    }
+}
+
 /// Debug builds only: whether a test plays `name` (`AUTOAPP_FAULT`, one
 /// name or several separated by commas).
 pub(crate) fn fault_is(name: &str) -> bool {

@@ -109,15 +109,15 @@ impl CallStore {
     }
 
     /// Ends the call's transaction as [`finish`](Self::finish) does, and
-    /// returns once what it wrote is committed. Before that commit, `host`
-    /// (the row that records the call, into the database attached beside
-    /// `main`) runs in the same transaction, so that one `COMMIT` ends both
-    /// (in WAL mode SQLite appends it to each file's log in turn, `main`'s
-    /// first: atomic per file, not across them against a crash;
-    /// docs/security.md). Answers whether `host` was committed: not when
-    /// the call wrote nothing (no transaction), nothing is attached, the call
-    /// is not committed, or the database beside was busy with the record's
-    /// own writer (then the caller records the row its own way).
+    /// returns once what it wrote is committed. Just before that commit,
+    /// `host` (the row that records the call) is committed into the database
+    /// beside `main`, on its own connection (`AppStore::commit_group`): a
+    /// process killed between the two leaves a row whose write was not kept,
+    /// never a kept write without its row (no one `COMMIT` is atomic across
+    /// two databases in WAL mode; docs/security.md). Answers whether `host`
+    /// was committed: not when the call wrote nothing (no transaction),
+    /// nothing is beside the store, or the call is not committed (then the
+    /// caller records the row its own way).
     ///
     /// While other writers wait for their turn, the transaction is handed on
     /// rather than committed (group commit, see the module's doc): this call

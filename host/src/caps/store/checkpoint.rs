@@ -92,7 +92,8 @@ impl AppStore {
 
     /// Whether the log has grown to where its next writer checkpoints it.
     pub(super) fn log_is_long(&self) -> bool {
-        self.wal_pages.load(Ordering::Acquire) >= self.checkpoint_at.load(Ordering::Acquire)
+        let longer = self.wal_pages.load(Ordering::Acquire).max(self.beside_pages.load(Ordering::Acquire));
+        longer >= self.checkpoint_at.load(Ordering::Acquire)
     }
 
     /// Checkpoints the logs on a blocking thread, off the calls' path, in

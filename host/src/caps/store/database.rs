@@ -71,11 +71,17 @@ pub(super) fn run_host(conn: &Connection, sql: &'static str) -> rusqlite::Result
     conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
-/// A database the host attaches beside `main` on the store's write
-/// connections, for its own statements only: the record of the calls
-/// (`gate::record`), so that a write and the row that records it are
-/// committed in one transaction. A guest cannot name it: the authorizer lets
-/// a call use `main` alone.
+/// How long a group's commit waits for the write lock of the database beside
+/// (the record, which other processes write too: the app's other worker,
+/// the launcher, `autoapp call`) before nothing of the group is kept.
+pub(super) const BESIDE_WAIT: Duration = Duration::from_secs(2);
+
+/// A database the host keeps beside `main`: the record of the calls
+/// (`gate::record`). The rows of a group of writes are committed into it
+/// on a connection of its own just before the writes (`commit_group`); it
+/// is attached to the store's write connections so that a checkpoint takes
+/// both logs. A guest cannot name it: the authorizer lets a call use `main`
+/// alone.
 #[derive(Debug, Clone)]
 pub struct Beside {
     /// The schema name it is attached as.
@@ -84,6 +90,10 @@ pub struct Beside {
     pub path: PathBuf,
     /// Makes the file, and what the host keeps in it, before it is attached.
     pub make: fn(&Path) -> anyhow::Result<()>,
+    /// Whether its commit of a group's rows is synced before the writes'
+    /// `COMMIT` (`synchronous = FULL`: at `durability = "power"`, so that a
+    /// power cut between the two cannot keep a write and lose its row).
+    pub synced_first: bool,
     /// The text of the host's statement kept in the connection's statement
     /// cache. A guest's statement of the same text is prepared afresh (and
     /// so authorized), never taken from the cache.
@@ -110,6 +120,37 @@ pub(super) struct Rules {
 }
 
 impl AppStore {
+    /// The connection of the database beside `main` on which the host
+    /// commits a group's rows before its writes (`commit_group`): settled as
+    /// the attached database is, and waiting up to `BESIDE_WAIT` for its
+    /// write lock (another process's commit).
+    pub(super) fn connect_beside(&self) -> anyhow::Result<Connection> {
+        let b = self.beside.as_ref().context("nothing is kept beside this store")?;
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        (b.make)(dir)?;
+        let mut conn = crate::sqlite::open(
+            &b.path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+        )
+        .with_context(|| format!("cannot open {}", b.path.display()))?;
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             PRAGMA wal_autocheckpoint = 0;
+             PRAGMA trusted_schema = OFF;",
+        )
+        .with_context(|| format!("cannot configure {}", b.path.display()))?;
+        conn.pragma_update(None, "synchronous", if b.synced_first { "FULL" } else { "NORMAL" })?;
+        conn.busy_timeout(BESIDE_WAIT)?;
+        // Its log is checkpointed with the store's (`checkpoint`), when the
+        // longer of the two is long.
+        let pages = self.beside_pages.clone();
+        conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, n: std::ffi::c_int| {
+            pages.store(u64::try_from(n).unwrap_or(0), Ordering::Release);
+            Ok(())
+        }))?;
+        Ok(conn)
+    }
+
     /// A new connection for calls of `mode`.
     pub(super) fn connect(&self, mode: Mode) -> anyhow::Result<Pooled> {
         let mut conn = crate::sqlite::open(
@@ -152,14 +193,12 @@ impl AppStore {
                 conn.execute_batch(&format!("PRAGMA {}.synchronous = NORMAL", b.name))?;
             }
             // Set after `wal_autocheckpoint`, which would replace it. The
-            // longer of the two logs decides (`main`'s and the one beside).
+            // longer of the two logs decides (`main`'s here, the one beside's
+            // on its own connection: `connect_beside`).
             let pages = self.wal_pages.clone();
             conn.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, n: std::ffi::c_int| {
-                let n = u64::try_from(n).unwrap_or(0);
                 if wal.name() == c"main" {
-                    pages.store(n, Ordering::Release);
-                } else {
-                    pages.fetch_max(n, Ordering::AcqRel);
+                    pages.store(u64::try_from(n).unwrap_or(0), Ordering::Release);
                 }
                 Ok(())
             }))?;
@@ -283,8 +322,8 @@ pub(super) fn hand_to_call(p: &mut Pooled, deadline: Instant) -> rusqlite::Resul
 /// the start (as `BEGIN IMMEDIATE`), but not the lock of a database attached
 /// beside it: `BEGIN IMMEDIATE` would take every attached database's too, and
 /// hold the record's for as long as the call runs, keeping its writer (and
-/// the person's actions) waiting. The record's lock is taken at the end, for
-/// the row ([`CallStore::finish_with`]). A store without the host's table
+/// the person's actions) waiting. (The rows go in on the record's own
+/// connection, just before the commit: `connect_beside`.) A store without the host's table
 /// (never migrated) begins as `BEGIN IMMEDIATE`.
 pub(super) fn begin_write(conn: &Connection, beside: bool) -> rusqlite::Result<()> {
     if !beside {
@@ -303,6 +342,28 @@ pub(super) fn begin_write(conn: &Connection, beside: bool) -> rusqlite::Result<(
 /// Whether SQLite said another connection holds what this one needs.
 pub(super) fn is_busy(e: &rusqlite::Error) -> bool {
     e.sqlite_error_code().is_some_and(|code| matches!(code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
+}
+
+/// Runs `f` while holding the write lock of the store in the data folder
+/// `data` (waiting up to `within` for it), so that no write of any process
+/// is between its rows' commit and its own: every row in the record beside
+/// then has its write in the store, or was taken back. Without a store
+/// there, `f` runs as it is.
+pub fn with_writes_held<R>(data: &Path, within: Duration, f: impl FnOnce() -> R) -> anyhow::Result<R> {
+    let path = data.join(super::STORE_FILE);
+    let conn = match crate::sqlite::open(
+        &path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+    ) {
+        Ok(conn) => conn,
+        Err(_) if !path.exists() => return Ok(f()),
+        Err(e) => return Err(e).with_context(|| format!("cannot open {}", path.display())),
+    };
+    conn.busy_timeout(within)?;
+    conn.execute_batch("BEGIN IMMEDIATE").context("the app's writes did not let go of its store")?;
+    let out = f();
+    conn.execute_batch("ROLLBACK")?;
+    Ok(out)
 }
 
 /// Copies the data folder `from` to `to` (which must not exist): every SQLite

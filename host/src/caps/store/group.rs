@@ -7,7 +7,8 @@
 //! nobody waiting or on the way, the group is [`GROUP_WINDOW`] old or
 //! [`GROUP_MOST`] calls long, or the group's closer (a task that queued for
 //! the permit when the group was first parked) has its turn: then one
-//! `COMMIT` ends them all, each call's record row inserted just before it,
+//! `COMMIT` ends them all, the calls' record rows committed just before it
+//! (in the record's own transaction: [`AppStore::commit_group`]),
 //! and each call is answered. One writer alone commits at once.
 //!
 //! A closer whose group waits only for calls on their way does not hold
@@ -23,10 +24,10 @@
 //! kept. A call whose own part leaves a deferred foreign key violated fails
 //! alone, never the group. A call that goes away while it waits for its
 //! group's commit (its future dropped) still has its row when its write is
-//! kept: the commit hands each member whose row could not go in its
-//! [`Step`] back, owed, and a step nobody takes back hands its row on by
-//! itself. Only the holder of the write permit takes, parks or commits a
-//! group.
+//! kept: its row went in before the writes. (Where nothing is beside the
+//! store, the commit hands each member its [`Step`] back, owed, and a step
+//! nobody takes back hands its row on by itself.) Only the holder of the
+//! write permit takes, parks or commits a group.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -35,7 +36,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use rusqlite::Connection;
 
-use super::database::{COMMIT, Pooled, ROLLBACK, SAVEPOINT, hand_to_call, is_busy, run_host};
+use super::database::{COMMIT, Pooled, ROLLBACK, SAVEPOINT, hand_to_call, run_host};
 use super::{AppStore, Mode};
 
 /// What a call in a group hears when its write was undone with the group's
@@ -57,22 +58,28 @@ pub(super) const GROUP_MOST: usize = 64;
 /// was left with nobody to commit it.
 pub(super) const ORPHAN_CHECK: Duration = Duration::from_millis(100);
 
-/// A statement of the host's, run in a call's transaction just before the
-/// commit that ends it ([`CallStore::finish_with`]); it owns what it writes,
-/// because the call that commits a group runs the steps of every call in it.
+/// A statement of the host's, committed into the database beside the store
+/// just before the commit of the call's write ([`CallStore::finish_with`],
+/// [`AppStore::commit_group`]); it owns what it writes, because the call
+/// that commits a group runs the steps of every call in it.
 ///
-/// A step whose statement could not run (the database beside was busy)
-/// while the write it belongs to was committed is **owed**: what it would
-/// have written must reach its database another way. The call that waits
-/// for the commit takes it back and does that itself
+/// Where nothing is beside the store, the step cannot run and is **owed**:
+/// what it would have written must reach its database another way. The
+/// call that waits for the commit takes it back and does that itself
 /// ([`taken_back`](Step::taken_back)); a call that went away while it waited
 /// in a group (its client disconnected, its future dropped) is not there to,
 /// so an owed step that is dropped without being taken back hands what it
 /// holds on by itself ([`owed`](Step::owed); `gate::record`'s step gives its
-/// row to the record's writer). This is how every kept write has its row.
+/// row to the record's writer).
 pub trait Step: Send {
-    /// Runs the statement on `conn`, inside the transaction about to commit.
+    /// Runs the statement on `conn`, the database beside's own connection,
+    /// inside a transaction committed just before the write's.
     fn run(&mut self, conn: &Connection) -> rusqlite::Result<()>;
+    /// Takes back what [`run`](Step::run) committed, on the same connection:
+    /// the write it belongs to was not kept after all.
+    fn undo(&mut self, _conn: &Connection) -> rusqlite::Result<()> {
+        Ok(())
+    }
     /// The write was committed without this step's statement: from now on,
     /// dropping the step without [`taken_back`](Step::taken_back) hands what
     /// it holds on its own way.
@@ -196,52 +203,84 @@ impl AppStore {
     }
 
     /// Ends a group's transaction: the host's steps of its calls (their
-    /// record rows, into the database beside) and then `own`, then one
-    /// `COMMIT`; tells each member how it went. Answers whether `own` went
-    /// in. The caller holds the write permit, and lets it go after.
+    /// record rows) and then `own` are committed into the database beside
+    /// first, in a transaction of their own ([`rows_first`](Self::rows_first)),
+    /// then the group's `COMMIT`; tells each member how it went. Answers
+    /// whether `own` went in. The caller holds the write permit, and lets it
+    /// go after.
+    ///
+    /// The rows go first because no one `COMMIT` is atomic across two
+    /// databases in WAL mode: SQLite appends it to each file's log in turn,
+    /// `main`'s first, and a process killed between the two (or while the
+    /// record was left to be written after, when it was busy) kept a write
+    /// without its row. Now a process killed between the two commits leaves
+    /// a row whose write was not kept (its call was never answered), never
+    /// a kept write without its row. When the rows cannot be committed
+    /// (the record stays locked by another process past `BESIDE_WAIT`, a
+    /// full disk), nothing of the group is kept; when the group's own
+    /// `COMMIT` fails after them, its rows are taken back.
     pub(super) fn commit_group(
         &self,
         p: Pooled,
         mut members: Vec<Member>,
         own: Option<HostStep>,
     ) -> anyhow::Result<bool> {
-        // Busy: the record's own writer is committing; the rows go its way then.
-        let mut beside = self.beside.is_some();
-        let mut step = |s: &mut Option<HostStep>| -> bool {
-            let Some(s) = s.as_mut().filter(|_| beside) else { return false };
-            match s.run(&p.conn) {
-                Ok(()) => true,
-                Err(e) => {
-                    if !is_busy(&e) {
-                        tracing::warn!("cannot record a call with its write: {e}");
-                    }
-                    beside = false;
-                    false
-                }
-            }
-        };
-        let went: Vec<bool> = members.iter_mut().map(|m| step(&mut m.step)).collect();
         let mut own = own;
-        let own = step(&mut own);
+        if deferred_violations(&p.conn) {
+            // SQLite's COMMIT would refuse it (a head whose own part left a
+            // deferred foreign key violated commits alone): no row goes in.
+            let _ = run_host(&p.conn, ROLLBACK);
+            let why = "cannot commit the call's writes; nothing it wrote was kept: FOREIGN KEY constraint failed";
+            for m in members {
+                let _ = m.told.send(Err(why.to_string()));
+            }
+            return Err(anyhow::anyhow!(why));
+        }
+        let has_rows = own.is_some() || members.iter().any(|m| m.step.is_some());
+        let beside = self.beside.is_some() && has_rows;
+        if beside && let Err(e) = self.rows_first(&mut members, &mut own) {
+            let _ = run_host(&p.conn, ROLLBACK);
+            let why = format!("cannot record the call, so nothing it wrote was kept: {e:#}");
+            for m in members {
+                let _ = m.told.send(Err(why.clone()));
+            }
+            return Err(anyhow::anyhow!(why));
+        }
+        if beside {
+            crate::caps::confine::pause("store:rows-committed");
+        }
+        if beside && crate::caps::confine::fault_is("rows-first") {
+            // A process killed between the two commits (debug builds).
+            tell!("autoapp: fault injected between the rows' commit and the writes'");
+            std::process::abort();
+        }
         match run_host(&p.conn, COMMIT) {
             Ok(()) => {
                 self.commits.fetch_add(1, Ordering::AcqRel);
                 self.put_back(Mode::ReadWrite, p);
-                for (m, went) in members.into_iter().zip(went) {
-                    // A step left out of the commit is owed. Its member may be
-                    // gone (its future dropped while it waited): then the send
-                    // fails, or the answer is dropped unread, and either way
-                    // the owed step, dropped, hands its row on.
+                for m in members {
+                    // A step left out of the commit (no database beside) is
+                    // owed. Its member may be gone (its future dropped while
+                    // it waited): then the send fails, or the answer is
+                    // dropped unread, and either way the owed step, dropped,
+                    // hands its row on.
+                    let went = beside && m.step.is_some();
                     let owed = m.step.filter(|_| !went).map(|mut s| {
                         s.owed();
                         s
                     });
                     let _ = m.told.send(Ok(Heard { beside: went, owed }));
                 }
-                Ok(own)
+                Ok(beside && own.is_some())
             }
             Err(e) => {
-                // Make sure nothing half-done survives, then drop the connection.
+                // The rows taken back while the store's write lock is still
+                // held (no one reads the record's last row meanwhile:
+                // `with_writes_held`), then nothing half-done survives, and
+                // the connection is dropped.
+                if beside {
+                    self.rows_taken_back(&mut members, &mut own);
+                }
                 let _ = run_host(&p.conn, ROLLBACK);
                 let why = format!("cannot commit the call's writes; nothing it wrote was kept: {e}");
                 for m in members {
@@ -251,6 +290,59 @@ impl AppStore {
             }
         }
     }
+
+    /// Commits the steps of `members` and `own` into the database beside, in
+    /// one transaction of its own, waiting up to `BESIDE_WAIT` for its
+    /// write lock.
+    fn rows_first(&self, members: &mut [Member], own: &mut Option<HostStep>) -> anyhow::Result<()> {
+        let mut slot = self.beside_conn.lock().expect("beside");
+        if slot.is_none() {
+            *slot = Some(self.connect_beside()?);
+        }
+        let conn = slot.as_ref().expect("just opened");
+        let done = run_beside(conn, BEGIN_BESIDE).and_then(|()| {
+            for s in members.iter_mut().filter_map(|m| m.step.as_mut()).chain(own.as_mut()) {
+                s.run(conn)?;
+            }
+            run_beside(conn, COMMIT_BESIDE)
+        });
+        if let Err(e) = done {
+            if !conn.is_autocommit() && run_beside(conn, ROLLBACK_BESIDE).is_err() {
+                // Not clean: opened again next time.
+                *slot = None;
+            }
+            return Err(e).context("the record's commit failed");
+        }
+        Ok(())
+    }
+
+    /// Takes back the rows [`rows_first`](Self::rows_first) committed for
+    /// writes whose `COMMIT` then failed (best effort: a row left says a
+    /// call ran whose write was not kept).
+    fn rows_taken_back(&self, members: &mut [Member], own: &mut Option<HostStep>) {
+        let mut slot = self.beside_conn.lock().expect("beside");
+        let Some(conn) = slot.as_ref() else { return };
+        let done = run_beside(conn, BEGIN_BESIDE).and_then(|()| {
+            for s in members.iter_mut().filter_map(|m| m.step.as_mut()).chain(own.as_mut()) {
+                s.undo(conn)?;
+            }
+            run_beside(conn, COMMIT_BESIDE)
+        });
+        if let Err(e) = done {
+            if !conn.is_autocommit() && run_beside(conn, ROLLBACK_BESIDE).is_err() {
+                *slot = None;
+            }
+            tracing::warn!("a write was not kept, and its row could not be taken back: {e}");
+        }
+    }
+}
+
+const BEGIN_BESIDE: &str = "BEGIN IMMEDIATE";
+const COMMIT_BESIDE: &str = "COMMIT";
+const ROLLBACK_BESIDE: &str = "ROLLBACK";
+
+fn run_beside(conn: &Connection, sql: &'static str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
 /// Whether the connection's open transaction holds a deferred foreign-key

@@ -57,7 +57,7 @@ use database::Pooled;
 use group::{GROUP_WINDOW, Group};
 
 pub use call::{CallStore, Given, add_to_linker};
-pub use database::{Beside, back_up_file, copy_data};
+pub use database::{Beside, back_up_file, copy_data, with_writes_held};
 pub use group::{HostStep, Step};
 pub use migrations::{
     Applied, HOST_MIGRATIONS_TABLE, MAX_MIGRATION_SQL, Migration, applied_in, check_extends, is_prefix, schema_made_by,
@@ -102,9 +102,16 @@ pub struct AppStore {
     /// SQLite's WAL hook), and the length at which the writer that commits
     /// next checkpoints it ([`CHECKPOINT_PAGES`]).
     wal_pages: Arc<AtomicU64>,
+    /// The same of the log of the database beside, after its last commit
+    /// of rows (`commit_group`).
+    beside_pages: Arc<AtomicU64>,
     checkpoint_at: AtomicU64,
     /// What is attached beside `main` on write connections.
     beside: Option<Beside>,
+    /// The connection of the database beside on which a group's rows are
+    /// committed, just before its writes ([`AppStore::commit_group`]);
+    /// opened at its first use, used by the holder of the write permit.
+    beside_conn: Mutex<Option<rusqlite::Connection>>,
     /// Calls waiting for the write permit right now.
     queued: std::sync::atomic::AtomicUsize,
     /// Write calls on their way to the permit ([`CallStore::on_its_way`]).
@@ -142,8 +149,10 @@ impl AppStore {
             commits: AtomicU64::new(0),
             checkpointed: AtomicU64::new(0),
             wal_pages: Arc::new(AtomicU64::new(0)),
+            beside_pages: Arc::new(AtomicU64::new(0)),
             checkpoint_at: AtomicU64::new(CHECKPOINT_PAGES),
             beside,
+            beside_conn: Mutex::new(None),
             queued: std::sync::atomic::AtomicUsize::new(0),
             coming: std::sync::atomic::AtomicUsize::new(0),
             gone: tokio::sync::Notify::new(),

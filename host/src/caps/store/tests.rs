@@ -225,7 +225,12 @@ async fn no_call_checkpoints_the_log_and_checkpoint_does() {
     assert!(matches!(rows.rows[0][0], Value::Integer(40)));
 }
 
+/// The host's statement as the store's write connections would name it
+/// (the guest may not, even as the host wrote it).
 const BESIDE_INSERT: &str = "INSERT INTO record.runs (x) VALUES (?1)";
+
+/// A row's insert on the beside database's own connection (its `main`).
+const BESIDE_ROW: &str = "INSERT INTO runs (x) VALUES (?1)";
 
 fn make_beside(dir: &Path) -> anyhow::Result<()> {
     let c = crate::sqlite::open(&dir.join("beside.sqlite"), crate::sqlite::read_write())?;
@@ -236,8 +241,13 @@ fn make_beside(dir: &Path) -> anyhow::Result<()> {
 /// A store with a database attached beside `main`, as the record is.
 fn store_beside() -> (tempfile::TempDir, Arc<AppStore>) {
     let dir = tempfile::tempdir().unwrap();
-    let beside =
-        Beside { name: "record", path: dir.path().join("beside.sqlite"), make: make_beside, statement: BESIDE_INSERT };
+    let beside = Beside {
+        name: "record",
+        path: dir.path().join("beside.sqlite"),
+        make: make_beside,
+        synced_first: false,
+        statement: BESIDE_INSERT,
+    };
     let s = AppStore::open_with(dir.path(), Some(beside)).unwrap();
     s.migrate(&[Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x INTEGER UNIQUE)".into() }]).unwrap();
     (dir, s)
@@ -257,7 +267,7 @@ fn t_count(s: &Arc<AppStore>) -> i64 {
 #[tokio::test]
 async fn a_write_and_the_hosts_row_beside_it_are_committed_together_or_not_at_all() {
     let (d, s) = store_beside();
-    let row = |x: &'static str| move |c: &Connection| c.prepare_cached(BESIDE_INSERT)?.execute([x]).map(drop);
+    let row = |x: &'static str| move |c: &Connection| c.prepare_cached(BESIDE_ROW)?.execute([x]).map(drop);
     let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
     c.execute("INSERT INTO t (x) VALUES (1)", vec![]).await.unwrap();
     assert!(c.finish_with(true, Some(Box::new(row("one")))).await.unwrap(), "committed with the write");
@@ -275,11 +285,11 @@ async fn a_write_and_the_hosts_row_beside_it_are_committed_together_or_not_at_al
 #[tokio::test]
 async fn a_guest_cannot_use_the_database_beside_main_not_even_through_the_hosts_cached_statement() {
     let (d, s) = store_beside();
-    let row = |c: &Connection| c.prepare_cached(BESIDE_INSERT)?.execute(["host"]).map(drop);
+    let row = |c: &Connection| c.prepare_cached(BESIDE_ROW)?.execute(["host"]).map(drop);
     let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
     c.execute("INSERT INTO t (x) VALUES (1)", vec![]).await.unwrap();
     assert!(c.finish_with(true, Some(Box::new(row))).await.unwrap());
-    // The pool's one write connection now holds the host's statement in its cache.
+    // The host's own text of the insert, through the store's connection.
     for text in [BESIDE_INSERT.to_string(), format!("  {BESIDE_INSERT}\n")] {
         let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
         let e = c.execute(&text, vec![Value::Text("forged".into())]).await.unwrap_err();
@@ -325,12 +335,99 @@ async fn a_write_call_holds_mains_lock_but_not_the_one_beside_until_its_row() {
     main.busy_timeout(Duration::ZERO).unwrap();
     let e = main.execute_batch("BEGIN IMMEDIATE").unwrap_err();
     assert!(is_busy(&e), "{e}");
-    // The record busy at the end: the write is committed, its row handed back.
+    // The record busy at the end for a moment: the row waits for it, and
+    // goes in before the write.
     other.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let row = |c: &Connection| c.prepare_cached(BESIDE_INSERT)?.execute(["call"]).map(drop);
-    assert!(!c.finish_with(true, Some(Box::new(row))).await.unwrap());
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        other.execute_batch("COMMIT").unwrap();
+        other
+    });
+    let row = |c: &Connection| c.prepare_cached(BESIDE_ROW)?.execute(["call"]).map(drop);
+    assert!(c.finish_with(true, Some(Box::new(row))).await.unwrap());
+    let other = release.join().unwrap();
+    assert_eq!((t_count(&s), beside_rows(d.path())), (1, vec!["writer".to_string(), "call".to_string()]));
+    // Busy for longer than the commit waits: nothing is kept, and no row.
+    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+    c.execute("INSERT INTO t (x) VALUES (2)", vec![]).await.unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let row = |c: &Connection| c.prepare_cached(BESIDE_ROW)?.execute(["late"]).map(drop);
+    let e = c.finish_with(true, Some(Box::new(row))).await.unwrap_err();
+    assert!(format!("{e:#}").contains("nothing it wrote was kept"), "{e:#}");
     other.execute_batch("COMMIT").unwrap();
-    assert_eq!((t_count(&s), beside_rows(d.path())), (1, vec!["writer".to_string()]));
+    assert_eq!((t_count(&s), beside_rows(d.path())), (1, vec!["writer".to_string(), "call".to_string()]));
+}
+
+/// A row's step that can be taken back, as the record's is.
+struct UndoableRow {
+    x: &'static str,
+    seq: Option<i64>,
+}
+
+impl super::Step for UndoableRow {
+    fn run(&mut self, c: &Connection) -> rusqlite::Result<()> {
+        c.prepare_cached(BESIDE_ROW)?.execute([self.x])?;
+        self.seq = Some(c.last_insert_rowid());
+        Ok(())
+    }
+
+    fn undo(&mut self, c: &Connection) -> rusqlite::Result<()> {
+        match self.seq.take() {
+            Some(seq) => c.execute("DELETE FROM runs WHERE rowid = ?1", [seq]).map(drop),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A write's row is committed before the write (so a process killed in
+/// between never keeps the write without its row); when the write's own
+/// `COMMIT` then fails, its row is taken back: neither stays. A head whose
+/// own part leaves a deferred foreign key violated puts no row in at all.
+#[tokio::test]
+async fn a_rows_commit_comes_first_and_is_taken_back_when_the_writes_commit_fails() {
+    let (d, s) = store_beside();
+    // The store's COMMIT fails (its commit hook turns it into a rollback).
+    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+    c.execute("INSERT INTO t (x) VALUES (1)", vec![]).await.unwrap();
+    let rows_then = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    {
+        let (dir, seen) = (d.path().to_path_buf(), rows_then.clone());
+        c.conn
+            .as_mut()
+            .unwrap()
+            .conn
+            .commit_hook(Some(move || {
+                // At the writes' COMMIT, the row is committed already.
+                *seen.lock().unwrap() = beside_rows(&dir);
+                true
+            }))
+            .unwrap();
+    }
+    let e = c.finish_with(true, Some(Box::new(UndoableRow { x: "failed", seq: None }))).await.unwrap_err();
+    assert!(format!("{e:#}").contains("nothing it wrote was kept"), "{e:#}");
+    assert_eq!(*rows_then.lock().unwrap(), ["failed"], "the row went in first");
+    assert_eq!((t_count(&s), beside_rows(d.path())), (0, Vec::<String>::new()), "taken back");
+    // A deferred foreign key left violated: no row, no write.
+    s.migrate(&[
+        Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x INTEGER UNIQUE)".into() },
+        Migration {
+            name: "0002.sql".into(),
+            sql: "CREATE TABLE parent (id INTEGER PRIMARY KEY);
+                  CREATE TABLE child (p INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED);"
+                .into(),
+        },
+    ])
+    .unwrap();
+    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+    c.execute("INSERT INTO child (p) VALUES (7)", vec![]).await.unwrap();
+    let e = c.finish_with(true, Some(Box::new(UndoableRow { x: "violated", seq: None }))).await.unwrap_err();
+    assert!(format!("{e:#}").contains("FOREIGN KEY"), "{e:#}");
+    assert!(beside_rows(d.path()).is_empty(), "no row for a write SQLite refuses");
+    // And a write that is kept has its row.
+    let mut c = s.begin(Mode::ReadWrite, soon()).unwrap();
+    c.execute("INSERT INTO t (x) VALUES (2)", vec![]).await.unwrap();
+    assert!(c.finish_with(true, Some(Box::new(UndoableRow { x: "kept", seq: None }))).await.unwrap());
+    assert_eq!((t_count(&s), beside_rows(d.path())), (1, vec!["kept".to_string()]));
 }
 
 /// Writers one after another without a pause: a checkpoint beside them
@@ -580,7 +677,7 @@ fn committed(s: &AppStore, x: i64) -> bool {
 }
 
 fn row_step(x: i64) -> HostStep {
-    Box::new(move |c: &Connection| c.prepare_cached(BESIDE_INSERT)?.execute([x.to_string()]).map(drop))
+    Box::new(move |c: &Connection| c.prepare_cached(BESIDE_ROW)?.execute([x.to_string()]).map(drop))
 }
 
 #[test]
