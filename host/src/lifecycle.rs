@@ -14,6 +14,11 @@ use crate::gate::Caller;
 use crate::gate::record::{self, recorded};
 use crate::manifest::AppId;
 use crate::release::journal::{self, Journal, Op, Step, fault, folder, rename};
+
+/// How long an activation waits for the app's writes under way to let go
+/// of its store, to read the record's last row (else it takes a write to
+/// have come during it).
+const WRITES_HELD_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 use crate::release::short;
 use crate::release::{self};
 use crate::root::{AppPaths, Root, write_atomic};
@@ -192,8 +197,11 @@ impl Apps {
         self.close_store(&data);
         // The record's last row before the copy (the rows this process held
         // written by `close_store`): a write recorded after it may have come
-        // after the copy.
-        let before_snapshot = record::last_row(&data);
+        // after the copy. Read while no write is between its row's commit
+        // and its own (a row goes in first: `caps::store::AppStore::commit_group`),
+        // so every row up to it has its write in the store, and in the copy.
+        let before_snapshot =
+            store::with_writes_held(&data, WRITES_HELD_WITHIN, || record::last_row(&data)).and_then(|last| last);
         let partial = folder(&paths, &format!("{snapshot}.partial"));
         copy_data(&data, &partial).context("cannot snapshot the data")?;
         fault("activate:copied");
