@@ -240,7 +240,7 @@ impl AppStore {
         let beside = self.beside.is_some() && has_rows;
         if beside && let Err(e) = self.rows_first(&mut members, &mut own) {
             let _ = run_host(&p.conn, ROLLBACK);
-            let why = format!("cannot record the call, so nothing it wrote was kept: {e:#}");
+            let why = format!("cannot record the call, so nothing it wrote was kept ({e:#}); try again");
             for m in members {
                 let _ = m.told.send(Err(why.clone()));
             }
