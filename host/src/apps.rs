@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::caps;
 use crate::caps::store::{AppStore, Mode};
 use crate::config::Config;
-use crate::gate::record::{Durability, Recorder, Row};
+use crate::gate::record::{Recorder, Row};
 use crate::gate::{Caller, Decision, Gate, Knock, Pass};
 use crate::manifest::{AppId, Effect, Manifest};
 use crate::release;
@@ -371,7 +371,7 @@ impl Apps {
         if let Some(s) = stores.get(data.as_os_str()) {
             return Ok(s.clone());
         }
-        let s = AppStore::open_with(data, Some(record_beside(data, self.recorder.durability())))?;
+        let s = AppStore::open_with(data, Some(record_beside(data)))?;
         stores.insert(data.as_os_str().to_owned(), s.clone());
         Ok(s)
     }
@@ -1677,11 +1677,9 @@ struct Owed<'a> {
 }
 
 /// The record of the data folder `data`, beside its store: the row that
-/// records a write is committed just before the write (and synced before
-/// it, at `power`).
-fn record_beside(data: &Path, durability: Durability) -> caps::store::Beside {
+/// records a write is committed just before the write.
+fn record_beside(data: &Path) -> caps::store::Beside {
     caps::store::Beside {
-        synced_first: durability == Durability::Power,
         name: crate::gate::record::BESIDE,
         path: data.join(crate::gate::record::RUNS_FILE),
         make: crate::gate::record::make,
@@ -1696,7 +1694,7 @@ type RowOf<'a> = dyn Fn(&Result<serde_json::Value, CallError>) -> Row + Send + S
 mod tests {
     use super::*;
     use crate::bindings::app::autoapp::app::store::Value;
-    use crate::gate::record;
+    use crate::gate::record::{self, Durability};
 
     /// At each level, a write and its decision row are both committed, the
     /// row just before the write (the record's own commit, then the store's);
@@ -1706,7 +1704,7 @@ mod tests {
     async fn a_write_and_its_decision_row_are_committed_in_one_step_at_each_level() {
         for durability in [Durability::Process, Durability::Power] {
             let d = tempfile::tempdir().unwrap();
-            let store = AppStore::open_with(d.path(), Some(record_beside(d.path(), durability))).unwrap();
+            let store = AppStore::open_with(d.path(), Some(record_beside(d.path()))).unwrap();
             store
                 .migrate(&[caps::store::Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x)".into() }])
                 .unwrap();
@@ -1772,7 +1770,7 @@ mod tests {
 
     /// A store of `t (x)` with the record beside it.
     fn store_and_record(dir: &Path) -> Arc<AppStore> {
-        let store = AppStore::open_with(dir, Some(record_beside(dir, Durability::Process))).unwrap();
+        let store = AppStore::open_with(dir, Some(record_beside(dir))).unwrap();
         store.migrate(&[caps::store::Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x)".into() }]).unwrap();
         store
     }

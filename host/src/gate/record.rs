@@ -251,11 +251,6 @@ pub struct Recorder {
 impl Recorder {
     /// A recorder whose durable rows are made as durable as `durability`
     /// says (the configuration's `durability`).
-    /// How durable it makes rows.
-    pub fn durability(&self) -> Durability {
-        self.durability
-    }
-
     pub fn new(durability: Durability) -> Recorder {
         Recorder { writers: Mutex::default(), durability }
     }

@@ -241,13 +241,8 @@ fn make_beside(dir: &Path) -> anyhow::Result<()> {
 /// A store with a database attached beside `main`, as the record is.
 fn store_beside() -> (tempfile::TempDir, Arc<AppStore>) {
     let dir = tempfile::tempdir().unwrap();
-    let beside = Beside {
-        name: "record",
-        path: dir.path().join("beside.sqlite"),
-        make: make_beside,
-        synced_first: false,
-        statement: BESIDE_INSERT,
-    };
+    let beside =
+        Beside { name: "record", path: dir.path().join("beside.sqlite"), make: make_beside, statement: BESIDE_INSERT };
     let s = AppStore::open_with(dir.path(), Some(beside)).unwrap();
     s.migrate(&[Migration { name: "0001.sql".into(), sql: "CREATE TABLE t (x INTEGER UNIQUE)".into() }]).unwrap();
     (dir, s)
