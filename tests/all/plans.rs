@@ -84,21 +84,7 @@ impl Agent {
 
 /// The panel's event stream, on a thread: each question asked, as JSON.
 pub(crate) fn questions(panel: &crate::support::http::Http) -> mpsc::Receiver<Value> {
-    let mut events = TcpStream::connect(("127.0.0.1", panel.port())).unwrap();
-    write!(
-        events,
-        "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nSec-Fetch-Site: same-origin\r\nCookie: {}\r\n\r\n",
-        panel.port(),
-        panel.cookie.clone().unwrap()
-    )
-    .unwrap();
-    // The stream's headers are sent once the launcher has counted the page
-    // as open: read them here, so a question asked next finds somebody to ask.
-    let mut lines = BufReader::new(events);
-    let mut header = String::new();
-    while lines.read_line(&mut header).is_ok_and(|n| n > 0) && header.trim() != "" {
-        header.clear();
-    }
+    let mut lines = crate::support::event_stream(panel);
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let mut asked = false;

@@ -488,3 +488,25 @@ pub fn beside(tab: &http::Http) -> http::Http {
     h.cookie = tab.cookie.clone();
     h
 }
+
+/// The event stream (`/api/events`) of a tab (an app's or the panel's),
+/// read past its headers: the launcher has counted the page as open by
+/// then, so a question asked next finds somebody to ask.
+pub fn event_stream(tab: &http::Http) -> BufReader<std::net::TcpStream> {
+    use std::io::Write as _;
+    let mut events = std::net::TcpStream::connect(("127.0.0.1", tab.port())).expect("the tab's server");
+    events.set_read_timeout(Some(Duration::from_secs(60))).expect("a timeout");
+    write!(
+        events,
+        "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nSec-Fetch-Site: same-origin\r\nCookie: {}\r\n\r\n",
+        tab.port(),
+        tab.cookie.clone().expect("a session")
+    )
+    .expect("the request");
+    let mut lines = BufReader::new(events);
+    let mut header = String::new();
+    while lines.read_line(&mut header).is_ok_and(|n| n > 0) && header.trim() != "" {
+        header.clear();
+    }
+    lines
+}

@@ -1716,24 +1716,16 @@ fn a_workers_notes_of_releases_that_are_not_there_start_nothing_in_its_launcher(
 /// of a second, and the last one still comes.
 #[test]
 fn a_worker_that_says_its_data_changed_again_and_again_is_heard_a_few_times() {
-    use std::io::{BufRead as _, Write as _};
+    use std::io::BufRead as _;
     let root = TestRoot::with_config(crate::many_callers::QUIET);
     root.install("escape");
     let served = Served::start(&root, &["serve", "escape"]);
     let mut tab = served.tab("escape");
     // The tab's event stream, counting what it hears.
-    let mut events = std::net::TcpStream::connect(("127.0.0.1", tab.port())).unwrap();
-    write!(
-        events,
-        "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nSec-Fetch-Site: same-origin\r\nCookie: {}\r\n\r\n",
-        tab.port(),
-        tab.cookie.clone().unwrap()
-    )
-    .unwrap();
     let heard = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     {
         let heard = heard.clone();
-        let lines = std::io::BufReader::new(events);
+        let lines = crate::support::event_stream(&tab);
         std::thread::spawn(move || {
             for line in lines.lines().map_while(Result::ok) {
                 if line.starts_with("event: changed") {

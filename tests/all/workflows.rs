@@ -2,8 +2,7 @@
 //! through the gate; a write runs without asking only when the person
 //! approved that workflow of that release.
 
-use std::io::{BufRead as _, BufReader, Write as _};
-use std::net::TcpStream;
+use std::io::BufRead as _;
 use std::time::{Duration, Instant};
 
 use crate::support::{Served, TestRoot, beside, guest_component};
@@ -215,16 +214,7 @@ fn a_write_workflow_with_a_page_open_asks_the_person() {
     let served = Served::start(&t, &["serve", "hostile"]);
     let tab = served.tab("hostile");
     // The page's event stream: the person is there to be asked.
-    let mut events = TcpStream::connect(("127.0.0.1", tab.port())).unwrap();
-    events.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    write!(
-        events,
-        "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nSec-Fetch-Site: same-origin\r\nCookie: {}\r\n\r\n",
-        tab.port(),
-        tab.cookie.clone().unwrap()
-    )
-    .unwrap();
-    let mut lines = BufReader::new(events.try_clone().unwrap());
+    let mut lines = crate::support::event_stream(&tab);
     let mut line = String::new();
     loop {
         line.clear();

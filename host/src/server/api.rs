@@ -234,10 +234,10 @@ async fn answer(State(ctx): State<Ctx>, axum::Json(b): axum::Json<AnswerBody>) -
         }
         // The answer must fit the question before the switch is turned on.
         if question.as_ref().is_some_and(|q| q.release_id != b.release_id || q.arguments_hash != b.arguments_hash) {
-            return match gate.answer(&b.request_id, &b.release_id, &b.arguments_hash, b.approve) {
-                Err(e) => error(ErrorKind::Conflict, e.to_string()),
-                Ok(()) => error(ErrorKind::Conflict, "the answer does not fit the question"),
-            };
+            return error(
+                ErrorKind::Conflict,
+                "the answer does not fit the question it names; reload and answer again",
+            );
         }
         let apps = ctx.launcher.apps.clone();
         let set = tokio::task::spawn_blocking(move || crate::gate::standing::set(apps.root(), &caller, true)).await;

@@ -295,36 +295,38 @@ impl AppStore {
     /// one transaction of its own, waiting up to `BESIDE_WAIT` for its
     /// write lock.
     fn rows_first(&self, members: &mut [Member], own: &mut Option<HostStep>) -> anyhow::Result<()> {
-        let mut slot = self.beside_conn.lock().expect("beside");
-        if slot.is_none() {
-            *slot = Some(self.connect_beside()?);
-        }
-        let conn = slot.as_ref().expect("just opened");
-        let done = run_beside(conn, BEGIN_BESIDE).and_then(|()| {
-            for s in members.iter_mut().filter_map(|m| m.step.as_mut()).chain(own.as_mut()) {
-                s.run(conn)?;
-            }
-            run_beside(conn, COMMIT_BESIDE)
-        });
-        if let Err(e) = done {
-            if !conn.is_autocommit() && run_beside(conn, ROLLBACK_BESIDE).is_err() {
-                // Not clean: opened again next time.
-                *slot = None;
-            }
-            return Err(e).context("the record's commit failed");
-        }
-        Ok(())
+        self.beside_each(members, own, true, |s, conn| s.run(conn)).context("the record's commit failed")
     }
 
     /// Takes back the rows [`rows_first`](Self::rows_first) committed for
     /// writes whose `COMMIT` then failed (best effort: a row left says a
     /// call ran whose write was not kept).
     fn rows_taken_back(&self, members: &mut [Member], own: &mut Option<HostStep>) {
+        if let Err(e) = self.beside_each(members, own, false, |s, conn| s.undo(conn)) {
+            tracing::warn!("a write was not kept, and its row could not be taken back: {e}");
+        }
+    }
+
+    /// Does `each` with every step of `members` and `own`, in one
+    /// transaction on the connection of the database beside (opened first
+    /// when `open` and there is none). A connection an error left inside a
+    /// transaction it could not roll back is dropped, and opened again next
+    /// time.
+    fn beside_each(
+        &self,
+        members: &mut [Member],
+        own: &mut Option<HostStep>,
+        open: bool,
+        each: impl Fn(&mut HostStep, &Connection) -> rusqlite::Result<()>,
+    ) -> anyhow::Result<()> {
         let mut slot = self.beside_conn.lock().expect("beside");
-        let Some(conn) = slot.as_ref() else { return };
+        if slot.is_none() && open {
+            *slot = Some(self.connect_beside()?);
+        }
+        let Some(conn) = slot.as_ref() else { return Ok(()) };
         let done = run_beside(conn, BEGIN_BESIDE).and_then(|()| {
             for s in members.iter_mut().filter_map(|m| m.step.as_mut()).chain(own.as_mut()) {
-                s.undo(conn)?;
+                each(s, conn)?;
             }
             run_beside(conn, COMMIT_BESIDE)
         });
@@ -332,8 +334,9 @@ impl AppStore {
             if !conn.is_autocommit() && run_beside(conn, ROLLBACK_BESIDE).is_err() {
                 *slot = None;
             }
-            tracing::warn!("a write was not kept, and its row could not be taken back: {e}");
+            return Err(e.into());
         }
+        Ok(())
     }
 }
 
