@@ -312,6 +312,9 @@ impl Apps {
             if id != release {
                 return Err(CallError::new(ErrorKind::InvalidInput, "name the release by its whole id"));
             }
+            // Debug builds only: a test holds a compile here
+            // (`AUTOAPP_PAUSE=compile:for-worker`).
+            crate::caps::confine::pause("compile:for-worker");
             let internal = |why: String| {
                 CallError::new(ErrorKind::Internal, format!("cannot compile the release {id} of {app}: {why}"))
             };

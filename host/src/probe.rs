@@ -72,6 +72,10 @@ pub enum Attempt {
     /// `times` times, as a worker taken by an escape would, whatever the
     /// worker itself says there meanwhile.
     Say { line: String, times: u32 },
+    /// Hold the call's thread for `ms` milliseconds in native code, which
+    /// the call's deadline (an epoch that only the guest's own code checks)
+    /// never interrupts: a worker that stops answering.
+    Sleep { ms: u64 },
     /// Read the first bytes of the file held by descriptor `fd`, one that
     /// whoever started `autoapp` left open: done only when they begin with
     /// `starts` (a descriptor the process opened itself is not that file).
@@ -188,6 +192,10 @@ fn attempt(a: &Attempt) -> std::io::Result<()> {
             let out = unsafe { std::os::fd::BorrowedFd::borrow_raw(1) };
             let mut out = std::fs::File::from(out.try_clone_to_owned()?);
             (0..*times).try_for_each(|_| out.write_all(&said))
+        }
+        Attempt::Sleep { ms } => {
+            std::thread::sleep(std::time::Duration::from_millis(*ms));
+            Ok(())
         }
         Attempt::Symlink { path, target } => std::os::unix::fs::symlink(target, path),
         Attempt::Link { path, target } => std::fs::hard_link(target, path),

@@ -1777,6 +1777,52 @@ fn a_workers_error_is_heard_cut_short_and_with_no_key_in_it() {
     served.stop();
 }
 
+/// Issue 54: a worker waiting for its launcher to compile its code is not
+/// one that stopped answering, so the launcher waits past the call's time
+/// while that compile runs. A worker taken by an escape could ask for a
+/// compile and then never answer: however long the compile takes (here held
+/// by the test), the call fails after its time and two compile budgets, and
+/// the worker is stopped.
+#[test]
+fn a_worker_that_asks_for_a_compile_and_never_answers_fails_its_call_in_time() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    root.install("escape");
+    // Short times for the launcher alone (the install compiled with the
+    // usual budget): the call's own second, and two seconds a compile.
+    let config = root.path().join("config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("call_deadline_ms = 1000\ncompile_deadline_secs = 2\n");
+    std::fs::write(&config, text).unwrap();
+    let hold = root.path().join("hold-the-compile");
+    std::fs::write(&hold, "").unwrap();
+    let served = Served::start_with_env(
+        &root,
+        &["serve", "escape"],
+        &[("AUTOAPP_PAUSE", "compile:for-worker".into()), ("AUTOAPP_PAUSE_FILE", hold.clone().into())],
+    );
+    let _tab = served.tab("escape");
+    let release = std::fs::read_to_string(root.path().join("apps/escape/active")).unwrap().trim().to_string();
+    let ask = serde_json::json!({ "id": 7, "said": { "compile": release } });
+    let started = std::time::Instant::now();
+    let said = control_request(
+        root.path(),
+        serde_json::json!({ "type": "invoke", "app": "escape", "route": "escape",
+                            "input": { "attempts": [say(&ask, 1), { "try": "sleep", "ms": 120_000 }] },
+                            "client": "agent" }),
+    );
+    let took = started.elapsed();
+    let _ = std::fs::remove_file(&hold);
+    assert_eq!(said["ok"], false, "{said}");
+    let message = said["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("did not answer"), "{message}");
+    // Its time (1 s and the launcher's 15 s margin), then two budgets of 2 s:
+    // 20 s (before: 32 s, a whole second wait of 16 s begun at 16 s; with
+    // no bound, as long as the compile was held).
+    assert!(took >= std::time::Duration::from_secs(16), "failed after {took:?}, before its time");
+    assert!(took < std::time::Duration::from_secs(28), "failed after {took:?}: waited for the compile");
+    served.stop();
+}
+
 /// Issue 54: the lock of an app's log rotation lies in the log folder its
 /// workers write, so a worker taken by an escape can hold it for as long
 /// as it lives. Whoever reads the log (`autoapp logs`, the launcher) or

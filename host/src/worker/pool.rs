@@ -1656,20 +1656,22 @@ impl Inner {
         let _waiting = Waiting::new(s, id);
         // Ended meanwhile: its calls were failed before this one was there.
         let sent = !s.gone.load(Ordering::Acquire) && live.lines.send(line).is_ok();
+        let asked = tokio::time::Instant::now();
         let result = match sent {
             true => {
                 let mut answered = answered;
                 // However often it asks its launcher to compile (a worker
                 // taken by an escape could ask again and again), no longer
                 // than this: its own compile and one before it.
-                let most = tokio::time::Instant::now() + within + 2 * self.config.compile_budget();
+                let most = asked + within + 2 * self.config.compile_budget();
+                let mut until = asked + within;
                 loop {
-                    match tokio::time::timeout(within, &mut answered).await {
+                    match tokio::time::timeout_at(until, &mut answered).await {
                         // It waits for its launcher to compile its code (a
                         // compile has its own deadline): not a worker that
                         // stopped answering.
-                        Err(_) if s.compiling.load(Ordering::Acquire) && tokio::time::Instant::now() < most => {
-                            continue;
+                        Err(_) if s.compiling.load(Ordering::Acquire) && until < most => {
+                            until = (until + within).min(most);
                         }
                         r => break r.map(|r| r.map_err(|_| ())),
                     }
@@ -1689,7 +1691,7 @@ impl Inner {
                 s.kill.notify_one();
                 Err(CallError::new(
                     ErrorKind::Internal,
-                    format!("{}'s worker did not answer within {}s and was stopped", s.app, within.as_secs()),
+                    format!("{}'s worker did not answer within {}s and was stopped", s.app, asked.elapsed().as_secs()),
                 ))
             }
         }
