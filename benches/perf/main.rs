@@ -1230,15 +1230,37 @@ fn profile(ctx: &Ctx, which: &str) -> anyhow::Result<()> {
             let apps = open_apps(&a.root)?;
             let (app, me) = (id("notes"), Caller::command_line());
             let inputs = note_inputs(0..n);
+            let mut each = Samples::default();
             let t = Instant::now();
             current_thread()?.block_on(async {
                 for input in &inputs {
+                    let one = Instant::now();
                     apps.call(&me, &app, "notes.add", input).await?;
+                    each.push(one.elapsed());
                 }
                 anyhow::Ok(())
             })?;
-            eprintln!("{which}: {n} calls in {:?}", t.elapsed());
+            let took = t.elapsed();
+            eprintln!("{which}: {n} calls in {took:?}, {} a call on average", us(took / n as u32));
+            // Where the mean stands against the median: the calls' spread.
+            let quantiles = [0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999];
+            let shown: Vec<String> =
+                quantiles.iter().map(|&q| format!("p{} {}", q * 100.0, us(each.quantile(q)))).collect();
+            eprintln!("{which}: {}", shown.join(" · "));
+            let median = each.median();
+            let slow: Vec<Duration> = each.0.iter().filter(|d| **d > median * 2).map(|d| *d - median).collect();
+            eprintln!(
+                "{which}: calls over twice the median: {} of {n}, adding {} a call on average",
+                slow.len(),
+                us(slow.iter().sum::<Duration>() / n as u32)
+            );
             apps.flush_record();
+            // The logs' length after the run: the checkpoints kept up.
+            let data = a.root.join("apps/notes/data");
+            for f in ["app.sqlite-wal", "runs.sqlite-wal"] {
+                let len = std::fs::metadata(data.join(f)).map(|m| m.len()).unwrap_or(0);
+                eprintln!("{which}: {f} {} KiB", len / 1024);
+            }
         }
         "p3-peer" => {
             let native_db = ctx.work.join("profile-p3-native.sqlite");
