@@ -14,14 +14,14 @@ use crate::gate::Caller;
 use crate::gate::record::{self, recorded};
 use crate::manifest::AppId;
 use crate::release::journal::{self, Journal, Op, Step, fault, folder, rename};
+use crate::release::short;
+use crate::release::{self};
+use crate::root::{AppPaths, Root, write_atomic};
 
 /// How long an activation waits for the app's writes under way to let go
 /// of its store, to read the record's last row (else it takes a write to
 /// have come during it).
 const WRITES_HELD_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
-use crate::release::short;
-use crate::release::{self};
-use crate::root::{AppPaths, Root, write_atomic};
 
 /// What an activation did.
 #[derive(Debug, Serialize)]

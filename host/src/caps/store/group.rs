@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use rusqlite::Connection;
 
-use super::database::{COMMIT, Pooled, ROLLBACK, SAVEPOINT, hand_to_call, run_host};
+use super::database::{BEGIN_WRITE, COMMIT, Pooled, ROLLBACK, SAVEPOINT, hand_to_call, run_host};
 use super::{AppStore, Mode};
 
 /// What a call in a group hears when its write was undone with the group's
@@ -229,21 +229,15 @@ impl AppStore {
         if deferred_violations(&p.conn) {
             // SQLite's COMMIT would refuse it (a head whose own part left a
             // deferred foreign key violated commits alone): no row goes in.
-            let _ = run_host(&p.conn, ROLLBACK);
             let why = "cannot commit the call's writes; nothing it wrote was kept: FOREIGN KEY constraint failed";
-            for m in members {
-                let _ = m.told.send(Err(why.to_string()));
-            }
+            undone(&p, members, why);
             return Err(anyhow::anyhow!(why));
         }
         let has_rows = own.is_some() || members.iter().any(|m| m.step.is_some());
         let beside = self.beside.is_some() && has_rows;
         if beside && let Err(e) = self.rows_first(&mut members, &mut own) {
-            let _ = run_host(&p.conn, ROLLBACK);
             let why = format!("cannot record the call, so nothing it wrote was kept ({e:#}); try again");
-            for m in members {
-                let _ = m.told.send(Err(why.clone()));
-            }
+            undone(&p, members, &why);
             return Err(anyhow::anyhow!(why));
         }
         if beside {
@@ -281,11 +275,7 @@ impl AppStore {
                 if beside {
                     self.rows_taken_back(&mut members, &mut own);
                 }
-                let _ = run_host(&p.conn, ROLLBACK);
-                let why = format!("cannot commit the call's writes; nothing it wrote was kept: {e}");
-                for m in members {
-                    let _ = m.told.send(Err(why.clone()));
-                }
+                undone(&p, members, &format!("cannot commit the call's writes; nothing it wrote was kept: {e}"));
                 Err(e).context("cannot commit the call's writes; nothing it wrote was kept")
             }
         }
@@ -324,14 +314,14 @@ impl AppStore {
             *slot = Some(self.connect_beside()?);
         }
         let Some(conn) = slot.as_ref() else { return Ok(()) };
-        let done = run_beside(conn, BEGIN_BESIDE).and_then(|()| {
+        let done = run_host(conn, BEGIN_WRITE).and_then(|()| {
             for s in members.iter_mut().filter_map(|m| m.step.as_mut()).chain(own.as_mut()) {
                 each(s, conn)?;
             }
-            run_beside(conn, COMMIT_BESIDE)
+            run_host(conn, COMMIT)
         });
         if let Err(e) = done {
-            if !conn.is_autocommit() && run_beside(conn, ROLLBACK_BESIDE).is_err() {
+            if !conn.is_autocommit() && run_host(conn, ROLLBACK).is_err() {
                 *slot = None;
             }
             return Err(e.into());
@@ -340,12 +330,13 @@ impl AppStore {
     }
 }
 
-const BEGIN_BESIDE: &str = "BEGIN IMMEDIATE";
-const COMMIT_BESIDE: &str = "COMMIT";
-const ROLLBACK_BESIDE: &str = "ROLLBACK";
-
-fn run_beside(conn: &Connection, sql: &'static str) -> rusqlite::Result<()> {
-    conn.prepare_cached(sql)?.execute([]).map(drop)
+/// Undoes a group's transaction on `p` and tells each of its members why
+/// nothing it wrote was kept.
+fn undone(p: &Pooled, members: Vec<Member>, why: &str) {
+    let _ = run_host(&p.conn, ROLLBACK);
+    for m in members {
+        let _ = m.told.send(Err(why.to_string()));
+    }
 }
 
 /// Whether the connection's open transaction holds a deferred foreign-key
