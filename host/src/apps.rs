@@ -162,6 +162,24 @@ impl Drop for MovingStore<'_> {
 /// while it waited for its worker ([`Elsewhere::run`]).
 pub(crate) const RELEASE_CHANGED: &str = "changed while this call waited (an activation or rollback); nothing ran";
 
+/// The most JSON an app's answer (a route's output, a page's view) may be.
+/// Its worker holds it, and then its launcher, once for each call it runs:
+/// an answer as large as the guest's memory (`memory_max_mib`) would be
+/// held by both for every call at once.
+pub const MAX_ANSWER_BYTES: usize = 32 << 20;
+
+/// The most values an app's answer may hold, counted before it is parsed
+/// ([`crate::elsewhere::json::values`]): each takes 32 bytes or more parsed
+/// whatever its length, so `[0,0,…]` would be held at 16 to 32 times its
+/// size. A million is a full page of a query (10,000 rows) of a hundred
+/// columns.
+pub const MAX_ANSWER_VALUES: usize = 1_000_000;
+
+/// The longest error an app's call passes on, in characters: an app's own
+/// error (cut where it is taken in), and a worker's (cut again by its
+/// launcher).
+pub const MOST_SAID: usize = 16 * 1024;
+
 /// What a worker answered a call.
 pub type Answered = Result<serde_json::Value, CallError>;
 
@@ -1552,8 +1570,9 @@ fn app_error(e: AppError) -> CallError {
         AppError::Denied(m) => (ErrorKind::Denied, m),
         AppError::Internal(m) => (ErrorKind::Internal, m),
     };
-    // The app's words reach the person and the logs: no secret in them.
-    CallError::new(kind, crate::sanitize::secrets(&msg))
+    // The app's words reach the person and the logs: cut short, and no
+    // secret in them.
+    CallError::new(kind, crate::sanitize::secrets(&crate::elsewhere::text::cut(&msg, MOST_SAID)))
 }
 
 /// The outcome column of a call's row, and the reason for a failure.
@@ -1624,6 +1643,24 @@ async fn settled(
                 d.as_millis()
             ),
         )),
+        // Weighed before it is parsed: held parsed, a heavy answer costs its
+        // worker and its launcher many times its size.
+        Outcome::Ok(text) if text.len() > MAX_ANSWER_BYTES => Err(CallError::new(
+            ErrorKind::Internal,
+            format!(
+                "{app} answered {kind} `{what}` with {} MiB of JSON, more than the {} MiB an answer may be; nothing it wrote was kept",
+                text.len() >> 20,
+                MAX_ANSWER_BYTES >> 20
+            ),
+        )),
+        Outcome::Ok(text) if crate::elsewhere::json::values(text.as_bytes()) > MAX_ANSWER_VALUES => {
+            Err(CallError::new(
+                ErrorKind::Internal,
+                format!(
+                    "{app} answered {kind} `{what}` with more than the {MAX_ANSWER_VALUES} JSON values an answer may hold (a long list is paged); nothing it wrote was kept"
+                ),
+            ))
+        }
         Outcome::Ok(text) => match serde_json::from_str::<serde_json::Value>(&keys.hands.text(&text)) {
             Ok(v) => Ok(v),
             Err(_) => Err(CallError::new(

@@ -72,6 +72,13 @@ pub enum Attempt {
     /// `times` times, as a worker taken by an escape would, whatever the
     /// worker itself says there meanwhile.
     Say { line: String, times: u32 },
+    /// Say on descriptor 1 `before`, a list of `values` zeros and `after`
+    /// (an answer to a call, say): text its reader would hold many times
+    /// over parsed.
+    Heavy { before: String, values: u64, after: String },
+    /// End the process at once (status 0), as a worker taken by an escape
+    /// may once it said what it wanted.
+    Exit,
     /// Hold the call's thread for `ms` milliseconds in native code, which
     /// the call's deadline (an epoch that only the guest's own code checks)
     /// never interrupts: a worker that stops answering.
@@ -193,6 +200,33 @@ fn attempt(a: &Attempt) -> std::io::Result<()> {
             let mut out = std::fs::File::from(out.try_clone_to_owned()?);
             (0..*times).try_for_each(|_| out.write_all(&said))
         }
+        Attempt::Heavy { before, values, after } => {
+            use std::io::Write as _;
+            let mut said = format!("{before}[0").into_bytes();
+            for _ in 1..*values {
+                said.extend_from_slice(b",0");
+            }
+            said.push(b']');
+            said.extend_from_slice(after.as_bytes());
+            // SAFETY: as `Say`'s.
+            #[allow(unsafe_code)]
+            let out = unsafe { std::os::fd::BorrowedFd::borrow_raw(1) };
+            let mut out = std::fs::File::from(out.try_clone_to_owned()?);
+            // The channel does not block (its worker's runtime made it so):
+            // what does not fit yet is written once there is room.
+            let mut left = &said[..];
+            while !left.is_empty() {
+                match out.write(left) {
+                    Ok(n) => left = &left[n..],
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        }
+        Attempt::Exit => std::process::exit(0),
         Attempt::Sleep { ms } => {
             std::thread::sleep(std::time::Duration::from_millis(*ms));
             Ok(())

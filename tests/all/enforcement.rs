@@ -327,6 +327,40 @@ fn a_memory_bomb_ends_that_call_only() {
     serves_a_normal_call(&root);
 }
 
+/// An answer is weighed before it is parsed: held parsed, each of its
+/// values takes 32 bytes or more, so a million zeros (2 MB of text) would
+/// be held at 32 MB and more, by the worker and again by its launcher. At
+/// most a million values (the list and its zeros), and 32 MiB: over either
+/// the call is refused naming the bound (fails before: both answered).
+#[test]
+fn an_answer_heavier_than_an_answer_may_be_is_refused_before_it_is_parsed() {
+    let root = TestRoot::new();
+    root.install("hostile");
+    let got = root.call("hostile", "answer.heavy", r#"{"values":999999}"#);
+    assert_eq!(got.as_array().map(Vec::len), Some(999_999), "a list of a million values in all is answered");
+    let e = root.refused(&["call", "hostile", "answer.heavy", r#"{"values":1000000}"#]);
+    assert!(e.contains("hostile answered route `answer.heavy` with more than the 1000000 JSON values"), "{e}");
+    assert!(e.ends_with("nothing it wrote was kept"), "{e}");
+    let e = root.refused(&["call", "hostile", "answer.heavy", r#"{"bytes":41943040}"#]);
+    assert!(e.contains("with 40 MiB of JSON, more than the 32 MiB an answer may be"), "{e}");
+    serves_a_normal_call(&root);
+}
+
+/// An app's error is cut where it is taken in: the first 16 Ki characters
+/// of an error of 100 MiB reach the caller (fails before: the whole error
+/// was scanned for secrets and written on the worker's channel, over the
+/// most its reader takes, and the caller heard only that the worker ended
+/// without an answer).
+#[test]
+fn an_apps_long_error_is_cut_short_where_it_is_taken_in() {
+    let root = TestRoot::new();
+    root.install("hostile");
+    let e = root.refused(&["call", "hostile", "answer.heavy", r#"{"error":104857600}"#]);
+    assert!(e.starts_with("autoapp: xxxxxxxx"), "{}", &e[..e.len().min(200)]);
+    let letters = e.chars().filter(|c| *c == 'x').count();
+    assert!((16 * 1024 - 16..=16 * 1024).contains(&letters), "{letters} letters of the error reached the caller");
+}
+
 #[test]
 fn a_stack_overflow_ends_that_call_only() {
     let root = TestRoot::new();

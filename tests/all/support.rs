@@ -431,11 +431,17 @@ impl Served {
     /// A tab of `what` (an app, or `the Autoapp panel`): its launch address,
     /// exchanged for a session.
     pub fn tab(&self, what: &str) -> http::Http {
+        http::Http::launch(&self.address(what)).expect("the launch address gives a session")
+    }
+
+    /// The launch address of `what` the launcher printed once it served it
+    /// (not redeemed).
+    pub fn address(&self, what: &str) -> String {
         let prefix = format!("Open {what}: ");
         loop {
             let line = self.lines.recv_timeout(Duration::from_secs(60)).expect("a launch address");
             if let Some(url) = line.strip_prefix(&prefix) {
-                return http::Http::launch(url.trim()).expect("the launch address gives a session");
+                return url.trim().to_string();
             }
         }
     }

@@ -1777,6 +1777,92 @@ fn a_workers_error_is_heard_cut_short_and_with_no_key_in_it() {
     served.stop();
 }
 
+/// A stranger's app answering a launcher's call with 30 million zeros (60
+/// MB of text; parsed, 30 million values of 32 bytes and more) is refused in
+/// its worker before the answer is parsed (by its size), and its launcher never holds it
+/// (fails before: the worker parsed it, wrote it on its channel, and the
+/// launcher parsed it again, holding over a GiB for the one call).
+#[test]
+fn an_apps_heavy_answer_is_refused_in_its_worker_and_never_held_by_its_launcher() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    root.install("hostile");
+    let served = Served::start(&root, &["serve", "hostile"]);
+    let _tab = served.tab("hostile");
+    let said = control_request(
+        root.path(),
+        serde_json::json!({ "type": "invoke", "app": "hostile", "route": "answer.heavy",
+                            "input": { "values": 30_000_000 }, "client": "agent" }),
+    );
+    let peak = peak_memory_mib(served.pid());
+    assert!(peak < 512, "the launcher's memory peaked at {peak} MiB (answered: {})", said["ok"]);
+    assert_eq!(said["ok"], false, "the heavy answer was answered");
+    let message = said["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("57 MiB of JSON, more than the 32 MiB an answer may be"), "{message}");
+    served.stop();
+}
+
+/// A worker taken by an escape says, as one line, an answer of two million
+/// zeros (4 MB): its launcher counts the values before it parses the line,
+/// ends the worker, and says so in the app's log; the call fails, and the
+/// next one runs in a new worker (fails before: the launcher parsed the
+/// line, and the call was answered).
+#[test]
+fn a_workers_line_heavier_than_an_answer_may_be_ends_it_unparsed() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    root.install("escape");
+    // No tab: its server's word that it is used would fall inside the
+    // heavy line, which is written in many pieces.
+    let served = Served::start(&root, &["serve", "escape"]);
+    served.address("escape");
+    let invoke = |attempts: serde_json::Value| {
+        control_request(
+            root.path(),
+            serde_json::json!({ "type": "invoke", "app": "escape", "route": "escape",
+                                "input": { "attempts": attempts }, "client": "agent" }),
+        )
+    };
+    let heavy = serde_json::json!({ "try": "heavy", "before": r#"{"id":1,"said":{"answer":{"Ok":"#,
+                                    "values": 2_000_000, "after": "}}}\n" });
+    let said = invoke(serde_json::json!([heavy]));
+    assert_eq!(said["ok"], false, "the heavy line was heard: {}", said.to_string().len());
+    let message = said["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("worker ended before it answered"), "{message}");
+    let started = std::time::Instant::now();
+    let log = loop {
+        let log = root.ok(&["logs", "escape", "--lines", "100"]);
+        if log.contains("was ended") || started.elapsed() > std::time::Duration::from_secs(20) {
+            break log;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(log.contains("worker was ended") && log.contains("line holds more than 1004096 values"), "{log}");
+    assert_eq!(invoke(serde_json::json!([]))["ok"], true, "the next call runs in a new worker");
+    served.stop();
+}
+
+/// The same in the worker of `autoapp call`: its answer of two million
+/// zeros, then its end, is not parsed by the command (fails before: the
+/// command printed the zeros as the call's answer).
+#[test]
+fn a_call_workers_answer_heavier_than_an_answer_may_be_is_not_read() {
+    let root = TestRoot::new();
+    root.install("escape");
+    let before = r#"{"answer":{"release":"r","effect":"read","duration_ms":1,"output":"#;
+    let attempts = serde_json::json!({ "attempts": [
+        { "try": "heavy", "before": before, "values": 2_000_000, "after": "}}" },
+        { "try": "exit" },
+    ] });
+    let e = root.refused(&["call", "escape", "escape", &attempts.to_string()]);
+    assert!(e.contains("the app's worker's answer holds more than 1004096 values; it was not read"), "{e}");
+}
+
+/// The most resident memory process `pid` has had, in MiB.
+fn peak_memory_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() / 1024
+}
+
 /// Issue 54: a worker waiting for its launcher to compile its code is not
 /// one that stopped answering, so the launcher waits past the call's time
 /// while that compile runs. A worker taken by an escape could ask for a

@@ -140,6 +140,31 @@ impl exports::autoapp::app::routes::Guest for Hostile {
                 json!({ "n": recurse(0, &mut buf) })
             }
             "answer.not-json" => return Ok("this is <b>not</b> JSON".into()),
+            "answer.heavy" => {
+                // A list of `values` zeros, or a string of `bytes` letters:
+                // text the host would hold many times over parsed; or an
+                // error of `error` letters.
+                if let Some(n) = input["error"].as_u64() {
+                    return Err(AppError::Internal("x".repeat(n as usize)));
+                }
+                let n = input["values"].as_u64().unwrap_or(0) as usize;
+                let mut text = String::with_capacity(2 * n + 2);
+                match input["bytes"].as_u64() {
+                    Some(bytes) => {
+                        text.push('"');
+                        text.extend(std::iter::repeat_n('a', bytes as usize));
+                        text.push('"');
+                    }
+                    None => {
+                        text.push('[');
+                        for i in 0..n {
+                            text.push_str(if i == 0 { "0" } else { ",0" });
+                        }
+                        text.push(']');
+                    }
+                }
+                return Ok(text);
+            }
             "env.read" => {
                 let vars: Vec<String> = std::env::vars().map(|(k, v)| format!("{k}={v}")).collect();
                 json!({ "vars": vars, "args": std::env::args().collect::<Vec<_>>() })

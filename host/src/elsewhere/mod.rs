@@ -16,6 +16,9 @@
 //!   It is never opened as one of the host's own databases.
 //! - [`wasm`]: a component from elsewhere (a package) by its framing: its
 //!   top-level sections, every declared length checked before it is used.
+//! - [`json`]: JSON text from elsewhere (an app's answer, a worker's line)
+//!   weighed before it is parsed: how many values it would make, counted in
+//!   one pass that allocates nothing.
 //!
 //! The shape every reader shares: the reader says first what it expects (an
 //! [`Expected`]: each part's canonical name and size, from a list it has
@@ -26,6 +29,7 @@
 //! parts, named and sized by the manifest section, bounded the same way.
 
 pub mod archive;
+pub mod json;
 pub mod sqlite;
 #[macro_use]
 pub mod text;

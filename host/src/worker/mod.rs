@@ -55,6 +55,14 @@ const MAX_REQUEST: u64 = 64 << 20;
 /// process that is not confined).
 const MAX_REPLY: u64 = 64 << 20;
 
+/// The most values what a worker says (a line to its launcher, an answer to
+/// `autoapp call`) may make parsed, counted before it is: an app's answer's
+/// most ([`MAX_ANSWER_VALUES`](crate::apps::MAX_ANSWER_VALUES)) and its
+/// wrapping. An honest worker never says more; a worker taken by an escape
+/// could otherwise make the process that reads it hold 64 MiB of text at 16
+/// to 32 times its size, once for each call it answers.
+pub(crate) const MAX_SAID_VALUES: usize = crate::apps::MAX_ANSWER_VALUES + 4096;
+
 /// The most of a worker's standard error said to the person.
 const MAX_STDERR: u64 = 1 << 20;
 
@@ -281,6 +289,9 @@ fn start(
         .join()
         .unwrap_or_else(|_| Err(std::io::Error::other("the reader stopped")))
         .map_err(|e| format!("cannot read the app's worker's answer ({e})"))?;
+    if crate::elsewhere::json::values(&out) > MAX_SAID_VALUES {
+        return Err(format!("the app's worker's answer holds more than {MAX_SAID_VALUES} values; it was not read"));
+    }
     serde_json::from_slice(&out).map_err(|_| match status.code() {
         Some(code) => format!("the app's worker ended without an answer (status {code})"),
         None => "the app's worker was killed before it answered".to_string(),

@@ -40,7 +40,7 @@ use crate::config::Config;
 use crate::manifest::{AppId, Effect, Manifest};
 use crate::root::Root;
 
-use super::{Held, Key};
+use super::{Held, Key, MAX_SAID_VALUES};
 
 /// Which of an app's workers a call runs in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -52,7 +52,10 @@ pub enum Side {
     Outer,
 }
 
-/// The most a line from a worker may be (an answer, read by the launcher).
+/// The most a line from a worker may be (an answer, read by the launcher):
+/// an answer of [`MAX_ANSWER_BYTES`](crate::apps::MAX_ANSWER_BYTES) as its
+/// worker writes it again, with room to spare (a number it parsed may be
+/// written longer: `1e15` as `1000000000000000.0`).
 const MAX_LINE: u64 = 64 << 20;
 
 /// The most of a worker's standard error said, over its life.
@@ -62,14 +65,10 @@ const MAX_STDERR: usize = 1 << 20;
 /// panels, at most.
 const CHANGED_EVERY: Duration = Duration::from_millis(250);
 
-/// The longest error of a worker's answer passed on (in characters).
-const MOST_HEARD: usize = 16 * 1024;
-
 /// A worker's error, as its caller hears it: cut short, then cleaned of
 /// what looks like a secret (as an app's error is where it runs).
 fn heard(message: &str) -> String {
-    let cut: String = message.chars().take(MOST_HEARD).collect();
-    crate::sanitize::secrets(&cut).into_owned()
+    crate::sanitize::secrets(&crate::elsewhere::text::cut(message, crate::apps::MOST_SAID)).into_owned()
 }
 
 /// How long a worker has to confine itself and say it is ready.
@@ -1265,11 +1264,16 @@ impl Inner {
         // Its answers, each to the call that waits for it.
         let reading = shared.clone();
         let (pool, door) = (Arc::downgrade(self), site.as_ref().map(|s| s.door.clone()));
+        let heard_in = crate::applog::dir_of(&paths.dir);
         let reader = tokio::spawn(async move {
             let mut forwarded: HashMap<u64, tokio::task::AbortHandle> = HashMap::new();
             let mut forwarding = tokio::task::JoinSet::new();
             let (mut next_changed, trailing) = (Instant::now(), Arc::new(AtomicBool::new(false)));
-            while let Ok(Some(told)) = read_line(&mut stdout).await {
+            let mut refused = None;
+            while let Some(told) = read_line(&mut stdout).await.unwrap_or_else(|e| {
+                refused = Some(e);
+                None
+            }) {
                 let Told { id, said } = told;
                 match said {
                     Said::Answer(answer) => {
@@ -1362,8 +1366,13 @@ impl Inner {
                     Said::Ready { .. } | Said::Unconfinable(_) | Said::Failed(_) => {}
                 }
             }
-            // Its end, or a line too long or not the channel's: either way
-            // it is not heard any more, and ended.
+            // Its end, or a line too long, too heavy or not the channel's:
+            // either way it is not heard any more, and ended.
+            if let Some(why) = refused {
+                let message = format!("its {} worker was ended: {why}", reading.side.word());
+                crate::applog::queue(&heard_in, crate::applog::Line::new("warn", "worker", &message));
+                tracing::warn!(app = %reading.app, "{message}");
+            }
             forwarding.abort_all();
             reading.kill.notify_one();
         });
@@ -1503,7 +1512,13 @@ async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(reader: &mut R) -> std::i
     if line.last() != Some(&b'\n') {
         return Err(std::io::Error::other("a worker's line is too long or cut"));
     }
-    serde_json::from_slice(&line).map(Some).map_err(|_| std::io::Error::other("a worker's line is malformed"))
+    if crate::elsewhere::json::values(&line) > MAX_SAID_VALUES {
+        return Err(std::io::Error::other(format!("a worker's line holds more than {MAX_SAID_VALUES} values")));
+    }
+    // (Where, not what: serde's own words may quote the line.)
+    serde_json::from_slice(&line).map(Some).map_err(|e| {
+        std::io::Error::other(format!("a worker's line is malformed ({:?} at byte {})", e.classify(), e.column()))
+    })
 }
 
 /// Kills a worker's process group and reaps it.
