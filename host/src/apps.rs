@@ -917,6 +917,9 @@ impl Apps {
                 return Err(CallError::new(ErrorKind::Denied, refusal.reason));
             }
         };
+        // What the input was parsed into is not held while the call runs
+        // (the call carries its canonical text).
+        drop(value);
         // The row that records it: who called, what the gate decided and who
         // answered; its outcome is set where it ran.
         let template = Row {

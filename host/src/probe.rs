@@ -72,10 +72,18 @@ pub enum Attempt {
     /// `times` times, as a worker taken by an escape would, whatever the
     /// worker itself says there meanwhile.
     Say { line: String, times: u32 },
-    /// Say on descriptor 1 `before`, a list of `values` zeros and `after`
-    /// (an answer to a call, say): text its reader would hold many times
-    /// over parsed.
-    Heavy { before: String, values: u64, after: String },
+    /// Say on descriptor 1 `before`, `piece` `times` times and `after` (an
+    /// answer of a long list to a call, say: text its reader would hold many
+    /// times over parsed), as `lines` lines, each with its number where
+    /// `before` says `{line}`.
+    Heavy {
+        before: String,
+        piece: String,
+        times: u64,
+        after: String,
+        #[serde(default = "one")]
+        lines: u64,
+    },
     /// End the process at once (status 0), as a worker taken by an escape
     /// may once it said what it wanted.
     Exit,
@@ -87,6 +95,10 @@ pub enum Attempt {
     /// whoever started `autoapp` left open: done only when they begin with
     /// `starts` (a descriptor the process opened itself is not that file).
     ReadFd { fd: i32, starts: String },
+}
+
+fn one() -> u64 {
+    1
 }
 
 /// What became of an attempt.
@@ -200,28 +212,32 @@ fn attempt(a: &Attempt) -> std::io::Result<()> {
             let mut out = std::fs::File::from(out.try_clone_to_owned()?);
             (0..*times).try_for_each(|_| out.write_all(&said))
         }
-        Attempt::Heavy { before, values, after } => {
+        Attempt::Heavy { before, piece, times, after, lines } => {
             use std::io::Write as _;
-            let mut said = format!("{before}[0").into_bytes();
-            for _ in 1..*values {
-                said.extend_from_slice(b",0");
+            let mut middle = Vec::with_capacity(piece.len() * *times as usize);
+            for _ in 0..*times {
+                middle.extend_from_slice(piece.as_bytes());
             }
-            said.push(b']');
-            said.extend_from_slice(after.as_bytes());
             // SAFETY: as `Say`'s.
             #[allow(unsafe_code)]
             let out = unsafe { std::os::fd::BorrowedFd::borrow_raw(1) };
             let mut out = std::fs::File::from(out.try_clone_to_owned()?);
-            // The channel does not block (its worker's runtime made it so):
-            // what does not fit yet is written once there is room.
-            let mut left = &said[..];
-            while !left.is_empty() {
-                match out.write(left) {
-                    Ok(n) => left = &left[n..],
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(std::time::Duration::from_millis(1));
+            for line in 0..*lines {
+                let start = before.replace("{line}", &line.to_string());
+                for part in [start.as_bytes(), &middle, after.as_bytes()] {
+                    // The channel does not block (its worker's runtime made
+                    // it so): what does not fit yet goes once there is room.
+                    let mut left = part;
+                    while !left.is_empty() {
+                        match out.write(left) {
+                            Ok(n) => left = &left[n..],
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                                let mut ready = [rustix::event::PollFd::new(&out, rustix::event::PollFlags::OUT)];
+                                rustix::event::poll(&mut ready, None)?;
+                            }
+                            Err(e) => return Err(e),
+                        }
                     }
-                    Err(e) => return Err(e),
                 }
             }
             Ok(())

@@ -1821,8 +1821,8 @@ fn a_workers_line_heavier_than_an_answer_may_be_ends_it_unparsed() {
                                 "input": { "attempts": attempts }, "client": "agent" }),
         )
     };
-    let heavy = serde_json::json!({ "try": "heavy", "before": r#"{"id":1,"said":{"answer":{"Ok":"#,
-                                    "values": 2_000_000, "after": "}}}\n" });
+    let heavy = serde_json::json!({ "try": "heavy", "before": r#"{"id":1,"said":{"answer":{"Ok":[0"#,
+                                    "piece": ",0", "times": 1_999_999, "after": "]}}}\n" });
     let said = invoke(serde_json::json!([heavy]));
     assert_eq!(said["ok"], false, "the heavy line was heard: {}", said.to_string().len());
     let message = said["error"]["message"].as_str().unwrap_or_default();
@@ -1840,6 +1840,54 @@ fn a_workers_line_heavier_than_an_answer_may_be_ends_it_unparsed() {
     served.stop();
 }
 
+/// A worker taken by an escape sends on a hundred calls of its app as its
+/// tabs may, each with an input of 1.5 MB, which its app then holds for
+/// eight seconds (past the time its sending on takes: its answers would
+/// fall inside the lines): its launcher takes at most six inputs of the most a request may
+/// send on at once (the others are answered 503 at once), and does not keep
+/// what it parsed of an input while the call runs (fails before: it held
+/// every one).
+#[test]
+fn a_workers_requests_sent_on_hold_a_bounded_share_of_its_launcher() {
+    use base64::Engine as _;
+    let b64 = &base64::engine::general_purpose::STANDARD;
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    root.install("escape");
+    let served = Served::start(&root, &["serve", "escape"]);
+    let tab = served.tab("escape");
+    let origin = format!("http://127.0.0.1:{}", tab.port());
+    let headers = serde_json::json!([
+        ["host", format!("127.0.0.1:{}", tab.port())],
+        ["origin", origin],
+        ["sec-fetch-site", "same-origin"],
+        ["cookie", tab.cookie.clone().unwrap()],
+        ["content-type", "application/json"],
+    ]);
+    // The input, as base64: its start (a whole number of three bytes, so
+    // that the pad's own base64 follows it), "AAA" 500,000 times, its end.
+    let mut start = r#"{"attempts":[{"try":"sleep","ms":8000}],"pad":""#.to_string();
+    while !start.len().is_multiple_of(3) {
+        start.insert(1, ' ');
+    }
+    let before = format!(
+        r#"{{"id":9000000{{line}},"said":{{"forward":{{"method":"POST","uri":"/api/call/escape","headers":{headers},"body":"{}"#,
+        b64.encode(&start)
+    );
+    let after = format!("{}\"}}}}}}\n", b64.encode("\"}"));
+    let heavy = serde_json::json!({ "try": "heavy", "before": before, "piece": "QUFB", "times": 500_000, "after": after, "lines": 100 });
+    let said = control_request(
+        root.path(),
+        serde_json::json!({ "type": "invoke", "app": "escape", "route": "escape",
+                            "input": { "attempts": [heavy] }, "client": "agent" }),
+    );
+    assert_eq!(said["ok"], true, "{said}\n{}", root.ok(&["logs", "escape", "--lines", "20"]));
+    let done = outcomes(&said["output"]);
+    assert!(done.iter().all(|(_, d)| *d), "{said}");
+    let peak = peak_memory_mib(served.pid());
+    assert!(peak < 400, "the launcher's memory peaked at {peak} MiB");
+    served.kill();
+}
+
 /// The same in the worker of `autoapp call`: its answer of two million
 /// zeros, then its end, is not parsed by the command (fails before: the
 /// command printed the zeros as the call's answer).
@@ -1849,7 +1897,7 @@ fn a_call_workers_answer_heavier_than_an_answer_may_be_is_not_read() {
     root.install("escape");
     let before = r#"{"answer":{"release":"r","effect":"read","duration_ms":1,"output":"#;
     let attempts = serde_json::json!({ "attempts": [
-        { "try": "heavy", "before": before, "values": 2_000_000, "after": "}}" },
+        { "try": "heavy", "before": format!("{before}[0"), "piece": ",0", "times": 1_999_999, "after": "]}}" },
         { "try": "exit" },
     ] });
     let e = root.refused(&["call", "escape", "escape", &attempts.to_string()]);

@@ -398,6 +398,14 @@ const MAX_UNREAD: usize = 64 << 20;
 /// event streams, questions answered).
 const MAX_FORWARDED: usize = 256;
 
+/// At most this much of the bodies of one worker's forwarded requests (as
+/// the channel carries them: base64) held by its launcher at once — six
+/// inputs of the most a request may send on. A call's input is held while
+/// the call runs, with what the launcher makes of it: a worker taken by an
+/// escape, sending on [`MAX_FORWARDED`] calls of the most each that its own
+/// app then never answers, would otherwise have its launcher hold GiBs.
+const MAX_FORWARDED_BYTES: usize = 6 * MAX_SENT_ON_B64;
+
 /// A worker's command, and where its process goes once started.
 type Spawn = (std::process::Command, tokio::sync::oneshot::Sender<std::io::Result<std::process::Child>>);
 
@@ -1268,6 +1276,7 @@ impl Inner {
         let reader = tokio::spawn(async move {
             let mut forwarded: HashMap<u64, tokio::task::AbortHandle> = HashMap::new();
             let mut forwarding = tokio::task::JoinSet::new();
+            let carried = Arc::new(AtomicUsize::new(0));
             let (mut next_changed, trailing) = (Instant::now(), Arc::new(AtomicBool::new(false)));
             let mut refused = None;
             while let Some(told) = read_line(&mut stdout).await.unwrap_or_else(|e| {
@@ -1299,12 +1308,17 @@ impl Inner {
                         if forwarding.len() >= MAX_FORWARDED
                             || forwarded.contains_key(&id)
                             || request.body.len() > MAX_SENT_ON_B64
+                            || carried.load(Ordering::Acquire) + request.body.len() > MAX_FORWARDED_BYTES
                         {
                             shared.reply(id, What::Reply(Reply::Head { status: 503, headers: Vec::new() }));
                             shared.reply(id, What::Reply(Reply::End));
                             continue;
                         }
-                        let task = forwarding.spawn(async move { forward(&shared, id, door, request).await });
+                        let carrying = Carrying::new(&carried, request.body.len());
+                        let task = forwarding.spawn(async move {
+                            let _carrying = carrying;
+                            forward(&shared, id, door, request).await
+                        });
                         forwarded.insert(id, task);
                     }
                     Said::Cancel => {
@@ -1426,6 +1440,26 @@ impl Inner {
             }
         });
         Ok(Ok(Live { policy: policy.clone(), shared, lines }))
+    }
+}
+
+/// The bytes of a forwarded request's body, counted among its worker's
+/// ([`MAX_FORWARDED_BYTES`]) until its answer ends, or is given up.
+struct Carrying {
+    carried: Arc<AtomicUsize>,
+    bytes: usize,
+}
+
+impl Carrying {
+    fn new(carried: &Arc<AtomicUsize>, bytes: usize) -> Carrying {
+        carried.fetch_add(bytes, Ordering::AcqRel);
+        Carrying { carried: carried.clone(), bytes }
+    }
+}
+
+impl Drop for Carrying {
+    fn drop(&mut self) {
+        self.carried.fetch_sub(self.bytes, Ordering::AcqRel);
     }
 }
 
