@@ -1500,7 +1500,7 @@ fn load(root: &Root, runtime: &Runtime, app: &AppId, release_id: &str) -> Result
     let prepared = runtime.prepare(&component).map_err(internal)?;
     let mut validators = HashMap::new();
     for r in &manifest.routes {
-        let v = jsonschema::validator_for(&r.input).map_err(|e| internal(anyhow::anyhow!("{e}")))?;
+        let v = crate::manifest::input_validator(&r.input).map_err(|e| internal(anyhow::anyhow!("{e}")))?;
         validators.insert(r.name.clone(), v);
     }
     Ok(Loaded { manifest, prepared, validators })

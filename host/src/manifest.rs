@@ -497,9 +497,30 @@ fn check_input_schema(schema: &Json) -> Result<(), String> {
     if obj.get("type") != Some(&Json::String("object".into())) {
         return Err("input must describe an object: add type = \"object\" (routes take a JSON object)".into());
     }
-    jsonschema::validator_for(schema)
+    input_validator(schema)
         .map(|_| ())
         .map_err(|e| format!("input is not a valid JSON Schema ({e}); see docs/manifest.md"))
+}
+
+/// The most a compiled `pattern` of an input schema may be (and its lazy
+/// DFA's cache), in bytes.
+const MAX_PATTERN_BYTES: usize = 1 << 20;
+
+/// The validator of a route's input schema: the one way the host compiles
+/// one. Its `pattern`s and `patternProperties` run on the `regex` engine,
+/// in time linear in what they match: a schema is the app's, and the
+/// launcher checks inputs (from every caller) and views (a preview's, a
+/// page's its worker already checked) against it — a pattern run by
+/// backtracking (`(?=(a+)+b)`: a million steps a string before the
+/// backtracking engine gives up) would hold a launcher thread for
+/// milliseconds on each of a view's million strings. A pattern the `regex` engine cannot
+/// run (a lookaround, a backreference) is refused with the manifest.
+pub(crate) fn input_validator(schema: &Json) -> Result<jsonschema::Validator, jsonschema::ValidationError<'static>> {
+    jsonschema::options()
+        .with_pattern_options(
+            jsonschema::PatternOptions::regex().size_limit(MAX_PATTERN_BYTES).dfa_size_limit(MAX_PATTERN_BYTES),
+        )
+        .build(schema)
 }
 
 fn check_migration_path(s: &str) -> Result<(), String> {
@@ -632,6 +653,30 @@ migrations = ["migrations/0001_init.sql"]
         assert_eq!(m.routes[1].input["additionalProperties"], Json::Bool(false));
         assert_eq!(m.capabilities.network[1].to_string(), "https://*.example.com:8443");
         assert_eq!(m.capabilities.files[0].access, Access::Read);
+    }
+
+    /// A schema's patterns run in linear time: a nested repetition
+    /// (`^(a+)+$`, on 40 letters and a digit) is matched, and a pattern only
+    /// a backtracking engine runs (a lookahead, in which `(?=(a+)+b)` tries
+    /// 2^n ways) is refused with the manifest (fails before: it was taken,
+    /// and run by backtracking up to a million steps a string).
+    #[test]
+    fn an_input_schemas_patterns_run_in_linear_time_and_a_lookahead_is_refused() {
+        let route = |pattern: &str| {
+            GOOD.replace(
+                "input = { type = \"object\", properties = { limit = { type = \"integer\", minimum = 1, maximum = 100 } } }",
+                &format!("input = {{ type = \"object\", properties = {{ s = {{ type = \"string\", pattern = '{pattern}' }} }} }}"),
+            )
+        };
+        let m = parse(&route("^(a+)+$"), "autoapp.toml").unwrap();
+        let v = input_validator(&m.routes[0].input).unwrap();
+        let long = format!("{}1", "a".repeat(40));
+        let problems: Vec<String> = v.iter_errors(&serde_json::json!({ "s": long })).map(|e| e.to_string()).collect();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("does not match"), "{problems:?}");
+        assert!(v.is_valid(&serde_json::json!({ "s": "aaaa" })));
+        let e = parse(&route("^(?=a)a+$"), "autoapp.toml").unwrap_err().to_string();
+        assert!(e.contains("input is not a valid JSON Schema"), "{e}");
     }
 
     #[test]

@@ -310,7 +310,7 @@ input = { type = "object", required = ["id"], properties = { id = { type = "inte
         let m = manifest();
         let fits = |route: &str, input: &Value| {
             let schema = &m.route(route).unwrap().input;
-            jsonschema::validator_for(schema).unwrap().is_valid(input)
+            crate::manifest::input_validator(schema).unwrap().is_valid(input)
         };
         validate(&json!({ "title": "T", "children": children }), &m, &fits)
     }

@@ -177,7 +177,7 @@ fn parse_one(
         }
     };
     if let (Some(route), Some(input)) = (route, &input)
-        && let Ok(validator) = jsonschema::validator_for(&route.input)
+        && let Ok(validator) = crate::manifest::input_validator(&route.input)
     {
         let problems: Vec<String> = validator.iter_errors(input).take(3).map(|e| e.to_string()).collect();
         if !problems.is_empty() {
