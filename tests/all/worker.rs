@@ -1911,6 +1911,51 @@ fn peak_memory_mib(pid: u32) -> u64 {
     line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() / 1024
 }
 
+/// Issue 54: a retired worker ends once its calls are done. One taken by
+/// an escape that does not (here its page's call holds its thread in native
+/// code for a minute, which no deadline interrupts) is stopped once none of
+/// its calls can still be running — their time, the margin to answer and
+/// two compiles: 1 + 15 + 2 × 2 s here —, and the app's log says so (fails
+/// before: it lived on until its thread let go, a minute later; one that
+/// never let go lived as long as its launcher, with its channel and socket).
+#[test]
+fn a_retired_worker_that_does_not_end_is_stopped_once_none_of_its_calls_can_run() {
+    let root = TestRoot::with_config(&format!("{}worker_idle_secs = 1\n", crate::many_callers::QUIET));
+    root.install("escape");
+    let config = root.path().join("config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("call_deadline_ms = 1000\ncompile_deadline_secs = 2\n");
+    std::fs::write(&config, text).unwrap();
+    let served = Served::start(&root, &["serve", "escape"]);
+    let mut tab = served.tab("escape");
+    let inside = root.path().join("apps/escape/data/in-the-call");
+    let attempts = serde_json::json!([{ "try": "create", "path": inside }, { "try": "sleep", "ms": 60_000 }]);
+    let asked = serde_json::json!({ "attempts": attempts }).to_string();
+    let calling = std::thread::spawn(move || tab.request("POST", "/api/call/escape", Some(&asked)).map(|r| r.status));
+    let started = std::time::Instant::now();
+    while !inside.exists() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "the page's call began");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let held = workers_of_app(root.path(), "escape");
+    assert_eq!(held.len(), 1, "{held:?}");
+    // Idle for its launcher (a page's call is its own), it is retired
+    // within a second or two, and stopped 20 s after.
+    let began = std::time::Instant::now();
+    while workers_of_app(root.path(), "escape").contains(&held[0])
+        && began.elapsed() < std::time::Duration::from_secs(58)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let lived = began.elapsed();
+    assert!(lived < std::time::Duration::from_secs(40), "the retired worker lived {lived:?} after its call began");
+    assert!(lived >= std::time::Duration::from_secs(19), "stopped after {lived:?}, before its calls' time was out");
+    let log = root.ok(&["logs", "escape", "--lines", "50"]);
+    assert!(log.contains("had not ended 20 s after it was retired, and was stopped"), "{log}");
+    assert!(calling.join().unwrap().is_err(), "the held call's connection ended with its worker");
+    served.kill();
+}
+
 /// Issue 54: a worker waiting for its launcher to compile its code is not
 /// one that stopped answering, so the launcher waits past the call's time
 /// while that compile runs. A worker taken by an escape could ask for a

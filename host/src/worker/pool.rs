@@ -457,6 +457,11 @@ struct Shared {
     gone: AtomicBool,
     /// Retired by the launcher: its end is not a crash.
     retired: AtomicBool,
+    /// The longest it may take to end once retired ([`linger`]): past it,
+    /// it is stopped.
+    linger: Duration,
+    /// Where its app's log is.
+    log_dir: PathBuf,
     /// Asks the task that owns its process to kill it (only that task
     /// reaps it, after the kill: its id is never another's by then).
     kill: tokio::sync::Notify,
@@ -478,15 +483,48 @@ struct Shared {
     replies: tokio::sync::mpsc::UnboundedSender<zeroize::Zeroizing<Vec<u8>>>,
 }
 
+/// The longest a worker may take to end once retired: the longest any of
+/// its calls may run and be waited for (its time, the margin to answer, and
+/// two compiles it may ask its launcher for, as [`Workers::ask`] waits).
+fn linger(config: &Config) -> Duration {
+    config.call_deadline() + ANSWER_MARGIN + 2 * config.compile_budget()
+}
+
 impl Shared {
-    fn retire(&self) {
-        self.retired.store(true, Ordering::Release);
+    fn retire(self: &Arc<Self>) {
+        let first = !self.retired.swap(true, Ordering::AcqRel);
         self.over.send_replace(true);
         if self.site.is_some() {
             // At once, while a caller may still hold it: another worker
             // takes the socket now.
             self.reply(0, What::StopServing);
         }
+        if !first {
+            return;
+        }
+        // It ends once its calls are done. One that does not (taken by an
+        // escape, it would keep its channel, its socket and its process for
+        // as long as the launcher runs) is stopped once no call of it can
+        // still be running.
+        // (Every retirement is on the launcher's runtime.)
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (me, linger, mut ended) = (Arc::downgrade(self), self.linger, self.ended.subscribe());
+        runtime.spawn(async move {
+            let outlived = tokio::time::timeout(linger, ended.wait_for(|e| *e)).await.is_err();
+            if let Some(s) = me.upgrade().filter(|_| outlived) {
+                let message = format!(
+                    "its {} worker (pid {}) had not ended {} s after it was retired, and was stopped",
+                    s.side.word(),
+                    s.pid,
+                    linger.as_secs()
+                );
+                crate::applog::queue(&s.log_dir, crate::applog::Line::new("warn", "worker", &message));
+                tracing::warn!(app = %s.app, "{message}");
+                s.kill.notify_one();
+            }
+        });
     }
 
     /// Sends `what` as the answer to its ask `id`.
@@ -1219,6 +1257,8 @@ impl Inner {
             pending: Mutex::default(),
             gone: AtomicBool::new(false),
             retired: AtomicBool::new(false),
+            linger: linger(&self.config),
+            log_dir: crate::applog::dir_of(&paths.dir),
             kill: tokio::sync::Notify::new(),
             over: tokio::sync::watch::Sender::new(false),
             ended: tokio::sync::watch::Sender::new(false),
