@@ -1744,6 +1744,63 @@ fn a_worker_that_says_its_data_changed_again_and_again_is_heard_a_few_times() {
     served.stop();
 }
 
+/// The same through its writes: each write call of an app's page that
+/// its launcher answers (one its worker sends on) tells every panel and tab
+/// of the app that its data changed. A worker taken by an escape sending on
+/// two hundred writes at once had each heard (each has every panel read the
+/// launcher's whole state again); now at most one each quarter of a second.
+#[test]
+fn a_workers_writes_sent_on_again_and_again_are_heard_a_few_times() {
+    use std::io::BufRead as _;
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    root.install("escape");
+    let served = Served::start(&root, &["serve", "escape"]);
+    let tab = served.tab("escape");
+    let heard = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    {
+        let heard = heard.clone();
+        let lines = crate::support::event_stream(&tab);
+        std::thread::spawn(move || {
+            for line in lines.lines().map_while(Result::ok) {
+                if line.starts_with("event: changed") {
+                    heard.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        });
+    }
+    let headers = serde_json::json!([
+        ["host", format!("127.0.0.1:{}", tab.port())],
+        ["origin", format!("http://127.0.0.1:{}", tab.port())],
+        ["sec-fetch-site", "same-origin"],
+        ["cookie", tab.cookie.clone().unwrap()],
+        ["content-type", "application/json"],
+    ]);
+    let line = format!(
+        r#"{{"id":9000000{{line}},"said":{{"forward":{{"method":"POST","uri":"/api/call/mark","headers":{headers},"body":"e30="}}}}}}"#
+    );
+    let writes =
+        serde_json::json!({ "try": "heavy", "before": line, "piece": "", "times": 0, "after": "\n", "lines": 200 });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    let said = control_request(
+        root.path(),
+        serde_json::json!({ "type": "invoke", "app": "escape", "route": "escape",
+                            "input": { "attempts": [writes] }, "client": "agent" }),
+    );
+    assert_eq!(said["ok"], true, "{said}");
+    // Every write done, then a second for the last word to come.
+    let begun = std::time::Instant::now();
+    while root.call("escape", "count", "{}")["marks"] != 200 && begun.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(root.call("escape", "count", "{}")["marks"], 200, "every write sent on ran");
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let heard = heard.load(std::sync::atomic::Ordering::SeqCst);
+    let most = 2 + (started.elapsed().as_millis() / 250) as usize;
+    assert!((1..=most).contains(&heard), "{heard} changes heard (at most {most})");
+    served.stop();
+}
+
 /// Issue 54: a worker's answer to a call its launcher sent it is passed
 /// on; a worker taken by an escape may answer with an error of 64 MiB, or
 /// one that carries a key. The caller hears it cut short and cleaned, as an

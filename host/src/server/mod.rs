@@ -206,7 +206,17 @@ pub struct Launcher {
     /// The apps' workers, which serve each app's own server on the socket
     /// the launcher opens (none: the launcher serves them itself).
     workers: std::sync::OnceLock<crate::worker::pool::Workers>,
+    /// Per app (`""`: the launcher's own), when the pages may next hear it
+    /// changed, and whether a last word is already due then.
+    changes: Arc<Mutex<HashMap<String, (Instant, bool)>>>,
 }
+
+/// How often the pages hear that one app changed, at most: each write of its
+/// page and each word of its worker is one, and every panel that hears it
+/// reads the launcher's whole state again (a worker taken by an escape can
+/// make thousands a second). The last one is never lost: it comes at the end
+/// of its quarter.
+const CHANGED_EVERY: Duration = Duration::from_millis(250);
 
 /// Whether a tab was opened by the system or its address printed.
 #[derive(Debug, Serialize)]
@@ -242,6 +252,7 @@ impl Launcher {
             started_at,
             id,
             workers: std::sync::OnceLock::new(),
+            changes: Arc::default(),
         })
     }
 
@@ -446,9 +457,33 @@ impl Launcher {
         }
     }
 
-    /// Tells the pages about an app's change.
+    /// Tells the pages about an app's change: an app's data changing at
+    /// most once each [`CHANGED_EVERY`] (the first at once, the last at the
+    /// end of its quarter).
     pub(crate) fn announce(&self, event: LauncherEvent) {
-        let _ = self.events.send(event);
+        let LauncherEvent::Changed { app } = &event else {
+            let _ = self.events.send(event);
+            return;
+        };
+        let now = Instant::now();
+        let mut changes = self.changes.lock().expect("changes");
+        let (next, due) = changes.entry(app.clone()).or_insert((now, false));
+        if now >= *next {
+            *next = now + CHANGED_EVERY;
+            drop(changes);
+            let _ = self.events.send(event);
+        } else if !*due && let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            *due = true;
+            let (at, app) = (*next, app.clone());
+            let (events, changes) = (self.events.clone(), self.changes.clone());
+            runtime.spawn(async move {
+                tokio::time::sleep_until(at.into()).await;
+                if let Some(c) = changes.lock().expect("changes").get_mut(&app) {
+                    *c = (Instant::now() + CHANGED_EVERY, false);
+                }
+                let _ = events.send(event);
+            });
+        }
     }
 
     /// Stops every server after the calls in flight finish, and flushes the record.

@@ -61,10 +61,6 @@ const MAX_LINE: u64 = 64 << 20;
 /// The most of a worker's standard error said, over its life.
 const MAX_STDERR: usize = 1 << 20;
 
-/// How often a worker's word that its app's data changed reaches the
-/// panels, at most.
-const CHANGED_EVERY: Duration = Duration::from_millis(250);
-
 /// A worker's error, as its caller hears it: cut short, then cleaned of
 /// what looks like a secret (as an app's error is where it runs).
 fn heard(message: &str) -> String {
@@ -1317,7 +1313,6 @@ impl Inner {
             let mut forwarded: HashMap<u64, tokio::task::AbortHandle> = HashMap::new();
             let mut forwarding = tokio::task::JoinSet::new();
             let carried = Arc::new(AtomicUsize::new(0));
-            let (mut next_changed, trailing) = (Instant::now(), Arc::new(AtomicBool::new(false)));
             let mut refused = None;
             while let Some(told) = read_line(&mut stdout).await.unwrap_or_else(|e| {
                 refused = Some(e);
@@ -1398,22 +1393,9 @@ impl Inner {
                         }
                     }
                     Said::Changed => {
-                        // Each tells every open panel to read the launcher's
-                        // state again: at most one each CHANGED_EVERY, the
-                        // last one kept for the end of it.
+                        // (Its launcher passes on a few a second, at most.)
                         if let Some(door) = &door {
-                            let now = Instant::now();
-                            if now >= next_changed {
-                                next_changed = now + CHANGED_EVERY;
-                                door.changed();
-                            } else if !trailing.swap(true, Ordering::AcqRel) {
-                                let (door, trailing, at) = (door.clone(), trailing.clone(), next_changed);
-                                tokio::spawn(async move {
-                                    tokio::time::sleep_until(at.into()).await;
-                                    trailing.store(false, Ordering::Release);
-                                    door.changed();
-                                });
-                            }
+                            door.changed();
                         }
                     }
                     Said::Used => *reading.last_used.lock().expect("used") = Instant::now(),
