@@ -99,6 +99,11 @@ pub struct Apps {
     /// In an app's worker: who compiles a release's code that the cache
     /// lost (its launcher); a worker may only read the cache.
     compiler: std::sync::OnceLock<Arc<dyn Compiler>>,
+    /// In the launcher: where the compiled code of each release a worker
+    /// asked for is (one entry a release that is there; a release's
+    /// component never changes), so that asking again costs a look at the
+    /// file, not a read and a hash of the component.
+    compiled_for_workers: Arc<Mutex<HashMap<(AppId, String), PathBuf>>>,
 }
 
 /// Notes the first write of an activation for a worker, which may not
@@ -286,6 +291,7 @@ impl Apps {
             recorder: Arc::new(Recorder::new(config.durability)),
             written: Mutex::default(),
             first_write_waits: Arc::default(),
+            compiled_for_workers: Arc::default(),
             containment: std::sync::OnceLock::new(),
             vault: std::sync::OnceLock::new(),
             loaded: Mutex::default(),
@@ -324,6 +330,7 @@ impl Apps {
             return Err(CallError::new(ErrorKind::InvalidInput, "name the release by its whole id"));
         }
         let (root, runtime, app, release) = (self.root.clone(), self.runtime.clone(), app.clone(), release.to_string());
+        let known = self.compiled_for_workers.clone();
         tokio::task::spawn_blocking(move || {
             let id = release::resolve(&root.app(&app), &release)
                 .map_err(|e| CallError::new(ErrorKind::NotFound, format!("{e:#}")))?;
@@ -333,17 +340,24 @@ impl Apps {
             // Debug builds only: a test holds a compile here
             // (`AUTOAPP_PAUSE=compile:for-worker`).
             crate::caps::confine::pause("compile:for-worker");
+            // Asked again (a worker taken by an escape may ask without end).
+            let which = (app.clone(), id.clone());
+            if known.lock().expect("compiled").get(&which).is_some_and(|p| p.is_file()) {
+                return Ok(());
+            }
             let internal = |why: String| {
                 CallError::new(ErrorKind::Internal, format!("cannot compile the release {id} of {app}: {why}"))
             };
             let bytes = std::fs::read(root.app(&app).release(&id).join(release::COMPONENT_FILE))
                 .map_err(|e| internal(e.to_string()))?;
             let cache = root.compiled_of(&app);
-            if runtime.is_compiled(&cache, &bytes) {
-                return Ok(());
+            let path = runtime.compiled_path(&cache, &bytes);
+            if !path.is_file() {
+                let budget = crate::runtime::Budget::of(runtime.config());
+                runtime.compile_elsewhere(&cache, &bytes, &budget).map_err(internal)?;
             }
-            let budget = crate::runtime::Budget::of(runtime.config());
-            runtime.compile_elsewhere(&cache, &bytes, &budget).map(|_| ()).map_err(internal)
+            known.lock().expect("compiled").insert(which, path);
+            Ok(())
         })
         .await
         .unwrap_or_else(|e| Err(CallError::new(ErrorKind::Internal, format!("compiling a release failed: {e}"))))

@@ -781,7 +781,8 @@ impl Runtime {
 
     /// Where the code compiled for `wasm` by this engine is kept in
     /// `cache_dir` (keyed by the component's hash and this engine).
-    fn cached_path(&self, cache_dir: &Path, wasm: &[u8]) -> std::path::PathBuf {
+    /// Where the code compiled for `wasm` is (or would be) in `cache_dir`.
+    pub fn compiled_path(&self, cache_dir: &Path, wasm: &[u8]) -> std::path::PathBuf {
         use sha2::Digest as _;
         let sha = hex::encode(sha2::Sha256::digest(wasm));
         cache_dir.join(format!("{sha}-{}.cwasm", self.compatibility_key()))
@@ -790,18 +791,18 @@ impl Runtime {
     /// Forgets the code compiled for `wasm` in `cache_dir`: a component
     /// refused after it was compiled leaves nothing behind.
     pub fn forget_compiled(&self, cache_dir: &Path, wasm: &[u8]) {
-        let _ = std::fs::remove_file(self.cached_path(cache_dir, wasm));
+        let _ = std::fs::remove_file(self.compiled_path(cache_dir, wasm));
     }
 
     /// Whether code compiled for `wasm` is in `cache_dir` already.
     pub fn is_compiled(&self, cache_dir: &Path, wasm: &[u8]) -> bool {
-        self.cached_path(cache_dir, wasm).is_file()
+        self.compiled_path(cache_dir, wasm).is_file()
     }
 
     /// Compiles `wasm`, or loads the code compiled for it earlier from
     /// `cache_dir` (keyed by the component's hash and this engine).
     pub fn compile_cached(&self, cache_dir: &Path, wasm: &[u8]) -> anyhow::Result<Compiled> {
-        let path = self.cached_path(cache_dir, wasm);
+        let path = self.compiled_path(cache_dir, wasm);
         if path.is_file()
             && let Ok(c) = self.load_compiled(&path)
         {

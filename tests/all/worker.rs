@@ -2013,6 +2013,52 @@ fn a_retired_worker_that_does_not_end_is_stopped_once_none_of_its_calls_can_run(
     served.kill();
 }
 
+/// A worker's ask that its launcher compile its release's code costs the
+/// launcher a look at the compiled file once it knows where it is: a
+/// worker taken by an escape asking twenty times had it read and hash the
+/// whole component each time (a hostile app may make its component as
+/// large as a build takes, 256 MiB).
+#[test]
+fn a_workers_asks_to_compile_its_code_again_and_again_read_its_component_once() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    root.install("escape");
+    let served = Served::start(&root, &["serve", "escape"]);
+    served.address("escape");
+    let release = std::fs::read_to_string(root.path().join("apps/escape/active")).unwrap().trim().to_string();
+    let size = std::fs::metadata(root.path().join("apps/escape/releases").join(&release).join("component.wasm"))
+        .unwrap()
+        .len();
+    // The worker started, and the launcher's reads counted from here.
+    let ran = control_request(
+        root.path(),
+        serde_json::json!({ "type": "invoke", "app": "escape", "route": "count", "input": {}, "client": "agent" }),
+    );
+    assert_eq!(ran["ok"], true, "{ran}");
+    let before = read_bytes(served.pid());
+    let asks: Vec<serde_json::Value> = (0..20)
+        .flat_map(|i| {
+            let ask = serde_json::json!({ "id": 9_000_000 + i, "said": { "compile": release } });
+            [say(&ask, 1), serde_json::json!({ "try": "sleep", "ms": 100 })]
+        })
+        .collect();
+    let said = control_request(
+        root.path(),
+        serde_json::json!({ "type": "invoke", "app": "escape", "route": "escape",
+                            "input": { "attempts": asks }, "client": "agent" }),
+    );
+    assert_eq!(said["ok"], true, "{said}");
+    let read = read_bytes(served.pid()) - before;
+    assert!(read < 3 * size, "the launcher read {read} bytes for 20 asks (the component is {size})");
+    served.stop();
+}
+
+/// The bytes process `pid` has read (`rchar`: every read, from a file or not).
+fn read_bytes(pid: u32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
+    let line = io.lines().find(|l| l.starts_with("rchar:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
 /// Issue 54: a worker waiting for its launcher to compile its code is not
 /// one that stopped answering, so the launcher waits past the call's time
 /// while that compile runs. A worker taken by an escape could ask for a

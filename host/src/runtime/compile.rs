@@ -87,7 +87,7 @@ impl Runtime {
     /// it earlier from `cache_dir`. The error is one sentence for the person:
     /// which limit it passed, or why the component is not valid.
     pub fn compile_elsewhere(&self, cache_dir: &Path, wasm: &[u8], budget: &Budget) -> Result<Compiled, String> {
-        let path = self.cached_path(cache_dir, wasm);
+        let path = self.compiled_path(cache_dir, wasm);
         if path.is_file()
             && let Ok(c) = self.load_compiled(&path)
         {
