@@ -327,6 +327,8 @@ fn parse_app(table: &toml::Table, p: &mut Problems) -> AppSection {
 /// `[[route]]`: each route, and no name twice.
 fn parse_routes(value: Option<&toml::Value>, p: &mut Problems) -> Vec<Route> {
     let mut routes = Vec::new();
+    // The patterns of the input schemas so far (`MAX_PATTERNS`).
+    let mut patterns = 0;
     match value {
         None => {}
         Some(toml::Value::Array(items)) => {
@@ -345,7 +347,7 @@ fn parse_routes(value: Option<&toml::Value>, p: &mut Problems) -> Vec<Route> {
                         name.escape_debug()
                     ));
                 }
-                if let Some(r) = parse_route(t, &where_, p) {
+                if let Some(r) = parse_route(t, &where_, &mut patterns, p) {
                     routes.push(r);
                 }
             }
@@ -415,7 +417,7 @@ fn check_across(routes: &[Route], capabilities: &Capabilities, p: &mut Problems)
     }
 }
 
-fn parse_route(t: &toml::Table, where_: &str, p: &mut Problems) -> Option<Route> {
+fn parse_route(t: &toml::Table, where_: &str, patterns: &mut usize, p: &mut Problems) -> Option<Route> {
     p.unknown_keys(t, where_, &["name", "effect", "summary", "input"]);
     let name = p.string(t, where_, "name");
     let where_ = match &name {
@@ -467,7 +469,7 @@ fn parse_route(t: &toml::Table, where_: &str, p: &mut Problems) -> Option<Route>
         })),
         Some(v) => {
             let json = serde_json::to_value(v).unwrap_or(Json::Null);
-            match check_input_schema(&json) {
+            match check_input_schema(&json, patterns) {
                 Ok(()) => Some(json),
                 Err(e) => {
                     p.add(format!("{where_}: {e}"));
@@ -487,8 +489,10 @@ fn is_name(n: &str) -> bool {
         && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'))
 }
 
-/// The input schema must be a JSON Schema that describes an object.
-fn check_input_schema(schema: &Json) -> Result<(), String> {
+/// The input schema must be a JSON Schema that describes an object, with
+/// at most [`MAX_PATTERNS`] patterns in all the manifest's (`patterns`: so
+/// far, this one's added).
+fn check_input_schema(schema: &Json, patterns: &mut usize) -> Result<(), String> {
     let Some(obj) = schema.as_object() else {
         return Err(
             "input must be a JSON Schema object, like input = { type = \"object\", properties = { ... } }".into()
@@ -497,14 +501,51 @@ fn check_input_schema(schema: &Json) -> Result<(), String> {
     if obj.get("type") != Some(&Json::String("object".into())) {
         return Err("input must describe an object: add type = \"object\" (routes take a JSON object)".into());
     }
+    // Counted before any is compiled.
+    *patterns += patterns_in(schema);
+    if *patterns > MAX_PATTERNS {
+        return Err(format!(
+            "the input schemas have more than {MAX_PATTERNS} patterns (`pattern`, each key of `patternProperties`); keep to {MAX_PATTERNS} in all the manifest's routes"
+        ));
+    }
     input_validator(schema)
         .map(|_| ())
         .map_err(|e| format!("input is not a valid JSON Schema ({e}); see docs/manifest.md"))
 }
 
+/// The most patterns the input schemas of one manifest may have. Each is
+/// compiled (up to [`MAX_PATTERN_BYTES`], and as much again for its cache)
+/// and kept while the release is loaded, by the launcher and the app's
+/// workers: a manifest of 256 KiB has room for thousands (500 patterns of
+/// `\w{400}`, 25 KB of text, are held in 35 MB; of `\w{4}`, in 9 MB).
+const MAX_PATTERNS: usize = 64;
+
+/// How many regular expressions `schema` holds: each `pattern` that is a
+/// string, and each key of a `patternProperties`, anywhere in it.
+fn patterns_in(schema: &Json) -> usize {
+    let (mut n, mut left) = (0, vec![schema]);
+    while let Some(v) = left.pop() {
+        match v {
+            Json::Object(o) => {
+                for (k, v) in o {
+                    match (k.as_str(), v) {
+                        ("pattern", Json::String(_)) => n += 1,
+                        ("patternProperties", Json::Object(p)) => n += p.len(),
+                        _ => {}
+                    }
+                    left.push(v);
+                }
+            }
+            Json::Array(a) => left.extend(a),
+            _ => {}
+        }
+    }
+    n
+}
+
 /// The most a compiled `pattern` of an input schema may be (and its lazy
 /// DFA's cache), in bytes.
-const MAX_PATTERN_BYTES: usize = 1 << 20;
+const MAX_PATTERN_BYTES: usize = 256 << 10;
 
 /// The validator of a route's input schema: the one way the host compiles
 /// one. Its `pattern`s and `patternProperties` run on the `regex` engine,
@@ -677,6 +718,25 @@ migrations = ["migrations/0001_init.sql"]
         assert!(v.is_valid(&serde_json::json!({ "s": "aaaa" })));
         let e = parse(&route("^(?=a)a+$"), "autoapp.toml").unwrap_err().to_string();
         assert!(e.contains("input is not a valid JSON Schema"), "{e}");
+    }
+
+    /// Each pattern is compiled and kept while the release is loaded: at
+    /// most 64 in a manifest (fails before: any number — 500 of `\w{400}`,
+    /// 25 KB of a manifest's 256 KiB, held 35 MB).
+    #[test]
+    fn a_manifest_has_at_most_64_patterns_in_its_input_schemas() {
+        let with = |n: usize, pattern: &str| {
+            let props: Vec<String> =
+                (0..n).map(|i| format!("p{i} = {{ type = \"string\", pattern = '{pattern}{i}' }}")).collect();
+            GOOD.replace(
+                "input = { type = \"object\", properties = { limit = { type = \"integer\", minimum = 1, maximum = 100 } } }",
+                &format!("input = {{ type = \"object\", properties = {{ {} }} }}", props.join(", ")),
+            )
+        };
+        assert!(parse(&with(64, "^\\w{1,64}$"), "autoapp.toml").is_ok());
+        let e = parse(&with(65, "^a"), "autoapp.toml").unwrap_err().to_string();
+        assert!(e.contains("more than 64 patterns"), "{e}");
+        assert_eq!(patterns_in(&serde_json::json!({ "patternProperties": { "^a": {}, "^b": { "pattern": "c" } } })), 3);
     }
 
     #[test]
