@@ -69,10 +69,14 @@ pub struct Apps {
     plans: Arc<crate::plans::Plans>,
     /// Shared with the steps that put a write's row beside it (`RowBeside`).
     recorder: Arc<Recorder>,
-    /// Per app, the text of its activation file once it holds the
-    /// activation's first write, and the release it names
-    /// (`note_first_write`).
-    written: Mutex<HashMap<AppId, (String, String)>>,
+    /// Per app, the text of its activation file, and the releases whose
+    /// writes have nothing to note while the file holds it: the one it
+    /// names once it holds the activation's first write, and those judged
+    /// under the app's lock to have nothing to note (`note_first_write`).
+    /// A set, not the last one alone: a worker taken by an escape naming two
+    /// releases in turn took the app's lock for each, which the person's
+    /// activate, rollback and prune then found taken.
+    written: Mutex<HashMap<AppId, (String, std::collections::HashSet<String>)>>,
     /// The activations (app, `activated_at`, or `release:<id>` for one whose
     /// file was not written yet) whose first write a thread waits to note
     /// while another change holds the app's lock: one thread each, whatever
@@ -473,10 +477,25 @@ impl Apps {
             // the file as written (the watch saw it replaced).
             Ok(Noted::Done) => {
                 if let MadeUnder::Release(release) = made_under {
-                    self.written.lock().expect("written").insert(app.clone(), (text, release));
+                    self.judged(app, text, release);
                 }
             }
             Err(e) => tracing::error!(app = %app, "cannot record the first write: {e:#}"),
+        }
+    }
+
+    /// While `app`'s activation file holds `text`, a write of `release`
+    /// has nothing to note (the releases of one text kept together; a new
+    /// text starts again).
+    fn judged(&self, app: &AppId, text: String, release: String) {
+        let mut written = self.written.lock().expect("written");
+        match written.get_mut(app) {
+            Some((noted, releases)) if *noted == text => {
+                releases.insert(release);
+            }
+            _ => {
+                written.insert(app.clone(), (text, std::collections::HashSet::from([release])));
+            }
         }
     }
 
@@ -498,14 +517,14 @@ impl Apps {
                 .lock()
                 .expect("written")
                 .get(app)
-                .is_some_and(|(noted, release)| *noted == text && release == release_id)
+                .is_some_and(|(noted, releases)| *noted == text && releases.contains(release_id))
         {
             return None;
         }
         match to_note(app, &file, &text, release_id, under_way) {
             ToNote::Damaged => None,
             ToNote::Already => {
-                self.written.lock().expect("written").insert(app.clone(), (text, release_id.to_string()));
+                self.judged(app, text, release_id.to_string());
                 None
             }
             ToNote::Note(made_under) => Some((text, made_under)),

@@ -1709,6 +1709,61 @@ fn a_workers_notes_of_releases_that_are_not_there_start_nothing_in_its_launcher(
     served.stop();
 }
 
+/// A worker's note of a first write names a release of its app. Two that
+/// are not the active one, named in turn, were each judged again under the
+/// app's lock, which the person's activate, rollback and prune (which try
+/// it once) then found taken. Each is judged once while the activation file
+/// is unchanged (fails before: the person's tries found the lock taken).
+#[test]
+fn a_workers_notes_naming_two_releases_in_turn_leave_the_apps_lock_to_the_person() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    let ws = root.install_with("escape", r#"network = ["http://127.0.0.1:9"]"#);
+    let component = crate::support::guest_component("escape");
+    let others: Vec<String> = (0..2)
+        .map(|n| {
+            let mut manifest = std::fs::read_to_string(ws.path().join("autoapp.toml")).unwrap();
+            manifest.push_str(&format!("\n# another release, {n}\n"));
+            std::fs::write(ws.path().join("autoapp.toml"), manifest).unwrap();
+            let built = root.ok(&["build", "escape", "--component", component.to_str().unwrap(), "--json"]);
+            serde_json::from_str::<serde_json::Value>(&built).unwrap()["release"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let served = Served::start(&root, &["serve", "escape"]);
+    let mut tab = served.tab("escape");
+    // (Said as `heavy` lines: those wait for room on the channel.)
+    let note = |i: usize| {
+        let line = serde_json::json!({ "id": 1_000_000 + i, "said": { "note": others[i % 2] } }).to_string();
+        serde_json::json!({ "try": "heavy", "before": line, "piece": "", "times": 0, "after": "\n" })
+    };
+    // Each judged once, with the lock free.
+    said_from_the_page(&mut tab, (0..2).map(note).collect());
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // The person's tries at the app's lock, while the worker names the two
+    // in turn.
+    let trying = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let person = {
+        let (trying, lock) = (trying.clone(), root.path().join("apps/.escape.lock"));
+        std::thread::spawn(move || {
+            let (mut tries, mut refused) = (0, 0);
+            while trying.load(std::sync::atomic::Ordering::SeqCst) {
+                let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock).unwrap();
+                tries += 1;
+                if file.try_lock().is_err() {
+                    refused += 1;
+                }
+            }
+            (tries, refused)
+        })
+    };
+    said_from_the_page(&mut tab, (2..2002).map(note).collect());
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    trying.store(false, std::sync::atomic::Ordering::SeqCst);
+    let (tries, refused) = person.join().unwrap();
+    assert!(tries > 100, "{tries} tries");
+    assert_eq!(refused, 0, "{refused} of the person's {tries} tries found the app's lock taken");
+    served.stop();
+}
+
 /// Issue 54: a worker's word that its app's data changed makes every open
 /// panel and tab of the app read the launcher's state again. A worker
 /// taken by an escape saying it two thousand times a second had every

@@ -1265,7 +1265,7 @@ impl Inner {
             replies,
         });
         crate::applog::queue(
-            &crate::applog::dir_of(&paths.dir),
+            &shared.log_dir,
             crate::applog::Line::new("info", "worker", &format!("its {} worker started (pid {pid})", side.word())),
         );
         let (lines, mut to_send) = tokio::sync::mpsc::unbounded_channel::<zeroize::Zeroizing<Vec<u8>>>();
@@ -1308,7 +1308,6 @@ impl Inner {
         // Its answers, each to the call that waits for it.
         let reading = shared.clone();
         let (pool, door) = (Arc::downgrade(self), site.as_ref().map(|s| s.door.clone()));
-        let heard_in = crate::applog::dir_of(&paths.dir);
         let reader = tokio::spawn(async move {
             let mut forwarded: HashMap<u64, tokio::task::AbortHandle> = HashMap::new();
             let mut forwarding = tokio::task::JoinSet::new();
@@ -1406,7 +1405,7 @@ impl Inner {
             // either way it is not heard any more, and ended.
             if let Some(why) = refused {
                 let message = format!("its {} worker was ended: {why}", reading.side.word());
-                crate::applog::queue(&heard_in, crate::applog::Line::new("warn", "worker", &message));
+                crate::applog::queue(&reading.log_dir, crate::applog::Line::new("warn", "worker", &message));
                 tracing::warn!(app = %reading.app, "{message}");
             }
             forwarding.abort_all();
@@ -1424,7 +1423,6 @@ impl Inner {
         // and an end the launcher did not ask for is noted for the back-off.
         let ending = shared.clone();
         let ended = Arc::downgrade(&self.ended);
-        let log_dir = crate::applog::dir_of(&paths.dir);
         tokio::spawn(async move {
             let status = end_when_exits(child, pid, &ending.kill).await;
             // The answers it wrote before it ended are read first.
@@ -1451,7 +1449,7 @@ impl Inner {
                 true => format!("its {} worker ended (pid {}, {how})", ending.side.word(), ending.pid),
                 false => format!("its {} worker ended on its own (pid {}, {how})", ending.side.word(), ending.pid),
             };
-            crate::applog::queue(&log_dir, crate::applog::Line::new("info", "worker", &message));
+            crate::applog::queue(&ending.log_dir, crate::applog::Line::new("info", "worker", &message));
             if !retired {
                 tracing::warn!(app = %ending.app, "{message}");
                 if let Some(ended) = ended.upgrade() {
