@@ -1661,6 +1661,53 @@ fn say(line: &serde_json::Value, times: u32) -> serde_json::Value {
     serde_json::json!({ "try": "say", "line": line.to_string(), "times": times })
 }
 
+/// The escape guest's `escape` route called over the launcher's control
+/// connection (as an agent), trying `attempts`: the launcher's answer.
+fn invoke_escape(root: &Path, attempts: serde_json::Value) -> serde_json::Value {
+    control_request(
+        root,
+        serde_json::json!({ "type": "invoke", "app": "escape", "route": "escape",
+                            "input": { "attempts": attempts }, "client": "agent" }),
+    )
+}
+
+/// The headers `tab` sends with a request (its host, same-origin, its
+/// session), as a worker that forges its tabs' requests says them.
+fn tab_headers(tab: &crate::support::http::Http) -> serde_json::Value {
+    serde_json::json!([
+        ["host", format!("127.0.0.1:{}", tab.port())],
+        ["origin", format!("http://127.0.0.1:{}", tab.port())],
+        ["sec-fetch-site", "same-origin"],
+        ["cookie", tab.cookie.clone().unwrap()],
+        ["content-type", "application/json"],
+    ])
+}
+
+/// How many times `tab`'s event stream has heard that its app changed,
+/// counted from now on.
+fn changes_heard(tab: &crate::support::http::Http) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+    use std::io::BufRead as _;
+    let heard = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (counting, lines) = (heard.clone(), crate::support::event_stream(tab));
+    std::thread::spawn(move || {
+        for line in lines.lines().map_while(Result::ok) {
+            if line.starts_with("event: changed") {
+                counting.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    });
+    heard
+}
+
+/// Short times for the launcher alone (the install compiled with the usual
+/// budget): a call's own second, and two seconds a compile.
+fn short_times(root: &TestRoot) {
+    let config = root.path().join("config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("call_deadline_ms = 1000\ncompile_deadline_secs = 2\n");
+    std::fs::write(&config, text).unwrap();
+}
+
 /// The page's call of the escape guest's `escape` route (a read, run in
 /// the worker that serves the page), trying `attempts`: every one done.
 fn said_from_the_page(tab: &mut crate::support::http::Http, attempts: Vec<serde_json::Value>) {
@@ -1771,24 +1818,12 @@ fn a_workers_notes_naming_two_releases_in_turn_leave_the_apps_lock_to_the_person
 /// of a second, and the last one still comes.
 #[test]
 fn a_worker_that_says_its_data_changed_again_and_again_is_heard_a_few_times() {
-    use std::io::BufRead as _;
     let root = TestRoot::with_config(crate::many_callers::QUIET);
     root.install("escape");
     let served = Served::start(&root, &["serve", "escape"]);
     let mut tab = served.tab("escape");
     // The tab's event stream, counting what it hears.
-    let heard = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    {
-        let heard = heard.clone();
-        let lines = crate::support::event_stream(&tab);
-        std::thread::spawn(move || {
-            for line in lines.lines().map_while(Result::ok) {
-                if line.starts_with("event: changed") {
-                    heard.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                }
-            }
-        });
-    }
+    let heard = changes_heard(&tab);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let started = std::time::Instant::now();
     said_from_the_page(&mut tab, vec![say(&serde_json::json!({ "id": 0, "said": "changed" }), 2000)]);
@@ -1806,30 +1841,12 @@ fn a_worker_that_says_its_data_changed_again_and_again_is_heard_a_few_times() {
 /// launcher's whole state again); now at most one each quarter of a second.
 #[test]
 fn a_workers_writes_sent_on_again_and_again_are_heard_a_few_times() {
-    use std::io::BufRead as _;
     let root = TestRoot::with_config(crate::many_callers::QUIET);
     root.install("escape");
     let served = Served::start(&root, &["serve", "escape"]);
     let tab = served.tab("escape");
-    let heard = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    {
-        let heard = heard.clone();
-        let lines = crate::support::event_stream(&tab);
-        std::thread::spawn(move || {
-            for line in lines.lines().map_while(Result::ok) {
-                if line.starts_with("event: changed") {
-                    heard.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                }
-            }
-        });
-    }
-    let headers = serde_json::json!([
-        ["host", format!("127.0.0.1:{}", tab.port())],
-        ["origin", format!("http://127.0.0.1:{}", tab.port())],
-        ["sec-fetch-site", "same-origin"],
-        ["cookie", tab.cookie.clone().unwrap()],
-        ["content-type", "application/json"],
-    ]);
+    let heard = changes_heard(&tab);
+    let headers = tab_headers(&tab);
     let line = format!(
         r#"{{"id":9000000{{line}},"said":{{"forward":{{"method":"POST","uri":"/api/call/mark","headers":{headers},"body":"e30="}}}}}}"#
     );
@@ -1837,11 +1854,7 @@ fn a_workers_writes_sent_on_again_and_again_are_heard_a_few_times() {
         serde_json::json!({ "try": "heavy", "before": line, "piece": "", "times": 0, "after": "\n", "lines": 200 });
     std::thread::sleep(std::time::Duration::from_millis(300));
     let started = std::time::Instant::now();
-    let said = control_request(
-        root.path(),
-        serde_json::json!({ "type": "invoke", "app": "escape", "route": "escape",
-                            "input": { "attempts": [writes] }, "client": "agent" }),
-    );
+    let said = invoke_escape(root.path(), serde_json::json!([writes]));
     assert_eq!(said["ok"], true, "{said}");
     // Every write done, then a second for the last word to come.
     let begun = std::time::Instant::now();
@@ -1877,11 +1890,7 @@ fn a_workers_error_is_heard_cut_short_and_with_no_key_in_it() {
             say(&serde_json::json!({ "id": id, "said": { "answer": { "Err": err } } }), 1)
         })
         .collect::<Vec<_>>();
-    let said = control_request(
-        root.path(),
-        serde_json::json!({ "type": "invoke", "app": "escape", "route": "escape",
-                            "input": { "attempts": forged }, "client": "agent" }),
-    );
+    let said = invoke_escape(root.path(), serde_json::json!(forged));
     assert_eq!(said["ok"], false, "the forged error answered the call");
     let heard = said["error"]["message"].as_str().unwrap();
     assert!(heard.chars().count() <= 16 * 1024 + 64, "{} characters heard", heard.chars().count());
@@ -1926,16 +1935,9 @@ fn a_workers_line_heavier_than_an_answer_may_be_ends_it_unparsed() {
     // heavy line, which is written in many pieces.
     let served = Served::start(&root, &["serve", "escape"]);
     served.address("escape");
-    let invoke = |attempts: serde_json::Value| {
-        control_request(
-            root.path(),
-            serde_json::json!({ "type": "invoke", "app": "escape", "route": "escape",
-                                "input": { "attempts": attempts }, "client": "agent" }),
-        )
-    };
     let heavy = serde_json::json!({ "try": "heavy", "before": r#"{"id":1,"said":{"answer":{"Ok":[0"#,
                                     "piece": ",0", "times": 1_999_999, "after": "]}}}\n" });
-    let said = invoke(serde_json::json!([heavy]));
+    let said = invoke_escape(root.path(), serde_json::json!([heavy]));
     assert_eq!(said["ok"], false, "the heavy line was heard: {}", said.to_string().len());
     let message = said["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("worker ended before it answered"), "{message}");
@@ -1948,7 +1950,7 @@ fn a_workers_line_heavier_than_an_answer_may_be_ends_it_unparsed() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
     assert!(log.contains("worker was ended") && log.contains("line holds more than 1004096 values"), "{log}");
-    assert_eq!(invoke(serde_json::json!([]))["ok"], true, "the next call runs in a new worker");
+    assert_eq!(invoke_escape(root.path(), serde_json::json!([]))["ok"], true, "the next call runs in a new worker");
     served.stop();
 }
 
@@ -1967,14 +1969,7 @@ fn a_workers_requests_sent_on_hold_a_bounded_share_of_its_launcher() {
     root.install("escape");
     let served = Served::start(&root, &["serve", "escape"]);
     let tab = served.tab("escape");
-    let origin = format!("http://127.0.0.1:{}", tab.port());
-    let headers = serde_json::json!([
-        ["host", format!("127.0.0.1:{}", tab.port())],
-        ["origin", origin],
-        ["sec-fetch-site", "same-origin"],
-        ["cookie", tab.cookie.clone().unwrap()],
-        ["content-type", "application/json"],
-    ]);
+    let headers = tab_headers(&tab);
     // The input, as base64: its start (a whole number of three bytes, so
     // that the pad's own base64 follows it), "AAA" 500,000 times, its end.
     let mut start = r#"{"attempts":[{"try":"sleep","ms":8000}],"pad":""#.to_string();
@@ -1987,11 +1982,7 @@ fn a_workers_requests_sent_on_hold_a_bounded_share_of_its_launcher() {
     );
     let after = format!("{}\"}}}}}}\n", b64.encode("\"}"));
     let heavy = serde_json::json!({ "try": "heavy", "before": before, "piece": "QUFB", "times": 500_000, "after": after, "lines": 100 });
-    let said = control_request(
-        root.path(),
-        serde_json::json!({ "type": "invoke", "app": "escape", "route": "escape",
-                            "input": { "attempts": [heavy] }, "client": "agent" }),
-    );
+    let said = invoke_escape(root.path(), serde_json::json!([heavy]));
     assert_eq!(said["ok"], true, "{said}\n{}", root.ok(&["logs", "escape", "--lines", "20"]));
     let done = outcomes(&said["output"]);
     assert!(done.iter().all(|(_, d)| *d), "{said}");
@@ -2034,10 +2025,7 @@ fn peak_memory_mib(pid: u32) -> u64 {
 fn a_retired_worker_that_does_not_end_is_stopped_once_none_of_its_calls_can_run() {
     let root = TestRoot::with_config(&format!("{}worker_idle_secs = 1\n", crate::many_callers::QUIET));
     root.install("escape");
-    let config = root.path().join("config.toml");
-    let mut text = std::fs::read_to_string(&config).unwrap();
-    text.push_str("call_deadline_ms = 1000\ncompile_deadline_secs = 2\n");
-    std::fs::write(&config, text).unwrap();
+    short_times(&root);
     let served = Served::start(&root, &["serve", "escape"]);
     let mut tab = served.tab("escape");
     let inside = root.path().join("apps/escape/data/in-the-call");
@@ -2096,11 +2084,7 @@ fn a_workers_asks_to_compile_its_code_again_and_again_read_its_component_once() 
             [say(&ask, 1), serde_json::json!({ "try": "sleep", "ms": 100 })]
         })
         .collect();
-    let said = control_request(
-        root.path(),
-        serde_json::json!({ "type": "invoke", "app": "escape", "route": "escape",
-                            "input": { "attempts": asks }, "client": "agent" }),
-    );
+    let said = invoke_escape(root.path(), serde_json::json!(asks));
     assert_eq!(said["ok"], true, "{said}");
     let read = read_bytes(served.pid()) - before;
     assert!(read < 3 * size, "the launcher read {read} bytes for 20 asks (the component is {size})");
@@ -2124,12 +2108,7 @@ fn read_bytes(pid: u32) -> u64 {
 fn a_worker_that_asks_for_a_compile_and_never_answers_fails_its_call_in_time() {
     let root = TestRoot::with_config(crate::many_callers::QUIET);
     root.install("escape");
-    // Short times for the launcher alone (the install compiled with the
-    // usual budget): the call's own second, and two seconds a compile.
-    let config = root.path().join("config.toml");
-    let mut text = std::fs::read_to_string(&config).unwrap();
-    text.push_str("call_deadline_ms = 1000\ncompile_deadline_secs = 2\n");
-    std::fs::write(&config, text).unwrap();
+    short_times(&root);
     let hold = root.path().join("hold-the-compile");
     std::fs::write(&hold, "").unwrap();
     let served = Served::start_with_env(
@@ -2141,12 +2120,7 @@ fn a_worker_that_asks_for_a_compile_and_never_answers_fails_its_call_in_time() {
     let release = std::fs::read_to_string(root.path().join("apps/escape/active")).unwrap().trim().to_string();
     let ask = serde_json::json!({ "id": 7, "said": { "compile": release } });
     let started = std::time::Instant::now();
-    let said = control_request(
-        root.path(),
-        serde_json::json!({ "type": "invoke", "app": "escape", "route": "escape",
-                            "input": { "attempts": [say(&ask, 1), { "try": "sleep", "ms": 120_000 }] },
-                            "client": "agent" }),
-    );
+    let said = invoke_escape(root.path(), serde_json::json!([say(&ask, 1), { "try": "sleep", "ms": 120_000 }]));
     let took = started.elapsed();
     let _ = std::fs::remove_file(&hold);
     assert_eq!(said["ok"], false, "{said}");

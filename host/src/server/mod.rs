@@ -467,7 +467,11 @@ impl Launcher {
         };
         let now = Instant::now();
         let mut changes = self.changes.lock().expect("changes");
-        let (next, due) = changes.entry(app.clone()).or_insert((now, false));
+        // (The app's name copied only the first time: each write comes here.)
+        if !changes.contains_key(app) {
+            changes.insert(app.clone(), (now, false));
+        }
+        let (next, due) = changes.get_mut(app).expect("just put there");
         if now >= *next {
             *next = now + CHANGED_EVERY;
             drop(changes);
