@@ -14,10 +14,13 @@
 //!
 //! A keyring entry is service `autoapp`, user `<root key>/<app>/<name>`.
 //! Every keyring call runs on a thread of its own and is given up after
-//! [`KEYRING_WAIT`] (a locked keyring may never answer).
+//! [`KEYRING_WAIT`] (a locked keyring may never answer); while
+//! [`KEYRING_STUCK`] of them have not answered, another is refused at once,
+//! so a keyring that never answers leaves at most that many threads behind.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -29,6 +32,13 @@ use crate::manifest::AppId;
 
 /// How long a keyring call may take before it is given up.
 pub const KEYRING_WAIT: Duration = Duration::from_secs(10);
+
+/// At most this many keyring calls not answered yet (their threads wait
+/// for the keyring) before another is refused at once.
+pub const KEYRING_STUCK: usize = 4;
+
+/// The keyring calls of this process not answered yet.
+static KEYRING_WAITING: AtomicUsize = AtomicUsize::new(0);
 
 /// The most a value may be (an API key is far shorter).
 pub const VALUE_MAX: usize = 4096;
@@ -250,23 +260,45 @@ impl Vault {
 
 /// Runs one keyring call on a thread of its own (the Secret Service client
 /// starts a runtime of its own, which may not run inside a runtime's
-/// worker), given up after [`KEYRING_WAIT`].
+/// worker), given up after [`KEYRING_WAIT`]; refused at once while
+/// [`KEYRING_STUCK`] have not answered.
 fn keyring_call<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, keyring::Error> + Send + 'static,
 ) -> anyhow::Result<T> {
+    keyring_call_within(&KEYRING_WAITING, KEYRING_WAIT, f)
+}
+
+const UNLOCK: &str = "is it locked? unlock it, or set secrets_kept_in = \"file\" in the root's config.toml";
+
+fn keyring_call_within<T: Send + 'static>(
+    waiting: &'static AtomicUsize,
+    wait: Duration,
+    f: impl FnOnce() -> Result<T, keyring::Error> + Send + 'static,
+) -> anyhow::Result<T> {
+    /// Counted among those not answered until its thread ends.
+    struct Waiting(&'static AtomicUsize);
+    impl Drop for Waiting {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    if waiting.fetch_add(1, Ordering::AcqRel) >= KEYRING_STUCK {
+        waiting.fetch_sub(1, Ordering::AcqRel);
+        anyhow::bail!("the keyring has not answered the last {KEYRING_STUCK} asks ({UNLOCK})");
+    }
+    let counted = Waiting(waiting);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("autoapp-keyring".into())
         .spawn(move || {
-            let _ = tx.send(f());
+            let answer = f();
+            drop(counted);
+            let _ = tx.send(answer);
         })
         .context("cannot start a thread for the keyring")?;
-    match rx.recv_timeout(KEYRING_WAIT) {
+    match rx.recv_timeout(wait) {
         Ok(r) => r.map_err(|e| anyhow::Error::new(e).context("the keyring refused")),
-        Err(_) => anyhow::bail!(
-            "the keyring did not answer within {} s (is it locked? unlock it, or set secrets_kept_in = \"file\" in the root's config.toml)",
-            KEYRING_WAIT.as_secs()
-        ),
+        Err(_) => anyhow::bail!("the keyring did not answer within {} s ({UNLOCK})", wait.as_secs()),
     }
 }
 
@@ -365,6 +397,41 @@ mod tests {
 
     fn mode(p: &Path) -> u32 {
         std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    /// A keyring that never answers: each call given up at its time; with
+    /// four unanswered, the next is refused at once and starts no thread
+    /// (fails before: each call left a thread, and waited its whole time).
+    #[test]
+    fn a_keyring_that_never_answers_holds_at_most_four_threads() {
+        static WAITING: AtomicUsize = AtomicUsize::new(0);
+        let wait = Duration::from_millis(50);
+        let (release, stuck) = std::sync::mpsc::channel::<()>();
+        let stuck = std::sync::Arc::new(std::sync::Mutex::new(stuck));
+        let hang = || {
+            let stuck = stuck.clone();
+            move || -> Result<(), keyring::Error> {
+                let _ = stuck.lock().unwrap().recv();
+                Err(keyring::Error::NoEntry)
+            }
+        };
+        for _ in 0..KEYRING_STUCK {
+            let e = keyring_call_within(&WAITING, wait, hang()).unwrap_err();
+            assert!(e.to_string().contains("did not answer within"), "{e}");
+        }
+        let asked = std::time::Instant::now();
+        let e = keyring_call_within(&WAITING, wait, hang()).unwrap_err();
+        assert!(e.to_string().contains("has not answered the last 4 asks"), "{e}");
+        assert!(asked.elapsed() < wait, "refused at once");
+        assert_eq!(WAITING.load(Ordering::Acquire), KEYRING_STUCK);
+        // It answers again: the threads end, and a call goes through.
+        drop(release);
+        let started = std::time::Instant::now();
+        while WAITING.load(Ordering::Acquire) > 0 && started.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(keyring_call_within(&WAITING, wait, || Ok(7)).unwrap(), 7);
+        assert_eq!(WAITING.load(Ordering::Acquire), 0);
     }
 
     #[test]
