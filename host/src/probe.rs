@@ -75,7 +75,8 @@ pub enum Attempt {
     /// Say on descriptor 1 `before`, `piece` `times` times and `after` (an
     /// answer of a long list to a call, say: text its reader would hold many
     /// times over parsed), as `lines` lines, each with its number where
-    /// `before` says `{line}`.
+    /// `before` says `{line}`; on descriptor `to` instead when given (2: its
+    /// standard error).
     Heavy {
         before: String,
         piece: String,
@@ -83,6 +84,8 @@ pub enum Attempt {
         after: String,
         #[serde(default = "one")]
         lines: u64,
+        #[serde(default = "channel")]
+        to: i32,
     },
     /// End the process at once (status 0), as a worker taken by an escape
     /// may once it said what it wanted.
@@ -98,6 +101,10 @@ pub enum Attempt {
 }
 
 fn one() -> u64 {
+    1
+}
+
+fn channel() -> i32 {
     1
 }
 
@@ -212,15 +219,18 @@ fn attempt(a: &Attempt) -> std::io::Result<()> {
             let mut out = std::fs::File::from(out.try_clone_to_owned()?);
             (0..*times).try_for_each(|_| out.write_all(&said))
         }
-        Attempt::Heavy { before, piece, times, after, lines } => {
+        Attempt::Heavy { before, piece, times, after, lines, to } => {
             use std::io::Write as _;
             let mut middle = Vec::with_capacity(piece.len() * *times as usize);
             for _ in 0..*times {
                 middle.extend_from_slice(piece.as_bytes());
             }
-            // SAFETY: as `Say`'s.
+            if ![1, 2].contains(to) {
+                return Err(std::io::Error::other("said on descriptor 1 or 2"));
+            }
+            // SAFETY: as `Say`'s (descriptor 2 likewise: its standard error).
             #[allow(unsafe_code)]
-            let out = unsafe { std::os::fd::BorrowedFd::borrow_raw(1) };
+            let out = unsafe { std::os::fd::BorrowedFd::borrow_raw(*to) };
             let mut out = std::fs::File::from(out.try_clone_to_owned()?);
             for line in 0..*lines {
                 let start = before.replace("{line}", &line.to_string());

@@ -401,6 +401,12 @@ impl Served {
         Served::spawn(holding(&Served::command(root, args, &[]), fd, held))
     }
 
+    /// As [`Served::start`], its standard error written to the file `told`.
+    pub fn start_telling(root: &TestRoot, args: &[&str], told: &Path) -> Served {
+        let file = std::fs::File::create(told).expect("a file for its standard error");
+        Served::spawn_telling(Served::command(root, args, &[]), file.into())
+    }
+
     fn command(root: &TestRoot, args: &[&str], env: &[(&str, std::ffi::OsString)]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_autoapp"));
         command
@@ -413,9 +419,13 @@ impl Served {
         command
     }
 
-    fn spawn(mut command: Command) -> Served {
+    fn spawn(command: Command) -> Served {
+        Served::spawn_telling(command, Stdio::null())
+    }
+
+    fn spawn_telling(mut command: Command, stderr: Stdio) -> Served {
         let mut child =
-            command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("autoapp starts");
+            command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(stderr).spawn().expect("autoapp starts");
         let out = child.stdout.take().expect("piped");
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {

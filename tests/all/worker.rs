@@ -1954,6 +1954,77 @@ fn a_workers_line_heavier_than_an_answer_may_be_ends_it_unparsed() {
     served.stop();
 }
 
+/// A worker taken by an escape answers a call it was never sent (or, the
+/// same to its launcher, one it has answered), which its launcher would
+/// parse for nothing each time, up to 64 MiB a line; or says a word of its
+/// own (a token to redeem) longer than any request it sends on. It is ended
+/// at the first such line, its app's log says why, and the next call runs
+/// in a new worker (fails before: both were parsed and dropped, the worker
+/// kept, and the call that said them answered as if nothing happened).
+#[test]
+fn a_worker_that_answers_a_call_it_was_not_sent_or_says_a_long_word_is_ended() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    root.install("escape");
+    let served = Served::start(&root, &["serve", "escape"]);
+    served.address("escape");
+    let ended_because = |attempt: serde_json::Value, why: &str| {
+        let said = invoke_escape(root.path(), serde_json::json!([attempt]));
+        assert_eq!(said["ok"], false, "its worker was kept: {said}");
+        let message = said["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("worker ended before it answered"), "{message}");
+        let started = std::time::Instant::now();
+        let log = loop {
+            let log = root.ok(&["logs", "escape", "--lines", "100"]);
+            if log.contains(why) || started.elapsed() > std::time::Duration::from_secs(20) {
+                break log;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        assert!(log.contains("worker was ended") && log.contains(why), "{log}");
+        assert_eq!(invoke_escape(root.path(), serde_json::json!([]))["ok"], true, "the next call runs in a new worker");
+    };
+    let unasked = r#"{"id":900000000,"said":{"answer":{"Ok":0}}}"#;
+    ended_because(
+        serde_json::json!({ "try": "say", "line": unasked, "times": 1 }),
+        "it answered a call it was not sent, or one it had answered (id 900000000)",
+    );
+    let word = serde_json::json!({ "try": "heavy", "before": r#"{"id":5,"said":{"redeem":""#,
+                                   "piece": "a", "times": 4_000_000, "after": "\"}}\n" });
+    ended_because(word, "it said 4000030 bytes in a line of its own");
+    served.stop();
+}
+
+/// A worker taken by an escape (or one in a crash loop) says 1.2 MB on its
+/// standard error and ends, three times: its launcher says at most its
+/// app's share (1 MiB, filled again by the hour) across its workers, and
+/// once that it said no more (fails before: each new worker had a share of
+/// its own, and the launcher's standard error took 3 MiB).
+#[test]
+fn an_apps_workers_say_their_share_on_standard_error_however_often_they_start() {
+    let root = TestRoot::with_config(crate::many_callers::QUIET);
+    root.install("escape");
+    let told = root.path().join("launcher-stderr");
+    let served = Served::start_telling(&root, &["serve", "escape"], &told);
+    served.address("escape");
+    let words = serde_json::json!({ "try": "heavy", "before": "", "piece": format!("{}\n", "w".repeat(999)),
+                                    "times": 1200, "after": "", "to": 2 });
+    for _ in 0..3 {
+        let said = invoke_escape(root.path(), serde_json::json!([words, { "try": "exit" }]));
+        assert_eq!(said["ok"], false, "{said}");
+    }
+    assert_eq!(invoke_escape(root.path(), serde_json::json!([]))["ok"], true);
+    served.stop();
+    let told = std::fs::read_to_string(&told).unwrap();
+    let said: usize =
+        told.lines().filter(|l| l.starts_with("autoapp: escape's ") && l.contains(" worker: w")).map(|l| l.len()).sum();
+    assert!(
+        (900_000..1_200_000).contains(&said),
+        "its workers' words took {said} bytes of the launcher's standard error"
+    );
+    let ends = told.matches("said more on standard error than their share").count();
+    assert_eq!(ends, 1, "said {ends} times that no more is said");
+}
+
 /// A worker taken by an escape sends on a hundred calls of its app as its
 /// tabs may, each with an input of 1.5 MB, which its app then holds for
 /// eight seconds (past the time its sending on takes: its answers would

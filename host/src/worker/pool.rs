@@ -58,8 +58,45 @@ pub enum Side {
 /// written longer: `1e15` as `1000000000000000.0`).
 const MAX_LINE: u64 = 64 << 20;
 
-/// The most of a worker's standard error said, over its life.
+/// The most of an app's workers' standard error said at once: its share
+/// starts full and fills again by as much an hour, for all of the app's
+/// workers together ([`Allowance`]).
 const MAX_STDERR: usize = 1 << 20;
+
+/// The longest line of a worker's standard error said as one (the rest of
+/// a longer one is the next line).
+const MAX_STDERR_LINE: u64 = 16 << 10;
+
+/// What an app's workers may still say on standard error: a worker that
+/// says its share and ends, again and again (a crash loop, or one taken by
+/// an escape), would else fill the launcher's log by a share a restart.
+struct Allowance {
+    left: usize,
+    at: Instant,
+    /// Its end was said (once, until it has a share again).
+    told: bool,
+}
+
+impl Allowance {
+    fn new() -> Allowance {
+        Allowance { left: MAX_STDERR, at: Instant::now(), told: false }
+    }
+
+    /// Whether `n` bytes may be said now (taken from the share if so).
+    fn take(&mut self, n: usize) -> bool {
+        let earned = (self.at.elapsed().as_secs_f64() / 3600.0 * MAX_STDERR as f64) as usize;
+        if earned > 0 {
+            self.left = (self.left + earned).min(MAX_STDERR);
+            self.at = Instant::now();
+        }
+        let may = self.left >= n;
+        if may {
+            self.left -= n;
+            self.told = false;
+        }
+        may
+    }
+}
 
 /// A worker's error, as its caller hears it: cut short, then cleaned of
 /// what looks like a secret (as an app's error is where it runs).
@@ -261,6 +298,10 @@ struct Inner {
     policies: Mutex<HashMap<Which, Computed>>,
     /// Workers that ended on their own: when, and how many in a row.
     ended: Arc<Mutex<HashMap<Which, (Instant, u32)>>>,
+    /// What each app's workers may still say on standard error, all of
+    /// them together (a worker that ends and is started again gets no new
+    /// share).
+    words: Arc<Mutex<HashMap<AppId, Allowance>>>,
     /// This kernel has no Landlock (found when a worker could not confine
     /// itself): workers run with the filter alone, said at each start.
     without_landlock: Mutex<Option<confine::Support>>,
@@ -386,6 +427,10 @@ pub const MAX_SENT_ON: usize = 2 << 20;
 /// [`MAX_SENT_ON`] as base64, as the channel carries it.
 const MAX_SENT_ON_B64: usize = MAX_SENT_ON.div_ceil(3) * 4;
 
+/// The most a line a worker says of its own accord may be (all but an
+/// answer): a request it sends on, with room for its head.
+const MAX_WORD: usize = MAX_SENT_ON_B64 + (1 << 20);
+
 /// The most of the launcher's answers queued for one worker and not yet
 /// written to it (its tabs' event streams, answers sent on).
 const MAX_UNREAD: usize = 64 << 20;
@@ -448,7 +493,7 @@ struct Shared {
     next: AtomicU64,
     calls: AtomicUsize,
     last_used: Mutex<Instant>,
-    pending: Mutex<HashMap<u64, Pending>>,
+    pending: Mutex<Awaited>,
     /// It has ended (its channel closed).
     gone: AtomicBool,
     /// Retired by the launcher: its end is not a crash.
@@ -566,6 +611,57 @@ struct Pending {
     answer: tokio::sync::oneshot::Sender<Result<serde_json::Value, CallError>>,
 }
 
+/// The calls sent to a worker that its answers may answer: each once.
+///
+/// A call whose caller stopped waiting (went away, or gave up at its own
+/// deadline) may still be answered once, which an honest worker does; any
+/// other answer — to a call never sent, or a second one — is not the
+/// channel's, and ends the worker (a worker taken by an escape could else
+/// have its launcher parse lines of tens of MiB without end).
+#[derive(Default)]
+struct Awaited {
+    pending: HashMap<u64, Pending>,
+    /// Calls given up before their answer came.
+    given_up: u64,
+}
+
+/// An answer that answers no call sent.
+#[derive(Debug, PartialEq, Eq)]
+struct Unasked;
+
+impl Awaited {
+    fn expect(&mut self, id: u64, pending: Pending) {
+        self.pending.insert(id, pending);
+    }
+
+    /// The caller of `id` stops waiting (its answer came, or not).
+    fn give_up(&mut self, id: u64) {
+        if self.pending.remove(&id).is_some() {
+            self.given_up += 1;
+        }
+    }
+
+    /// The answer to `id` came: who waits for it, if anyone still does.
+    fn answered(&mut self, id: u64) -> Result<Option<Pending>, Unasked> {
+        if let Some(p) = self.pending.remove(&id) {
+            return Ok(Some(p));
+        }
+        match self.given_up.checked_sub(1) {
+            Some(left) => {
+                self.given_up = left;
+                Ok(None)
+            }
+            None => Err(Unasked),
+        }
+    }
+
+    /// The worker ended: every call still waiting.
+    fn drain(&mut self) -> Vec<Pending> {
+        self.given_up = 0;
+        self.pending.drain().map(|(_, p)| p).collect()
+    }
+}
+
 impl Workers {
     pub fn new(root: Root, config: Config) -> anyhow::Result<Workers> {
         let me = std::env::current_exe()
@@ -586,6 +682,7 @@ impl Workers {
             starting: Mutex::default(),
             policies: Mutex::default(),
             ended: Arc::default(),
+            words: Arc::default(),
             without_landlock: Mutex::new(None),
             sites: Mutex::default(),
             eras: Mutex::default(),
@@ -1217,7 +1314,7 @@ impl Inner {
         let first = tokio::time::timeout(START_WITHIN, read_line(&mut stdout)).await;
         let (replies, mut to_reply) = tokio::sync::mpsc::unbounded_channel::<zeroize::Zeroizing<Vec<u8>>>();
         let (held, in_place) = match first {
-            Ok(Ok(Some(told))) => match told.said {
+            Ok(Ok(Some((told, _)))) => match told.said {
                 Said::Ready { held, in_place } => (held, in_place),
                 Said::Unconfinable(why) => {
                     end(child, pid).await;
@@ -1317,10 +1414,25 @@ impl Inner {
                 refused = Some(e);
                 None
             }) {
-                let Told { id, said } = told;
+                let (Told { id, said }, length) = told;
+                // Only an answer may be long (it answers a call sent); what
+                // a worker says of its own accord is short, but a request
+                // it sends on.
+                if length > MAX_WORD && !matches!(said, Said::Answer(_)) {
+                    refused = Some(std::io::Error::other(format!(
+                        "it said {length} bytes in a line of its own (at most {MAX_WORD})"
+                    )));
+                    break;
+                }
                 match said {
                     Said::Answer(answer) => {
-                        if let Some(p) = reading.pending.lock().expect("pending").remove(&id) {
+                        let Ok(waits) = reading.pending.lock().expect("pending").answered(id) else {
+                            refused = Some(std::io::Error::other(format!(
+                                "it answered a call it was not sent, or one it had answered (id {id})"
+                            )));
+                            break;
+                        };
+                        if let Some(p) = waits {
                             // Its error reaches the caller, the record and
                             // the logs: cut short, and no secret in it.
                             let answer = answer.map_err(|e| CallError { message: heard(&e.message), ..e });
@@ -1411,12 +1523,31 @@ impl Inner {
             forwarding.abort_all();
             reading.kill.notify_one();
         });
-        // Its words, escaped and bounded.
-        let (who, side_word) = (app.clone(), side.word());
+        // Its words, escaped, and bounded by its app's share.
+        let (who, side_word, words) = (app.clone(), side.word(), self.words.clone());
         tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(stderr.take(MAX_STDERR as u64)).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                tell!("autoapp: {who}'s {side_word} worker: {line}");
+            let (mut stderr, mut line) = (tokio::io::BufReader::new(stderr), Vec::new());
+            loop {
+                line.clear();
+                match (&mut stderr).take(MAX_STDERR_LINE).read_until(b'\n', &mut line).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                let mut words = words.lock().expect("words");
+                let share = words.entry(who.clone()).or_insert_with(Allowance::new);
+                if !share.take(line.len()) {
+                    // Not read any more: its writes there fail.
+                    if !std::mem::replace(&mut share.told, true) {
+                        let mib = MAX_STDERR >> 20;
+                        tell!(
+                            "autoapp: {who}'s workers said more on standard error than their share ({mib} MiB, and {mib} MiB more an hour); the rest is not said"
+                        );
+                    }
+                    break;
+                }
+                drop(words);
+                let said = String::from_utf8_lossy(&line);
+                tell!("autoapp: {who}'s {side_word} worker: {}", said.trim_end_matches(['\n', '\r']));
             }
         });
         // Its end: the calls it had fail, its process group ends with it,
@@ -1430,7 +1561,7 @@ impl Inner {
             ending.gone.store(true, Ordering::Release);
             ending.ended.send_replace(true);
             ending.over.send_replace(true);
-            let failed: Vec<Pending> = ending.pending.lock().expect("pending").drain().map(|(_, p)| p).collect();
+            let failed = ending.pending.lock().expect("pending").drain();
             let retired = ending.retired.load(Ordering::Acquire);
             let how = match status {
                 Some(code) => format!("status {code}"),
@@ -1549,7 +1680,7 @@ impl<'a> Waiting<'a> {
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.shared.pending.lock().expect("pending").remove(&self.id);
+        self.shared.pending.lock().expect("pending").give_up(self.id);
         *self.shared.last_used.lock().expect("used") = Instant::now();
         self.shared.calls.fetch_sub(1, Ordering::AcqRel);
     }
@@ -1557,7 +1688,7 @@ impl Drop for Waiting<'_> {
 
 /// Reads one line from a worker, bounded: `None` at its end, an error when
 /// it is too long or not a line the launcher understands.
-async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(reader: &mut R) -> std::io::Result<Option<Told>> {
+async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(reader: &mut R) -> std::io::Result<Option<(Told, usize)>> {
     let mut line = Vec::new();
     let n = (&mut *reader).take(MAX_LINE + 1).read_until(b'\n', &mut line).await?;
     if n == 0 {
@@ -1570,7 +1701,7 @@ async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(reader: &mut R) -> std::i
         return Err(std::io::Error::other(format!("a worker's line holds more than {MAX_SAID_VALUES} values")));
     }
     // (Where, not what: serde's own words may quote the line.)
-    serde_json::from_slice(&line).map(Some).map_err(|e| {
+    serde_json::from_slice(&line).map(|told| Some((told, n))).map_err(|e| {
         std::io::Error::other(format!("a worker's line is malformed ({:?} at byte {})", e.classify(), e.column()))
     })
 }
@@ -1719,7 +1850,7 @@ impl Inner {
                 .map_err(|e| CallError::new(ErrorKind::Internal, format!("cannot describe the call ({e})")))?,
         );
         line.push(b'\n');
-        s.pending.lock().expect("pending").insert(id, Pending { answer });
+        s.pending.lock().expect("pending").expect(id, Pending { answer });
         // Counted while it waits, and let go however its wait ends (a
         // caller that goes away drops this future).
         let _waiting = Waiting::new(s, id);
@@ -1831,8 +1962,8 @@ mod tests {
         let mut text = good.to_vec();
         text.push(b'\n');
         let mut r = tokio::io::BufReader::new(&text[..]);
-        let told = read_line(&mut r).await.unwrap().expect("a line");
-        assert_eq!(told.id, 7);
+        let (told, length) = read_line(&mut r).await.unwrap().expect("a line");
+        assert_eq!((told.id, length), (7, text.len()));
         assert!(matches!(told.said, Said::Answer(Ok(ref v)) if v["hello"] == "world"));
         assert!(read_line(&mut r).await.unwrap().is_none(), "its end");
         // Cut (no end of line), not the channel's, too long.
@@ -1850,5 +1981,48 @@ mod tests {
         let within = [&br#"{"id":1,"said":{"failed":""#[..], within].concat();
         let mut reader = tokio::io::BufReader::new(&within[..]);
         assert!(read_line(&mut reader).await.unwrap().is_some(), "the same line, short, is read");
+    }
+
+    #[test]
+    fn an_apps_share_of_standard_error_is_spent_and_fills_again_by_the_hour() {
+        let mut share = Allowance::new();
+        assert!(share.take(MAX_STDERR - 10));
+        assert!(!share.take(11), "past its share");
+        assert!(share.take(10));
+        assert!(!share.take(1));
+        // Half an hour later: half of it again, and never more than all of it.
+        share.at -= Duration::from_secs(1800);
+        assert!(!share.take(MAX_STDERR / 2 + 100));
+        assert!(share.take(MAX_STDERR / 2 - 100));
+        share.at -= Duration::from_secs(36_000);
+        assert!(!share.take(MAX_STDERR + 1));
+        assert!(share.take(MAX_STDERR));
+    }
+
+    #[test]
+    fn each_call_sent_to_a_worker_is_answered_once_at_most_given_up_or_not() {
+        let pending = || Pending { answer: tokio::sync::oneshot::channel().0 };
+        let mut awaited = Awaited::default();
+        assert_eq!(awaited.answered(1).err(), Some(Unasked), "a call never sent");
+        awaited.expect(1, pending());
+        awaited.expect(2, pending());
+        awaited.expect(3, pending());
+        assert!(matches!(awaited.answered(1), Ok(Some(_))), "its caller waits");
+        awaited.give_up(1);
+        assert_eq!(awaited.answered(1).err(), Some(Unasked), "answered twice");
+        // Its caller went away: its answer may still come, once.
+        awaited.give_up(2);
+        assert!(matches!(awaited.answered(2), Ok(None)));
+        assert_eq!(awaited.answered(2).err(), Some(Unasked));
+        assert_eq!(awaited.answered(99).err(), Some(Unasked));
+        // Given up, its answer not come yet: counted, not named (an answer
+        // to a call never sent takes its place, and no more).
+        awaited.give_up(3);
+        assert!(matches!(awaited.answered(99), Ok(None)));
+        assert_eq!(awaited.answered(3).err(), Some(Unasked));
+        awaited.expect(4, pending());
+        awaited.give_up(4);
+        assert_eq!(awaited.drain().len(), 0);
+        assert_eq!(awaited.answered(4).err(), Some(Unasked), "its worker ended: nothing is answered after");
     }
 }
