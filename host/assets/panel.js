@@ -212,6 +212,8 @@ function appCard(a) {
       rb.append(el("button", { text: `Roll back to ${short(a.rollback.previous)} (nothing written yet: nothing lost)`, onclick: () => act("rolling back", "/api/rollback", { app: a.id, how: "plain" }) }));
     } else {
       rb.append(el("p", { text: `${a.id} has written data since its activation. Choose: a compatible downgrade (an older release that declares it reads the newer schema), a forward repair (build and activate a fix), or a restore that discards the writes since activation.` }),
+        ...(a.rollback.downgrades || []).map((r) => el("button", { class: "downgrade-btn", text: `Downgrade to ${short(r)} (keeps the writes: it reads the newer data)`,
+          onclick: () => act(`downgrading to ${short(r)}`, "/api/rollback", { app: a.id, how: "downgrade", release: r }) })),
         el("button", { class: "danger", text: "Restore the data from before the activation (discards writes)", onclick: () => {
           if (confirm("Discard every write since the activation? The data is set aside, not deleted.")) act("restoring", "/api/rollback", { app: a.id, how: "restore", yes: true });
         } }));

@@ -1198,7 +1198,14 @@ impl Apps {
             .run(pass, loaded, app, data, Effect::Read, Entry::View { page, query }, page, None, None)
             .await
             .0
-            .and_then(|spec| valid_view(app, page, spec, loaded));
+            .and_then(|spec| {
+                // Why a page is not drawn is in the app's log as well as in
+                // its tab: its developer's way to see it from a terminal.
+                valid_view(app, page, spec, loaded).inspect_err(|e| {
+                    let log = crate::applog::dir_of(&self.root.app(app).dir);
+                    crate::applog::queue(&log, crate::applog::Line::new("warn", "page", &e.message));
+                })
+            });
         let (outcome, reason) = outcome_of(&result);
         let row = Row {
             reason,

@@ -294,6 +294,14 @@ async fn serve(stream: TcpStream, secret: Arc<Secret>, launcher: Arc<Launcher>, 
                     None => return,
                 }
             }
+            // A call may wait for the person (a write's question): when its
+            // caller goes away meanwhile, it is dropped with its question —
+            // withdrawn from the pages, never run for nobody. (Once it runs,
+            // its worker finishes it, and its row says how it ended.)
+            Ok(req @ Request::Invoke { .. }) => tokio::select! {
+                answer = handle(req, &launcher) => answer,
+                () = caller_lines.went_away() => return,
+            },
             Ok(req) => handle(req, &launcher).await,
         };
         if send(&mut w, &answer).await.is_err() {

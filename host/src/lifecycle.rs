@@ -209,7 +209,24 @@ impl Apps {
         journal::reach(&paths, &mut j, Step::Snapshotted, "activate")?;
         journal::pause("activate:snapshotted");
 
-        let applied = self.store(&data)?.migrate(&migrations)?;
+        let applied = match self.store(&data).and_then(|s| s.migrate(&migrations)) {
+            Ok(applied) => applied,
+            Err(e) => {
+                // The migrations run in one transaction: when none of them is
+                // in the data, nothing changed, and the activation is undone
+                // here (not left for the next command to find and recover),
+                // its snapshot removed. Else recovery decides, as after a crash.
+                if store::applied_in(&data).is_ok_and(|now| now.len() < migrations.len()) {
+                    let undone = std::fs::remove_dir_all(folder(&paths, &snapshot))
+                        .context("cannot remove its snapshot")
+                        .and_then(|()| journal::close(&paths, &Journal { snapshot: None, ..j.clone() }, "undone"));
+                    if let Err(u) = undone {
+                        tracing::warn!(app = %app, "the activation failed, and could not be undone at once (the next command does it): {u:#}");
+                    }
+                }
+                return Err(e);
+            }
+        };
         fault("activate:migrations-committed");
         journal::reach(&paths, &mut j, Step::Migrated, "activate")?;
 
@@ -603,6 +620,25 @@ fn read_preview(dir: &std::path::Path) -> anyhow::Result<Option<Preview>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The releases a `rollback --downgrade` could go to now, newest first:
+/// not the active one, declaring `[data] reads_newer_schema = true`, with
+/// migrations that are a prefix of those applied to the data (what the
+/// downgrade itself checks first; it also needs their grants).
+pub fn downgrades(paths: &AppPaths) -> anyhow::Result<Vec<String>> {
+    let active = release::active(paths)?;
+    let applied = store::applied_in(&paths.data())?;
+    let mut out = Vec::new();
+    for r in release::list(paths)?.into_iter().rev().filter(|r| Some(&r.id) != active.as_ref()) {
+        let Ok(manifest) = release::manifest(paths, &r.id) else { continue };
+        if manifest.reads_newer_schema
+            && release::migrations(paths, &r.id, &manifest).is_ok_and(|wanted| store::is_prefix(&wanted, &applied))
+        {
+            out.push(r.id);
+        }
+    }
+    Ok(out)
 }
 
 /// The app's previews.

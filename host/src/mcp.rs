@@ -45,6 +45,10 @@ struct ToolSet {
     routes: BTreeMap<String, String>,
 }
 
+/// A tool call's answer once its client cancelled it (which it does not
+/// wait for).
+const CANCELLED: &str = "cancelled: the call was dropped, and a question it waited for was withdrawn";
+
 /// How often the active release is looked at for a change.
 const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
@@ -197,14 +201,16 @@ impl ServerHandler for AppTools {
         let mut conn = match Client::connect(&self.root).await {
             Ok(c) => c,
             Err(e) => {
-                return Ok(tool_error(format!(
-                    "{e:#}; the person starts it with `autoapp open`, and keeps the app's page open to approve writes"
-                )));
+                return Ok(tool_error(format!("{e:#}, and keep the app's page open to approve writes")));
             }
         };
-        let answer = conn
-            .request(&json!({ "type": "invoke", "app": self.app, "route": &route, "input": input, "client": client }))
-            .await;
+        let call = json!({ "type": "invoke", "app": self.app, "route": &route, "input": input, "client": client });
+        // Cancelled by the client (or the client went away): the connection
+        // closes, and the launcher withdraws a question the call waited on.
+        let answer = tokio::select! {
+            answer = conn.request(&call) => answer,
+            () = context.ct.cancelled() => return Ok(tool_error(CANCELLED.to_string())),
+        };
         Ok(tool_answer(answer, |out| serde_json::to_string_pretty(out).unwrap_or_default()))
     }
 }
@@ -333,20 +339,22 @@ impl ServerHandler for EngineerTools {
             let mut conn = match Client::connect(&self.root).await {
                 Ok(c) => c,
                 Err(e) => {
-                    return Ok(tool_error(format!(
-                        "{e:#}; the person starts it with `autoapp open`, and keeps the panel open to approve changes"
-                    )));
+                    return Ok(tool_error(format!("{e:#}, and keep the panel open to approve changes")));
                 }
             };
             let call = json!({
                 "type": "engineer", "tool": request.name, "client": client,
                 "arguments": arguments, "session": session,
             });
-            answer = conn
-                .request_with_progress(&call, |p| {
+            // Cancelled by the client (or the client went away): the
+            // connection closes, and the launcher drops the tool with its
+            // question (a change not made yet is never made).
+            answer = tokio::select! {
+                answer = conn.request_with_progress(&call, |p| {
                     let _ = tx.send(p);
-                })
-                .await;
+                }) => answer,
+                () = context.ct.cancelled() => return Ok(tool_error(CANCELLED.to_string())),
+            };
             let over = answer.as_ref().is_ok_and(|a| {
                 a["ok"] == false
                     && a["error"]["message"].as_str().is_some_and(|m| m.contains("engineer session is over"))

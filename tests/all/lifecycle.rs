@@ -196,6 +196,33 @@ fn a_compatible_downgrade_keeps_the_writes() {
     assert_eq!(n.applied(), 2, "and the newer schema");
 }
 
+/// While a launcher serves the root, a rollback is the panel's (the command
+/// refuses): the panel lists the releases a downgrade could go to, and its
+/// downgrade keeps the writes (fails before: the panel offered only the
+/// restore, and a downgrade could be made nowhere while the launcher ran).
+#[test]
+fn the_panel_offers_the_downgrades_that_keep_the_writes() {
+    let (n, v1, v2) = notes_v2_over_a_downgradable_v1();
+    std::fs::write(n.root.path().join("config.toml"), format!("{}opener = \"none\"\n", crate::support::base_config()))
+        .unwrap();
+    let served = crate::support::Served::start(&n.root, &["open"]);
+    let mut panel = served.tab("the Autoapp panel");
+    let e = n.root.refused(&["rollback", "notes", "--downgrade", &v1]);
+    assert!(e.contains("roll back from the panel"), "{e}");
+    let r = panel.request("GET", "/api/state", None).unwrap();
+    let state: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let notes = state["apps"].as_array().unwrap().iter().find(|a| a["id"] == "notes").unwrap().clone();
+    assert_eq!(notes["rollback"]["written"], true, "{}", notes["rollback"]);
+    assert_eq!(notes["rollback"]["downgrades"], serde_json::json!([v1]), "v1 reads v2's data; v2 is active");
+    let body = serde_json::json!({ "app": "notes", "how": "downgrade", "release": v1 }).to_string();
+    let r = panel.request("POST", "/api/rollback", Some(&body)).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    served.stop();
+    assert_eq!(n.active(), v1);
+    assert_ne!(v1, v2);
+    assert_eq!(n.titles(&[]), ["one", "two"], "a downgrade keeps every write");
+}
+
 /// A launcher serves calls for days while the person activates from a
 /// terminal. A release activated again (after another) is a new activation:
 /// its first write must be noted again, or a plain rollback would set that
@@ -369,6 +396,44 @@ fn migrations_that_do_not_extend_the_applied_ones_are_refused() {
     assert!(e.contains("forward only"), "{e}");
     assert_eq!(n.active(), v1);
     assert_eq!(n.folders_starting("data-prev-").len(), 1, "nothing was snapshotted for the refused release");
+}
+
+/// A migration that fails on the person's data (a unique index over two
+/// notes of one title; the build's check, on empty data, passes it): the
+/// activation fails saying why and is undone at once — no journal left for
+/// the next command to find and recover, no snapshot kept, the release
+/// before still active with its data, however often it is tried (fails
+/// before: `journal.json` stayed, the next command said it "recovered an
+/// interrupted operation", and each try left a `data-prev-` folder).
+#[test]
+fn an_activation_whose_migration_fails_on_the_data_is_undone_at_once() {
+    let n = Notes::new();
+    let v1 = n.build();
+    n.root.ok(&["activate", "notes", &v1]);
+    n.add("same");
+    n.add("same");
+    std::fs::write(n.ws.path().join("migrations/0002_unique.sql"), "CREATE UNIQUE INDEX by_title ON notes(title);\n")
+        .unwrap();
+    n.edit_manifest(|m| {
+        m.replace("version = \"0.1.0\"", "version = \"0.2.0\"").replace(
+            "migrations = [\"migrations/0001_init.sql\"]",
+            "migrations = [\"migrations/0001_init.sql\", \"migrations/0002_unique.sql\"]",
+        )
+    });
+    let v2 = n.build();
+    let snapshots = n.folders_starting("data-prev-");
+    for _ in 0..2 {
+        let e = n.root.refused(&["activate", "notes", &v2]);
+        assert!(e.contains("UNIQUE"), "{e}");
+        assert!(!n.app_dir().join("journal.json").exists(), "the activation is undone, not left open");
+        assert_eq!(n.folders_starting("data-prev-"), snapshots, "no snapshot kept");
+    }
+    let next = n.root.run(&["apps"]);
+    let said = String::from_utf8_lossy(&next.stderr);
+    assert!(next.status.success() && !said.contains("recovered"), "{said}");
+    assert_eq!(n.active(), v1);
+    assert_eq!(n.applied(), 1);
+    assert_eq!(n.titles(&[]), ["same", "same"]);
 }
 
 #[test]

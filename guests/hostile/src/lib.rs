@@ -290,6 +290,10 @@ impl exports::autoapp::app::views::Guest for Hostile {
             "spin" => loop {
                 std::hint::black_box(0u64);
             },
+            // A button with a key buttons do not have (`text`, as a link's).
+            "misnamed" => Ok(json!({ "title": "Hostile", "children": [
+                { "type": "button", "route": "count", "text": "Count" } ] })
+            .to_string()),
             other => Err(AppError::NotFound(format!("no page {other}"))),
         }
     }

@@ -14,10 +14,31 @@ pub(super) fn call(
     preview: Option<String>,
 ) -> Result<(), Failure> {
     let id = app_id(&app)?;
-    let input = json_input.unwrap_or_else(|| "{}".to_string());
+    let input = match json_input.as_deref() {
+        None => "{}".to_string(),
+        Some("-") => input_from_stdin()?,
+        Some(_) => json_input.unwrap_or_default(),
+    };
     // In a worker confined to the app, as the person.
     let output = crate::worker::call(&root, &id, preview.as_deref(), &route, &input)?;
     print_json(&output)
+}
+
+/// The most of an input `autoapp call` reads from standard input.
+const MAX_STDIN_INPUT: u64 = 32 << 20;
+
+/// A call's input given as `-`: standard input, whole, bounded.
+fn input_from_stdin() -> Result<String, Failure> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .take(MAX_STDIN_INPUT + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read the input from standard input ({e})"))?;
+    if bytes.len() as u64 > MAX_STDIN_INPUT {
+        return fail(format!("the input on standard input is longer than {} MiB", MAX_STDIN_INPUT >> 20));
+    }
+    String::from_utf8(bytes).or_else(|_| fail("the input on standard input is not UTF-8 text"))
 }
 
 /// `autoapp runs`.

@@ -408,7 +408,8 @@ enum Command {
     Call {
         app: String,
         route: String,
-        /// The input, a JSON object [default: {}].
+        /// The input, a JSON object [default: {}]; `-` reads it from standard input
+        /// (for one too long for a command line).
         json_input: Option<String>,
         /// Call the preview instead (the newest, or the one whose release starts with the value).
         #[arg(long, value_name = "RELEASE", num_args = 0..=1, default_missing_value = "")]
@@ -465,8 +466,8 @@ enum Command {
     /// took them (command line, panel) and what they did or why they failed.
     Runs {
         app: String,
-        /// How many of the newest rows to show.
-        #[arg(long, default_value_t = 50)]
+        /// How many of the newest rows to show (at least 1).
+        #[arg(long, default_value_t = 50, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
         limit: usize,
         #[arg(long)]
         json: bool,
@@ -572,8 +573,15 @@ fn init_tracing() {
             filter = filter.add_directive(d);
         }
     }
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    // Colours only for a terminal (and not when NO_COLOR is set): a file or
+    // a pipe gets the plain words.
+    let colours = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(colours)
+        .try_init();
 }
 
 fn app_id(s: &str) -> Result<AppId, Failure> {

@@ -217,7 +217,10 @@ fn hex_of(bytes: &[u8]) -> String {
     String::from_utf8_lossy(out).into_owned()
 }
 
-/// `input` as canonical JSON text (keys sorted at every depth).
+/// `input` as canonical JSON text (keys sorted at every depth; a number with
+/// no fraction that fits 64 bits written as an integer: `1.0` and `1e2` are
+/// `1` and `100`, which a schema's `integer` already took them for and a
+/// guest's integer field can read).
 pub fn canonical_json(v: &serde_json::Value) -> String {
     // Written straight into one buffer: keys and scalars as serde_json
     // writes them, none of them copied into a value of its own first.
@@ -247,7 +250,27 @@ pub fn canonical_json(v: &serde_json::Value) -> String {
                 }
                 out.push(b']');
             }
+            serde_json::Value::Number(n) if n.is_f64() => match whole(n.as_f64().unwrap_or(f64::NAN)) {
+                Some(Ok(i)) => out.extend_from_slice(i.to_string().as_bytes()),
+                Some(Err(u)) => out.extend_from_slice(u.to_string().as_bytes()),
+                None => serde_json::to_writer(&mut *out, n).expect("a number is written to memory"),
+            },
             other => serde_json::to_writer(&mut *out, other).expect("a scalar is written to memory"),
+        }
+    }
+    /// `f` as an integer when it is one that 64 bits hold (signed, or
+    /// else unsigned).
+    fn whole(f: f64) -> Option<Result<i64, u64>> {
+        const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+        if f.fract() != 0.0 || !f.is_finite() {
+            return None;
+        }
+        if (-TWO_63..TWO_63).contains(&f) {
+            Some(Ok(f as i64))
+        } else if (0.0..2.0 * TWO_63).contains(&f) {
+            Some(Err(f as u64))
+        } else {
+            None
         }
     }
     let mut out = Vec::with_capacity(128);

@@ -61,6 +61,23 @@ fn the_arguments_hash_does_not_depend_on_key_order_or_spacing() {
 }
 
 #[test]
+fn a_whole_number_written_with_a_fraction_or_an_exponent_is_canonically_an_integer() {
+    let v: serde_json::Value =
+        serde_json::from_str(r#"{"a":1.0,"b":1e2,"c":-0.0,"d":2.5,"e":-3.0E0,"f":1e19,"g":1e20,"h":[7.000]}"#).unwrap();
+    assert_eq!(
+        canonical_json(&v),
+        r#"{"a":1,"b":100,"c":0,"d":2.5,"e":-3,"f":10000000000000000000,"g":1e+20,"h":[7]}"#
+    );
+    assert_eq!(arguments_hash(&v["a"]), arguments_hash(&serde_json::json!(1)));
+    // What a guest reads as an integer.
+    let read: std::collections::BTreeMap<String, i64> = serde_json::from_str(&canonical_json(
+        &serde_json::from_str(r#"{"id":1.0,"limit":2e0,"big":-9.223372036854775808e18}"#).unwrap(),
+    ))
+    .unwrap();
+    assert_eq!((read["id"], read["limit"], read["big"]), (1, 2, i64::MIN));
+}
+
+#[test]
 fn the_arguments_hash_is_the_sha256_of_the_canonical_text_in_lowercase_hex() {
     // `printf '{}' | sha256sum`, and the same for the text above.
     assert_eq!(

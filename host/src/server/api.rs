@@ -337,8 +337,15 @@ async fn state(State(ctx): State<Ctx>) -> Response {
                 _ => Vec::new(),
             };
             let rollback = release::journal::activation(&paths).ok().flatten().and_then(|a| {
-                (Some(&a.release) == active.as_ref() && a.previous.is_some())
-                    .then(|| json!({ "previous": a.previous, "written": a.first_write_at.is_some() }))
+                (Some(&a.release) == active.as_ref() && a.previous.is_some()).then(|| {
+                    let written = a.first_write_at.is_some();
+                    // Where a downgrade could go (it keeps the writes).
+                    let downgrades = match written {
+                        true => crate::lifecycle::downgrades(&paths).unwrap_or_default(),
+                        false => Vec::new(),
+                    };
+                    json!({ "previous": a.previous, "written": written, "downgrades": downgrades })
+                })
             });
             let its_workers: Vec<&Value> =
                 workers.as_array().into_iter().flatten().filter(|w| w["app"] == id.as_str()).collect();
