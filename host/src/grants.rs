@@ -85,8 +85,12 @@ pub struct AskedWhole {
 /// is the Autoapp root (its files are marked).
 pub fn asked_whole(root: &std::path::Path, manifest: &Manifest) -> Vec<AskedWhole> {
     let c = &manifest.capabilities;
-    let network =
-        c.network.iter().map(|o| AskedWhole { name: format!("network:{o}"), whole: o.to_string(), marked: None });
+    // (The origin is the name: said once.)
+    let network = c.network.iter().map(|o| AskedWhole {
+        name: format!("network:{o}"),
+        whole: "requests to that origin only (its scheme, host and port)".to_string(),
+        marked: None,
+    });
     let files = c.files.iter().map(|f| {
         let access = if f.access == Access::Write { "read and write" } else { "read only" };
         let (whole, marked) = match resolve_path(&f.path) {
@@ -115,7 +119,7 @@ pub fn asked_whole(root: &std::path::Path, manifest: &Manifest) -> Vec<AskedWhol
     // so the person sees where it would go.
     let secrets = c.secret.iter().map(|s| AskedWhole {
         name: format!("secret:{}", s.name),
-        whole: format!("your key for {}, sent to {}", s.summary, s.binding),
+        whole: format!("your key `{}` ({}), sent to {}", s.name, s.summary, s.binding),
         marked: None,
     });
     network.chain(files).chain(spawn).chain(secrets).collect()

@@ -578,6 +578,7 @@ pub fn pick_preview(paths: &AppPaths, release_prefix: Option<&str>) -> anyhow::R
     let app = &paths.id;
     let mut all = previews(paths)?;
     all.sort_by(|a, b| a.started_at.cmp(&b.started_at));
+    let running: Vec<String> = all.iter().map(|p| short(&p.release).to_string()).collect();
     let found = match release_prefix {
         Some(pre) => {
             let pre = pre.to_ascii_lowercase();
@@ -587,8 +588,18 @@ pub fn pick_preview(paths: &AppPaths, release_prefix: Option<&str>) -> anyhow::R
         }
         None => all.pop(),
     };
-    let p = found.ok_or_else(|| {
-        kinded(ErrorKind::NotFound, format!("{app} has no preview running; start one with `autoapp preview {app}`"))
+    let p = found.ok_or_else(|| match release_prefix {
+        Some(pre) if !running.is_empty() => kinded(
+            ErrorKind::NotFound,
+            format!(
+                "{app} has no preview of a release starting with `{}`; its previews are of {}",
+                crate::elsewhere::text::terminal(&crate::elsewhere::text::cut(pre, 64)),
+                running.join(", ")
+            ),
+        ),
+        _ => {
+            kinded(ErrorKind::NotFound, format!("{app} has no preview running; start one with `autoapp preview {app}`"))
+        }
     })?;
     let data = preview_dir(paths, &p.release).join("data");
     Ok((p, data))

@@ -205,6 +205,12 @@ impl ServerHandler for AppTools {
             }
         };
         let call = json!({ "type": "invoke", "app": self.app, "route": &route, "input": input, "client": client });
+        if call.to_string().len() >= crate::control::MAX_LINE {
+            return Ok(tool_error(format!(
+                "the arguments are too long: a call carries at most {} MiB to the launcher; nothing was sent",
+                crate::control::MAX_LINE >> 20
+            )));
+        }
         // Cancelled by the client (or the client went away): the connection
         // closes, and the launcher withdraws a question the call waited on.
         let answer = tokio::select! {

@@ -924,8 +924,8 @@ fn each_apps_compiled_code_is_its_own_and_prune_removes_what_no_release_of_it_us
     assert_eq!(
         compiled,
         [
-            "remove  compiled code no release uses (1.0 kB)",
-            "remove  compiled code of another engine (another version of autoapp; this one's is kept) (700 bytes)"
+            "remove  notes compiled code no release uses (1.0 kB)",
+            "remove  notes compiled code of another engine (another version of autoapp; this one's is kept) (700 bytes)"
         ],
         "only its unused files: {one:?}"
     );

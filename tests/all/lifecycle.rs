@@ -130,6 +130,12 @@ fn the_whole_lifecycle_from_preview_to_restore() {
     assert!(out.contains(&format!("previewing notes {}", &v2[..12])), "{out}");
     n.root.ok(&["call", "notes", "notes.add", r#"{"title":"only in the preview"}"#, "--preview"]);
     assert_eq!(n.titles(&["--preview"]), ["one", "only in the preview", "two"]);
+    // A prefix no preview has: named, with the previews there are.
+    let e = n.root.refused(&["call", "notes", "notes.list", "--preview=zzzz"]);
+    assert!(
+        e.contains(&format!("no preview of a release starting with `zzzz`; its previews are of {}", &v2[..12])),
+        "{e}"
+    );
     assert_eq!(n.titles(&[]), ["one", "two"], "the live data is unchanged");
     assert!(!has_column(&n.app_dir().join("data"), "pinned"), "the live schema is unchanged");
     n.root.ok(&["preview-stop", "notes"]);

@@ -99,6 +99,11 @@ pub(super) fn workflows(root: Root, app: String, json: bool) -> Result<(), Failu
         say!("the active release of {id} has no workflows ([[workflow]] in autoapp.toml)");
         return Ok(());
     }
+    // A schedule runs only while a launcher does.
+    let unserved = match crate::root::running_launcher(&root) {
+        Ok(Some(_)) => "",
+        _ => " (when a launcher runs: none does now; `autoapp open`)",
+    };
     for w in list {
         let approval = match (w.needs_approval, w.approved) {
             (false, _) => "runs without approval (a read)".to_string(),
@@ -108,7 +113,10 @@ pub(super) fn workflows(root: Root, app: String, json: bool) -> Result<(), Failu
             }
         };
         say!("{}  route {} ({}), {}", w.name, w.route, w.effect, w.schedule);
-        say!("  next run: {}", w.next_run.as_deref().unwrap_or("never"));
+        match w.next_run.as_deref() {
+            Some(next) => say!("  next run: {next}{unserved}"),
+            None => say!("  next run: never"),
+        }
         match &w.last_run {
             Some(l) => say!(
                 "  last run: {} {} {}{}",

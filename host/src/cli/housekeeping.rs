@@ -201,7 +201,10 @@ pub(super) fn prune(
         say!("keep    {} {} {}: {}", k.app, k.kind, k.name, k.why);
     }
     for i in &plan.items {
-        say!("remove  {} ({})", i.what, said(i.bytes));
+        match &i.app {
+            Some(app) => say!("remove  {app} {} ({})", i.what, said(i.bytes)),
+            None => say!("remove  {} ({})", i.what, said(i.bytes)),
+        }
     }
     let which = id.as_ref().map(|i| i.to_string()).unwrap_or_else(|| "the root".to_string());
     if plan.items.is_empty() {

@@ -496,7 +496,7 @@ enum Command {
     },
     /// Write the WIT package (and the WASI packages it uses) for a toolchain.
     Wit {
-        /// The folder to write to [default: ./wit].
+        /// The folder to write to.
         #[arg(long, value_name = "DIR", default_value = "wit")]
         out: PathBuf,
     },
@@ -575,10 +575,11 @@ fn init_tracing() {
     }
     // Colours only for a terminal (and not when NO_COLOR is set): a file or
     // a pipe gets the plain words.
-    let colours = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
+    let writer = std::io::stderr;
+    let colours = std::io::IsTerminal::is_terminal(&writer()) && std::env::var_os("NO_COLOR").is_none();
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         .with_target(false)
         .with_ansi(colours)
         .try_init();
