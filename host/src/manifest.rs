@@ -199,16 +199,31 @@ fn load_as(path: &Path, strict: Strict) -> Result<Manifest, ManifestError> {
             _ => format!("cannot be read ({e})"),
         }],
     })?;
-    parse_as(&text, &file, strict)
+    parse_as(&text, &file, strict, None)
 }
 
 /// Parses and validates manifest text; `file` names it in messages. Every
 /// problem of every section is reported at once, each with its fix.
 pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
-    parse_as(text, file, Strict::Yes)
+    parse_as(text, file, Strict::Yes, None)
 }
 
-fn parse_as(text: &str, file: &str, strict: Strict) -> Result<Manifest, ManifestError> {
+/// What a build checks beyond the manifest's own text, reported in the same
+/// list as its problems (every problem at once, whichever part it is of).
+pub struct Beyond<'a> {
+    /// The shortest interval a workflow may have (this root's
+    /// `workflow_min_every_secs`).
+    pub min_every_secs: u64,
+    /// What is wrong with a migration's file, if anything (given its name).
+    pub migration: &'a dyn Fn(&str) -> Option<String>,
+}
+
+/// [`parse`], with a build's checks `beyond` it.
+pub fn parse_beyond(text: &str, file: &str, beyond: &Beyond<'_>) -> Result<Manifest, ManifestError> {
+    parse_as(text, file, Strict::Yes, Some(beyond))
+}
+
+fn parse_as(text: &str, file: &str, strict: Strict, beyond: Option<&Beyond<'_>>) -> Result<Manifest, ManifestError> {
     let table =
         parse_toml(text).map_err(|problem| ManifestError { file: file.to_string(), problems: vec![problem] })?;
     let mut p = Problems::default();
@@ -236,6 +251,22 @@ fn parse_as(text: &str, file: &str, strict: Strict) -> Result<Manifest, Manifest
     let (migrations, reads_newer_schema) = parse_data(table.get("data"), &mut p);
     let workflows = workflow::parse(table.get("workflow"), &routes, &mut p);
     check_across(&routes, &capabilities, &mut p);
+    if let Some(beyond) = beyond {
+        let min = beyond.min_every_secs;
+        for w in workflows.iter().filter(|w| w.schedule.every_secs().is_some_and(|s| s < min)) {
+            p.add(format!(
+                "workflow `{}` runs {}: a release's workflows run at most once every {min} seconds; write a longer interval, like every = \"{}m\"",
+                w.name,
+                w.schedule,
+                min.div_ceil(60)
+            ));
+        }
+        for m in migrations.iter().filter(|m| check_migration_path(m).is_ok()) {
+            if let Some(problem) = (beyond.migration)(m) {
+                p.add(problem);
+            }
+        }
+    }
     if !p.0.is_empty() {
         return Err(ManifestError { file: file.to_string(), problems: p.0 });
     }

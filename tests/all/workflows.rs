@@ -135,6 +135,26 @@ route = "count"
         out.contains("workflow `tally` runs every 30s: a release's workflows run at most once every 60 seconds"),
         "{out}"
     );
+
+    // And with a migration whose file is missing and a broken workflow
+    // besides: all of them in the one refusal (before: one build each; the
+    // workspace lacks 0001_init.sql too).
+    let missing = manifest.replace(
+        r#"migrations = ["migrations/0001_init.sql"]"#,
+        r#"migrations = ["migrations/0001_init.sql", "migrations/missing.sql"]"#,
+    );
+    assert_ne!(missing, manifest);
+    let broken = "[[workflow]]\nname = \"g\"\nroute = \"count\"\nevery = \"15x\"\n";
+    std::fs::write(ws.path().join("autoapp.toml"), format!("{missing}\n{quick}\n{broken}")).unwrap();
+    let out = t.fails_with(1, &["build", "hostile", "--component", component.to_str().unwrap()]);
+    for expected in [
+        "has 4 problems",
+        "workflow `tally` runs every 30s",
+        "migration migrations/missing.sql does not exist in",
+        "workflow `g`: every `15x` is not a duration",
+    ] {
+        assert!(out.contains(expected), "missing `{expected}` in:\n{out}");
+    }
 }
 
 #[test]

@@ -170,7 +170,10 @@ pub fn build(
     let manifest_text = std::fs::read_to_string(&manifest_path).map_err(|e| {
         BuildError::Refused(format!("cannot read {} ({e}); every app needs one", manifest_path.display()))
     })?;
-    let manifest = check_manifest(runtime, &manifest_text, &manifest_path.display().to_string())?;
+    let ws_real = std::fs::canonicalize(&ws).with_context(|| format!("cannot resolve {}", ws.display()))?;
+    let manifest = check_manifest_with(runtime, &manifest_text, &manifest_path.display().to_string(), &|name| {
+        migration_problem(&ws, &ws_real, name).err()
+    })?;
     if manifest.id != *app {
         return refuse(format!(
             "{} says id = \"{}\" but you are building {app}; make them the same",
@@ -218,25 +221,20 @@ pub fn build(
 /// rule of `manifest`, and its workflows run no more often than this
 /// launcher allows. `file` names it in the problems.
 pub fn check_manifest(runtime: &Runtime, manifest_text: &str, file: &str) -> Result<Manifest, BuildError> {
-    let manifest = manifest::parse(manifest_text, file)?;
-    let min_every = runtime.config().workflow_min_every_secs;
-    let too_often: Vec<String> = manifest
-        .workflows
-        .iter()
-        .filter(|w| w.schedule.every_secs().is_some_and(|s| s < min_every))
-        .map(|w| {
-            format!(
-                "workflow `{}` runs {}: a release's workflows run at most once every {min_every} seconds; write a longer interval, like every = \"{}m\"",
-                w.name,
-                w.schedule,
-                min_every.div_ceil(60)
-            )
-        })
-        .collect();
-    if !too_often.is_empty() {
-        return Err(manifest::ManifestError { file: file.to_string(), problems: too_often }.into());
-    }
-    Ok(manifest)
+    check_manifest_with(runtime, manifest_text, file, &|_| None)
+}
+
+/// [`check_manifest`], with what is wrong with a migration's file (given its
+/// name) among the same problems: every problem at once, whichever part of
+/// the workspace it is in.
+fn check_manifest_with(
+    runtime: &Runtime,
+    manifest_text: &str,
+    file: &str,
+    migration: &dyn Fn(&str) -> Option<String>,
+) -> Result<Manifest, BuildError> {
+    let beyond = manifest::Beyond { min_every_secs: runtime.config().workflow_min_every_secs, migration };
+    Ok(manifest::parse_beyond(manifest_text, file, &beyond)?)
 }
 
 /// Where a component came from, which decides how it is compiled.
@@ -349,24 +347,30 @@ fn read_migrations(ws: &Path, manifest: &Manifest) -> Result<Vec<Migration>, Bui
     let mut problems = Vec::new();
     let mut out = Vec::new();
     for name in &manifest.migrations {
-        let path = ws.join(name);
-        match std::fs::canonicalize(&path) {
-            Ok(real) if !real.starts_with(&ws_real) => problems
-                .push(format!("migration {name} leads outside the workspace (a symlink); keep migrations inside it")),
-            Ok(real) => match std::fs::read_to_string(&real) {
-                Ok(sql) => out.push(Migration { name: name.clone(), sql }),
-                Err(e) => problems.push(format!("migration {name} cannot be read ({e})")),
-            },
-            Err(_) => problems.push(format!(
-                "migration {name} does not exist in {}; create it or remove it from [data] migrations",
-                ws.display()
-            )),
+        match migration_problem(ws, &ws_real, name) {
+            Ok(sql) => out.push(Migration { name: name.clone(), sql }),
+            Err(problem) => problems.push(problem),
         }
     }
     match problems.len() {
         0 => Ok(out),
         1 => refuse(problems.remove(0)),
         _ => refuse(format!("the migrations have {} problems:\n  - {}", problems.len(), problems.join("\n  - "))),
+    }
+}
+
+/// The text of the migration `name` of the workspace `ws` (`ws_real`
+/// resolved), or what is wrong with its file.
+fn migration_problem(ws: &Path, ws_real: &Path, name: &str) -> Result<String, String> {
+    match std::fs::canonicalize(ws.join(name)) {
+        Ok(real) if !real.starts_with(ws_real) => {
+            Err(format!("migration {name} leads outside the workspace (a symlink); keep migrations inside it"))
+        }
+        Ok(real) => std::fs::read_to_string(&real).map_err(|e| format!("migration {name} cannot be read ({e})")),
+        Err(_) => Err(format!(
+            "migration {name} does not exist in {}; create it or remove it from [data] migrations",
+            ws.display()
+        )),
     }
 }
 
