@@ -295,13 +295,28 @@ async fn serve(stream: TcpStream, secret: Arc<Secret>, launcher: Arc<Launcher>, 
                 }
             }
             // A call may wait for the person (a write's question): when its
-            // caller goes away meanwhile, it is dropped with its question —
-            // withdrawn from the pages, never run for nobody. (Once it runs,
-            // its worker finishes it, and its row says how it ended.)
-            Ok(req @ Request::Invoke { .. }) => tokio::select! {
-                answer = handle(req, &launcher) => answer,
-                () = caller_lines.went_away() => return,
-            },
+            // caller goes away meanwhile, the question is withdrawn from the
+            // pages and the call refused, never run for nobody
+            // (`gate::CALLER_GONE`). A call past the gate runs to its end
+            // (its row written, a first write noted), answered to nobody.
+            Ok(req @ Request::Invoke { .. }) => {
+                let (gone, caller_gone) = tokio::sync::watch::channel(false);
+                let call = crate::gate::CALLER_GONE.scope(caller_gone, handle(req, &launcher));
+                tokio::pin!(call);
+                tokio::select! {
+                    answer = &mut call => answer,
+                    () = caller_lines.went_away() => {
+                        let went = caller_lines.gone.is_set();
+                        let _ = gone.send(went);
+                        let answer = call.await;
+                        if went {
+                            return;
+                        }
+                        // (The launcher stops: the call ended as it would.)
+                        answer
+                    }
+                }
+            }
             Ok(req) => handle(req, &launcher).await,
         };
         if send(&mut w, &answer).await.is_err() {

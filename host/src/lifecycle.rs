@@ -177,7 +177,9 @@ impl Apps {
         self.load_release(app, &id)?;
         let migrations = release::migrations(&paths, &id, &manifest)?;
         let data = paths.data();
-        store::check_extends(&store::applied_in(&data)?, &migrations)?;
+        let applied = store::applied_in(&data)?;
+        store::check_extends(&applied, &migrations)?;
+        let applied_before = applied.len();
 
         let stamp = journal::new_stamp(&paths);
         let snapshot = format!("data-prev-{stamp}");
@@ -213,10 +215,12 @@ impl Apps {
             Ok(applied) => applied,
             Err(e) => {
                 // The migrations run in one transaction: when none of them is
-                // in the data, nothing changed, and the activation is undone
-                // here (not left for the next command to find and recover),
-                // its snapshot removed. Else recovery decides, as after a crash.
-                if store::applied_in(&data).is_ok_and(|now| now.len() < migrations.len()) {
+                // in the data (as many applied as before; a release that adds
+                // none, too), nothing changed, and the activation is undone
+                // here (not left for the next command to find and recover, or
+                // finish), its snapshot removed. Else recovery decides, as
+                // after a crash.
+                if store::applied_in(&data).is_ok_and(|now| now.len() == applied_before) {
                     let undone = std::fs::remove_dir_all(folder(&paths, &snapshot))
                         .context("cannot remove its snapshot")
                         .and_then(|()| journal::close(&paths, &Journal { snapshot: None, ..j.clone() }, "undone"));

@@ -198,6 +198,61 @@ fn next_event(events: &std::sync::mpsc::Receiver<(String, serde_json::Value)>, n
     }
 }
 
+/// Sends an agent's `invoke` of `route` on a control connection of the
+/// launcher serving `t`, and leaves its answer unread: the connection, for
+/// the caller to close.
+fn invoke_on_control(t: &TestRoot, app: &str, route: &str, input: serde_json::Value) -> std::net::TcpStream {
+    use std::io::{BufRead as _, Write as _};
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(t.path().join("launcher.json")).unwrap()).unwrap();
+    let mut control = std::net::TcpStream::connect(("127.0.0.1", file["port"].as_u64().unwrap() as u16)).unwrap();
+    let mut said = std::io::BufReader::new(control.try_clone().unwrap());
+    writeln!(control, "{}", serde_json::json!({ "type": "auth", "secret": file["secret"] })).unwrap();
+    let mut line = String::new();
+    said.read_line(&mut line).unwrap();
+    assert!(line.contains("\"ok\":true"), "{line}");
+    let invoke =
+        serde_json::json!({ "type": "invoke", "app": app, "route": route, "input": input, "client": "an agent" });
+    writeln!(control, "{invoke}").unwrap();
+    control
+}
+
+/// An agent's write that the person approved runs to its end though the
+/// agent goes away while it runs: its row is written and it is noted as the
+/// activation's first write, so a plain rollback still asks (fails when the
+/// caller's going away dropped the call past the gate: the write ran in its
+/// worker, and the first write was never noted).
+#[test]
+fn an_approved_write_whose_caller_goes_away_runs_to_its_end_and_is_noted() {
+    let t = TestRoot::with_config(crate::many_callers::QUIET);
+    t.install("escape");
+    let served = crate::support::Served::start(&t, &["serve", "escape"]);
+    let mut tab = served.tab("escape");
+    let events = gate_events(&tab);
+    let sleep = serde_json::json!({ "attempts": [{ "try": "sleep", "ms": 3000 }] });
+    let control = invoke_on_control(&t, "escape", "escape.write", sleep);
+    let q = next_event(&events, "asked")["question"].clone();
+    let body = serde_json::json!({ "requestId": q["requestId"], "releaseId": q["releaseId"],
+                                   "argumentsHash": q["argumentsHash"], "approve": true });
+    let r = tab.request("POST", "/api/answer", Some(&body.to_string())).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    drop(control);
+    let started = std::time::Instant::now();
+    let history = loop {
+        let history = std::fs::read_to_string(t.path().join("apps/escape/history.jsonl")).unwrap_or_default();
+        if history.contains("first write") || started.elapsed() > std::time::Duration::from_secs(20) {
+            break history;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(history.contains("first write"), "{history}");
+    served.stop();
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&t.ok(&["runs", "escape", "--json"])).unwrap();
+    let row = rows.iter().find(|r| r["request_id"] == q["requestId"]).expect("its row");
+    assert_eq!((&row["decision"], &row["outcome"]), (&"confirmed".into(), &"ok".into()), "{row}");
+}
+
 /// An agent's write waits for the person, and the agent goes away first:
 /// its control connection closes, its MCP client cancels the call, or the
 /// client ends. Each time the question is withdrawn from the app's page at
@@ -222,22 +277,9 @@ fn a_write_question_is_withdrawn_when_its_caller_goes_away() {
     };
 
     // The control connection's invoke (what every agent's call becomes).
-    let file: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(t.path().join("launcher.json")).unwrap()).unwrap();
-    let mut control = std::net::TcpStream::connect(("127.0.0.1", file["port"].as_u64().unwrap() as u16)).unwrap();
-    let mut said = std::io::BufReader::new(control.try_clone().unwrap());
-    writeln!(control, "{}", serde_json::json!({ "type": "auth", "secret": file["secret"] })).unwrap();
-    let mut line = String::new();
-    said.read_line(&mut line).unwrap();
-    writeln!(
-        control,
-        "{}",
-        serde_json::json!({ "type": "invoke", "app": "notes", "route": "notes.add",
-                            "input": { "title": "for nobody" }, "client": "an agent" })
-    )
-    .unwrap();
+    let control = invoke_on_control(&t, "notes", "notes.add", serde_json::json!({ "title": "for nobody" }));
     let asked = next_event(&events, "asked");
-    drop((control, said));
+    drop(control);
     withdrawn(&asked, &mut tab);
 
     // `autoapp mcp`: a call the client cancels, then one whose client ends.

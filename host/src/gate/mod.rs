@@ -599,7 +599,18 @@ impl Gate {
         let _ = self.events.send(GateEvent::Asked { question: Box::new(question) });
         // A call that stops waiting (its caller went away) takes its question along.
         let cleanup = PendingGuard { gate: self, request_id };
-        let reply = tokio::time::timeout_at(deadline, rx).await;
+        let reply = tokio::select! {
+            reply = tokio::time::timeout_at(deadline, rx) => reply,
+            // Its adapter says its caller went away: withdrawn (as `cleanup`
+            // goes), and refused.
+            () = caller_gone() => {
+                return Err((
+                    Decision::Refused,
+                    AnsweredBy::Nobody,
+                    "its caller went away before the person answered; the question was withdrawn".into(),
+                ));
+            }
+        };
         drop(cleanup);
         let minutes = self.window.as_secs().div_ceil(60);
         match reply {
@@ -747,6 +758,25 @@ impl Gate {
             });
         }
     }
+}
+
+tokio::task_local! {
+    /// Set by an adapter whose caller may go away while its call waits for
+    /// the person (the control connection's `invoke`): once it turns true, a
+    /// question the call waits for is withdrawn and the call refused. What
+    /// runs past the gate is not affected: it runs to its end.
+    pub static CALLER_GONE: tokio::sync::watch::Receiver<bool>;
+}
+
+/// Resolves once the caller of this task went away ([`CALLER_GONE`]); never
+/// where no adapter said how to know.
+async fn caller_gone() {
+    if let Ok(mut gone) = CALLER_GONE.try_with(|gone| gone.clone())
+        && gone.wait_for(|g| *g).await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }
 
 struct PendingGuard<'a> {
