@@ -1996,16 +1996,17 @@ fn a_worker_that_answers_a_call_it_was_not_sent_or_says_a_long_word_is_ended() {
 
 /// A worker taken by an escape (or one in a crash loop) says 1.2 MB on its
 /// standard error and ends, three times: its launcher says at most its
-/// app's share (1 MiB, filled again by the hour) across its workers, and
-/// once that it said no more (fails before: each new worker had a share of
-/// its own, and the launcher's standard error took 3 MiB).
+/// share (1 MiB, filled again by the hour) across its starts, and once that
+/// it said no more (fails before: each new worker had a share of its own,
+/// and the launcher's standard error took 3 MiB); the app's other worker
+/// still has its own (fails with one share for the app).
 #[test]
 fn an_apps_workers_say_their_share_on_standard_error_however_often_they_start() {
     let root = TestRoot::with_config(crate::many_callers::QUIET);
     root.install("escape");
     let told = root.path().join("launcher-stderr");
     let served = Served::start_telling(&root, &["serve", "escape"], &told);
-    served.address("escape");
+    let address = served.address("escape");
     let words = serde_json::json!({ "try": "heavy", "before": "", "piece": format!("{}\n", "w".repeat(999)),
                                     "times": 1200, "after": "", "to": 2 });
     for _ in 0..3 {
@@ -2013,6 +2014,16 @@ fn an_apps_workers_say_their_share_on_standard_error_however_often_they_start() 
         assert_eq!(said["ok"], false, "{said}");
     }
     assert_eq!(invoke_escape(root.path(), serde_json::json!([]))["ok"], true);
+    // Its other worker (its external route's) has a share of its own: the
+    // first's, spent, does not silence it.
+    let mut tab = crate::support::http::Http::launch(&address).unwrap();
+    // (Longer than what the first's share has left: under 1 KB.)
+    let outer = format!("outer word {}\n", "o".repeat(2000));
+    let word = serde_json::json!({ "attempts": [{ "try": "heavy", "before": "", "piece": outer,
+                                                  "times": 1, "after": "", "to": 2 }] });
+    let r = tab.request("POST", "/api/call/escape.external", Some(&word.to_string())).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    std::thread::sleep(std::time::Duration::from_millis(500));
     served.stop();
     let told = std::fs::read_to_string(&told).unwrap();
     let said: usize =
@@ -2023,6 +2034,7 @@ fn an_apps_workers_say_their_share_on_standard_error_however_often_they_start() 
     );
     let ends = told.matches("said more on standard error than their share").count();
     assert_eq!(ends, 1, "said {ends} times that no more is said");
+    assert!(told.contains("autoapp: escape's external calls' worker: outer word"), "the other worker was silenced");
 }
 
 /// A worker taken by an escape sends on a hundred calls of its app as its

@@ -59,8 +59,8 @@ pub enum Side {
 const MAX_LINE: u64 = 64 << 20;
 
 /// The most of an app's workers' standard error said at once: its share
-/// starts full and fills again by as much an hour, for all of the app's
-/// workers together ([`Allowance`]).
+/// starts full and fills again by as much an hour, for each of the app's two
+/// kinds of worker across all their starts ([`Allowance`]).
 const MAX_STDERR: usize = 1 << 20;
 
 /// The longest line of a worker's standard error said as one (the rest of
@@ -298,10 +298,10 @@ struct Inner {
     policies: Mutex<HashMap<Which, Computed>>,
     /// Workers that ended on their own: when, and how many in a row.
     ended: Arc<Mutex<HashMap<Which, (Instant, u32)>>>,
-    /// What each app's workers may still say on standard error, all of
-    /// them together (a worker that ends and is started again gets no new
-    /// share).
-    words: Arc<Mutex<HashMap<AppId, Allowance>>>,
+    /// What each of an app's workers (its inner one, its outer one) may
+    /// still say on standard error, across its starts (a worker that ends
+    /// and is started again gets no new share; neither takes the other's).
+    words: Arc<Mutex<HashMap<Which, Allowance>>>,
     /// This kernel has no Landlock (found when a worker could not confine
     /// itself): workers run with the filter alone, said at each start.
     without_landlock: Mutex<Option<confine::Support>>,
@@ -1523,7 +1523,7 @@ impl Inner {
             forwarding.abort_all();
             reading.kill.notify_one();
         });
-        // Its words, escaped, and bounded by its app's share.
+        // Its words, escaped, and bounded by its share (its app's and side's).
         let (who, side_word, words) = (app.clone(), side.word(), self.words.clone());
         tokio::spawn(async move {
             let (mut stderr, mut line) = (tokio::io::BufReader::new(stderr), Vec::new());
@@ -1534,13 +1534,13 @@ impl Inner {
                     Ok(_) => {}
                 }
                 let mut words = words.lock().expect("words");
-                let share = words.entry(who.clone()).or_insert_with(Allowance::new);
+                let share = words.entry((who.clone(), side)).or_insert_with(Allowance::new);
                 if !share.take(line.len()) {
                     // Not read any more: its writes there fail.
                     if !std::mem::replace(&mut share.told, true) {
                         let mib = MAX_STDERR >> 20;
                         tell!(
-                            "autoapp: {who}'s workers said more on standard error than their share ({mib} MiB, and {mib} MiB more an hour); the rest is not said"
+                            "autoapp: {who}'s {side_word} workers said more on standard error than their share ({mib} MiB, and {mib} MiB more an hour); the rest is not said"
                         );
                     }
                     break;
