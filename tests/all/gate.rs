@@ -198,6 +198,13 @@ fn next_event(events: &std::sync::mpsc::Receiver<(String, serde_json::Value)>, n
     }
 }
 
+/// The body of the person's answer to the question `q`.
+fn answer_to(q: &serde_json::Value, approve: bool) -> String {
+    serde_json::json!({ "requestId": q["requestId"], "releaseId": q["releaseId"],
+                        "argumentsHash": q["argumentsHash"], "approve": approve })
+    .to_string()
+}
+
 /// Sends an agent's `invoke` of `route` on a control connection of the
 /// launcher serving `t`, and leaves its answer unread: the connection, for
 /// the caller to close.
@@ -232,9 +239,7 @@ fn an_approved_write_whose_caller_goes_away_runs_to_its_end_and_is_noted() {
     let sleep = serde_json::json!({ "attempts": [{ "try": "sleep", "ms": 3000 }] });
     let control = invoke_on_control(&t, "escape", "escape.write", sleep);
     let q = next_event(&events, "asked")["question"].clone();
-    let body = serde_json::json!({ "requestId": q["requestId"], "releaseId": q["releaseId"],
-                                   "argumentsHash": q["argumentsHash"], "approve": true });
-    let r = tab.request("POST", "/api/answer", Some(&body.to_string())).unwrap();
+    let r = tab.request("POST", "/api/answer", Some(&answer_to(&q, true))).unwrap();
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     std::thread::sleep(std::time::Duration::from_millis(500));
     drop(control);
@@ -270,9 +275,7 @@ fn a_write_question_is_withdrawn_when_its_caller_goes_away() {
         let q = &asked["question"];
         let ended = next_event(&events, "answered");
         assert_eq!((&ended["request_id"], ended["outcome"].as_str()), (&q["requestId"], Some("withdrawn")), "{ended}");
-        let body = serde_json::json!({ "requestId": q["requestId"], "releaseId": q["releaseId"],
-                                       "argumentsHash": q["argumentsHash"], "approve": true });
-        let r = tab.request("POST", "/api/answer", Some(&body.to_string())).unwrap();
+        let r = tab.request("POST", "/api/answer", Some(&answer_to(q, true))).unwrap();
         assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
     };
 
@@ -365,14 +368,7 @@ fn why_a_page_is_not_drawn_is_in_the_apps_log() {
     let r = tab.request("GET", "/api/view/misnamed?query=%7B%7D", None).unwrap();
     let said = String::from_utf8_lossy(&r.body).into_owned();
     assert!(r.status >= 400 && said.contains("has an unknown key `text`"), "{} {said}", r.status);
-    let started = std::time::Instant::now();
-    let log = loop {
-        let log = t.ok(&["logs", "hostile", "--lines", "50"]);
-        if log.contains("unknown key `text`") || started.elapsed() > std::time::Duration::from_secs(20) {
-            break log;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+    let log = t.log_saying("hostile", "unknown key `text`");
     assert!(
         log.contains(
             "returned a page `misnamed` that cannot be shown: the button at /children/0 has an unknown key `text`"

@@ -33,15 +33,17 @@ impl Notes {
 
     /// v2: a second migration and a new version.
     pub(crate) fn add_migration(&self) {
-        std::fs::write(
-            self.ws.path().join("migrations/0002_pinned.sql"),
-            "ALTER TABLE notes ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;\n",
-        )
-        .unwrap();
+        self.add_migration_of("0002_pinned.sql", "ALTER TABLE notes ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;\n");
+    }
+
+    /// v2: the second migration `file` (under `migrations/`) of `sql`, and
+    /// a new version.
+    pub(crate) fn add_migration_of(&self, file: &str, sql: &str) {
+        std::fs::write(self.ws.path().join("migrations").join(file), sql).unwrap();
         self.edit_manifest(|m| {
             m.replace("version = \"0.1.0\"", "version = \"0.2.0\"").replace(
                 "migrations = [\"migrations/0001_init.sql\"]",
-                "migrations = [\"migrations/0001_init.sql\", \"migrations/0002_pinned.sql\"]",
+                &format!("migrations = [\"migrations/0001_init.sql\", \"migrations/{file}\"]"),
             )
         });
     }
@@ -418,14 +420,7 @@ fn an_activation_whose_migration_fails_on_the_data_is_undone_at_once() {
     n.root.ok(&["activate", "notes", &v1]);
     n.add("same");
     n.add("same");
-    std::fs::write(n.ws.path().join("migrations/0002_unique.sql"), "CREATE UNIQUE INDEX by_title ON notes(title);\n")
-        .unwrap();
-    n.edit_manifest(|m| {
-        m.replace("version = \"0.1.0\"", "version = \"0.2.0\"").replace(
-            "migrations = [\"migrations/0001_init.sql\"]",
-            "migrations = [\"migrations/0001_init.sql\", \"migrations/0002_unique.sql\"]",
-        )
-    });
+    n.add_migration_of("0002_unique.sql", "CREATE UNIQUE INDEX by_title ON notes(title);\n");
     let v2 = n.build();
     let snapshots = n.folders_starting("data-prev-");
     for _ in 0..2 {

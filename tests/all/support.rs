@@ -133,6 +133,19 @@ impl TestRoot {
         line.to_string()
     }
 
+    /// The last lines of `app`'s log once they say `says` (written a little
+    /// after what caused them), or as they are after 20 s.
+    pub fn log_saying(&self, app: &str, says: &str) -> String {
+        let started = std::time::Instant::now();
+        loop {
+            let log = self.ok(&["logs", app, "--lines", "100"]);
+            if log.contains(says) || started.elapsed() > Duration::from_secs(20) {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Calls a route and parses its JSON answer.
     pub fn call(&self, app: &str, route: &str, input: &str) -> serde_json::Value {
         let out = self.ok(&["call", app, route, input]);

@@ -1937,21 +1937,21 @@ fn a_workers_line_heavier_than_an_answer_may_be_ends_it_unparsed() {
     served.address("escape");
     let heavy = serde_json::json!({ "try": "heavy", "before": r#"{"id":1,"said":{"answer":{"Ok":[0"#,
                                     "piece": ",0", "times": 1_999_999, "after": "]}}}\n" });
-    let said = invoke_escape(root.path(), serde_json::json!([heavy]));
-    assert_eq!(said["ok"], false, "the heavy line was heard: {}", said.to_string().len());
+    ended_because(&root, heavy, "line holds more than 1004096 values");
+    served.stop();
+}
+
+/// The escape route's call that tries `attempt` fails, its worker ended by
+/// its launcher for `why` (the app's log says so), and the next call runs
+/// in a new worker.
+fn ended_because(root: &TestRoot, attempt: serde_json::Value, why: &str) {
+    let said = invoke_escape(root.path(), serde_json::json!([attempt]));
+    assert_eq!(said["ok"], false, "its worker was kept (its answer: {} bytes)", said.to_string().len());
     let message = said["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("worker ended before it answered"), "{message}");
-    let started = std::time::Instant::now();
-    let log = loop {
-        let log = root.ok(&["logs", "escape", "--lines", "100"]);
-        if log.contains("was ended") || started.elapsed() > std::time::Duration::from_secs(20) {
-            break log;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
-    assert!(log.contains("worker was ended") && log.contains("line holds more than 1004096 values"), "{log}");
+    let log = root.log_saying("escape", why);
+    assert!(log.contains("worker was ended") && log.contains(why), "{log}");
     assert_eq!(invoke_escape(root.path(), serde_json::json!([]))["ok"], true, "the next call runs in a new worker");
-    served.stop();
 }
 
 /// A worker taken by an escape answers a call it was never sent (or, the
@@ -1967,30 +1967,15 @@ fn a_worker_that_answers_a_call_it_was_not_sent_or_says_a_long_word_is_ended() {
     root.install("escape");
     let served = Served::start(&root, &["serve", "escape"]);
     served.address("escape");
-    let ended_because = |attempt: serde_json::Value, why: &str| {
-        let said = invoke_escape(root.path(), serde_json::json!([attempt]));
-        assert_eq!(said["ok"], false, "its worker was kept: {said}");
-        let message = said["error"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains("worker ended before it answered"), "{message}");
-        let started = std::time::Instant::now();
-        let log = loop {
-            let log = root.ok(&["logs", "escape", "--lines", "100"]);
-            if log.contains(why) || started.elapsed() > std::time::Duration::from_secs(20) {
-                break log;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        };
-        assert!(log.contains("worker was ended") && log.contains(why), "{log}");
-        assert_eq!(invoke_escape(root.path(), serde_json::json!([]))["ok"], true, "the next call runs in a new worker");
-    };
     let unasked = r#"{"id":900000000,"said":{"answer":{"Ok":0}}}"#;
     ended_because(
+        &root,
         serde_json::json!({ "try": "say", "line": unasked, "times": 1 }),
         "it answered a call it was not sent, or one it had answered (id 900000000)",
     );
     let word = serde_json::json!({ "try": "heavy", "before": r#"{"id":5,"said":{"redeem":""#,
                                    "piece": "a", "times": 4_000_000, "after": "\"}}\n" });
-    ended_because(word, "it said 4000030 bytes in a line of its own");
+    ended_because(&root, word, "it said 4000030 bytes in a line of its own");
     served.stop();
 }
 

@@ -171,9 +171,22 @@ pub fn build(
         BuildError::Refused(format!("cannot read {} ({e}); every app needs one", manifest_path.display()))
     })?;
     let ws_real = std::fs::canonicalize(&ws).with_context(|| format!("cannot resolve {}", ws.display()))?;
-    let manifest = check_manifest_with(runtime, &manifest_text, &manifest_path.display().to_string(), &|name| {
-        migration_problem(&ws, &ws_real, name).err()
-    })?;
+    // Each migration's file read once, as the manifest is checked: what is
+    // wrong with one is among the manifest's problems.
+    let read = std::cell::RefCell::new(Vec::new());
+    let manifest =
+        check_manifest_with(
+            runtime,
+            &manifest_text,
+            &manifest_path.display().to_string(),
+            &|name| match migration_text(&ws, &ws_real, name) {
+                Ok(sql) => {
+                    read.borrow_mut().push(Migration { name: name.to_string(), sql });
+                    None
+                }
+                Err(problem) => Some(problem),
+            },
+        )?;
     if manifest.id != *app {
         return refuse(format!(
             "{} says id = \"{}\" but you are building {app}; make them the same",
@@ -181,7 +194,8 @@ pub fn build(
             manifest.id
         ));
     }
-    let migrations = read_migrations(&ws, &manifest)?;
+    // (In the manifest's order: every one read, or the check refused.)
+    let migrations = read.into_inner();
 
     // What an agent's build made is from elsewhere too: compiled confined,
     // within the budget (issue 51, rule 1), never in the launcher.
@@ -342,26 +356,9 @@ fn first_line(e: &anyhow::Error) -> String {
     format!("{e:#}").lines().next().unwrap_or("").trim_end_matches('.').to_string()
 }
 
-fn read_migrations(ws: &Path, manifest: &Manifest) -> Result<Vec<Migration>, BuildError> {
-    let ws_real = std::fs::canonicalize(ws).with_context(|| format!("cannot resolve {}", ws.display()))?;
-    let mut problems = Vec::new();
-    let mut out = Vec::new();
-    for name in &manifest.migrations {
-        match migration_problem(ws, &ws_real, name) {
-            Ok(sql) => out.push(Migration { name: name.clone(), sql }),
-            Err(problem) => problems.push(problem),
-        }
-    }
-    match problems.len() {
-        0 => Ok(out),
-        1 => refuse(problems.remove(0)),
-        _ => refuse(format!("the migrations have {} problems:\n  - {}", problems.len(), problems.join("\n  - "))),
-    }
-}
-
 /// The text of the migration `name` of the workspace `ws` (`ws_real`
 /// resolved), or what is wrong with its file.
-fn migration_problem(ws: &Path, ws_real: &Path, name: &str) -> Result<String, String> {
+fn migration_text(ws: &Path, ws_real: &Path, name: &str) -> Result<String, String> {
     match std::fs::canonicalize(ws.join(name)) {
         Ok(real) if !real.starts_with(ws_real) => {
             Err(format!("migration {name} leads outside the workspace (a symlink); keep migrations inside it"))

@@ -251,8 +251,8 @@ pub fn canonical_json(v: &serde_json::Value) -> String {
                 out.push(b']');
             }
             serde_json::Value::Number(n) if n.is_f64() => match whole(n.as_f64().unwrap_or(f64::NAN)) {
-                Some(Ok(i)) => out.extend_from_slice(i.to_string().as_bytes()),
-                Some(Err(u)) => out.extend_from_slice(u.to_string().as_bytes()),
+                Some(Ok(i)) => serde_json::to_writer(&mut *out, &i).expect("a number is written to memory"),
+                Some(Err(u)) => serde_json::to_writer(&mut *out, &u).expect("a number is written to memory"),
                 None => serde_json::to_writer(&mut *out, n).expect("a number is written to memory"),
             },
             other => serde_json::to_writer(&mut *out, other).expect("a scalar is written to memory"),
