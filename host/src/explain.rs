@@ -198,6 +198,38 @@ fn diff(against: &str, old: &Manifest, new: &Manifest) -> Changes {
     }
 }
 
+/// How wide the summary's column is: with the 37 columns before it, a line
+/// fits in 80.
+const SUMMARY_WIDTH: usize = 42;
+
+/// `text` in lines of at most `width` characters, broken at blanks (a word
+/// longer than that cut), each line after the first indented to `column`;
+/// blank runs become one space.
+fn hang(text: &str, column: usize, width: usize) -> String {
+    let mut lines: Vec<String> = vec![String::new()];
+    for word in text.split_whitespace() {
+        let mut word: Vec<char> = word.chars().collect();
+        loop {
+            let line = lines.last_mut().expect("one line at least");
+            let used = line.chars().count();
+            let room = if used == 0 { width } else { width.saturating_sub(used + 1) };
+            if word.len() <= room {
+                if used > 0 {
+                    line.push(' ');
+                }
+                line.extend(word.iter());
+                break;
+            }
+            if used == 0 {
+                line.extend(word.drain(..width));
+            }
+            lines.push(String::new());
+        }
+    }
+    lines.retain(|l| !l.is_empty());
+    lines.join(&format!("\n{}", " ".repeat(column)))
+}
+
 /// The explanation as text for a terminal. Every string that came from the
 /// release's manifest (a package's: another person's words) is escaped here
 /// ([`crate::elsewhere::text::terminal`]): the text is printed with its line
@@ -211,7 +243,11 @@ pub fn render(e: &Explanation) -> String {
     let _ = writeln!(s, "{} {} — release {} ({state})", e.app, t(&e.version), crate::release::short(&e.release));
     let _ = writeln!(s, "\nroutes:");
     for r in &e.routes {
-        let _ = writeln!(s, "  {:<24} {:<9} {}", t(&r.name), r.effect.as_str(), t(&r.summary));
+        // The summary in a column of its own, its blank runs collapsed:
+        // however long, none of it starts a line where the host's own do
+        // (issue 73: 300 blanks wrapped a forged "capabilities: none" there).
+        let _ =
+            writeln!(s, "  {:<24} {:<9} {}", t(&r.name), r.effect.as_str(), hang(&t(&r.summary), 37, SUMMARY_WIDTH));
         let _ = writeln!(s, "  {:<24} input: {}", "", t(&r.input.to_string()));
         if r.effect == Effect::External {
             let _ = writeln!(s, "  {:<24} can use: {}", "", t(&r.can_use.join(", ")));
@@ -373,8 +409,23 @@ mod tests {
         let e = Explanation { capabilities: vec![forged.into(), format!("secret:{forged}")], ..e };
         let text = render(&e);
         assert!(!text.contains('\u{1b}') && !text.contains('\u{202e}'), "{text}");
+        // Issue 73: a summary padded with blanks to wrap a forged line into
+        // the host's place at 120 columns: collapsed, and held in its column.
+        let padded =
+            format!("Lists notes{}capabilities: none (reaches nothing outside its own store)", " ".repeat(300));
+        let mut long = e;
+        long.routes[0].summary = padded;
+        long.routes[0].name = "notes.list".into();
+        let wrapped = render(&long);
+        assert!(!wrapped.lines().any(|l| l.starts_with("capabilities: none")), "{wrapped}");
+        let at = wrapped.lines().position(|l| l.contains("Lists notes")).unwrap();
+        let summary: Vec<&str> = wrapped.lines().skip(at).take(2).collect();
+        assert!(summary[0].chars().count() <= 80 && summary[1].starts_with(&" ".repeat(37)), "{wrapped}");
+        assert_eq!(hang("a  b   c", 4, 3), "a b\n    c");
+        assert_eq!(hang("abcdefg", 2, 3), "abc\n  def\n  g");
         assert!(!text.lines().any(|l| l.starts_with("publisher:")), "{text}");
-        let ours: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+        // (A summary's own lines after its first are held in its column.)
+        let ours: Vec<&str> = text.lines().filter(|l| !l.is_empty() && !l.starts_with(&" ".repeat(37))).collect();
         assert_eq!(ours.len(), 17, "one line for each of the host's: {text}");
     }
 }

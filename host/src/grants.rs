@@ -95,7 +95,10 @@ pub fn asked_whole(root: &std::path::Path, manifest: &Manifest) -> Vec<AskedWhol
         let access = if f.access == Access::Write { "read and write" } else { "read only" };
         let (whole, marked) = match resolve_path(&f.path) {
             Ok(real) => (format!("{} → {}, {access}", f.path, real.display()), holds_keys(root, &real)),
-            Err(_) => (format!("{} (not on this computer), {access}", f.path), None),
+            Err(_) => (
+                format!("{} (not on this computer), {access}", f.path),
+                crate::caps::files::would_be(&f.path).and_then(|at| holds_keys(root, &at)),
+            ),
         };
         AskedWhole { name: format!("files:{}", f.name), whole, marked }
     });

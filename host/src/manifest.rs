@@ -29,6 +29,9 @@ pub const MANIFEST_FILE: &str = "autoapp.toml";
 
 /// Longest route name accepted; guards tool lists and logs against absurd names.
 pub const MAX_ROUTE_NAME: usize = 64;
+/// The longest route summary, in characters (after its blank runs are
+/// collapsed): one line a person and an agent read.
+pub const MAX_SUMMARY: usize = 200;
 
 /// An app's id: `[a-z][a-z0-9-]{0,39}`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -154,14 +157,27 @@ pub struct ManifestError {
 
 impl fmt::Display for ManifestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.said("fix each and build again"))
+    }
+}
+
+impl ManifestError {
+    /// The problems, for someone who installs a package and cannot build
+    /// it: what to do is its publisher's.
+    pub fn said_to_installer(&self) -> String {
+        self.said("the package cannot be installed until its publisher fixes them")
+    }
+
+    fn said(&self, then: &str) -> String {
         match self.problems.as_slice() {
-            [one] => write!(f, "{}: {one}.", self.file),
+            [one] => format!("{}: {one}.", self.file),
             many => {
-                write!(f, "{} has {} problems; fix each and build again:", self.file, many.len())?;
+                let mut s = format!("{} has {} problems; {then}:", self.file, many.len());
                 for p in many {
-                    write!(f, "\n  - {p}")?;
+                    s.push_str("\n  - ");
+                    s.push_str(p);
                 }
-                Ok(())
+                s
             }
         }
     }
@@ -249,6 +265,22 @@ fn parse_as(text: &str, file: &str, strict: Strict, beyond: Option<&Beyond<'_>>)
         }
     };
     let (migrations, reads_newer_schema) = parse_data(table.get("data"), &mut p);
+    if strict == Strict::Yes {
+        // What a release that enters the root must also be (a release the
+        // root holds was written already): issue 73.
+        for r in routes.iter().filter(|r| r.summary.chars().count() > MAX_SUMMARY) {
+            p.add(format!(
+                "route `{}`: the summary is {} characters; keep it to {MAX_SUMMARY}, one line saying what the route does",
+                r.name,
+                r.summary.chars().count()
+            ));
+        }
+        for (i, m) in migrations.iter().enumerate() {
+            if let Err(e) = check_migration_written(m).and_then(|()| clash_among(&migrations[..i], m)) {
+                p.add(e);
+            }
+        }
+    }
     let workflows = workflow::parse(table.get("workflow"), &routes, &mut p);
     check_across(&routes, &capabilities, &mut p);
     if let Some(beyond) = beyond {
@@ -261,7 +293,7 @@ fn parse_as(text: &str, file: &str, strict: Strict, beyond: Option<&Beyond<'_>>)
                 min.div_ceil(60)
             ));
         }
-        for m in migrations.iter().filter(|m| check_migration_path(m).is_ok()) {
+        for m in migrations.iter().filter(|m| check_migration_written(m).is_ok()) {
             if let Some(problem) = (beyond.migration)(m) {
                 p.add(problem);
             }
@@ -482,7 +514,12 @@ fn parse_route(t: &toml::Table, where_: &str, patterns: &mut usize, p: &mut Prob
         }
     };
     let summary = match t.get("summary") {
-        Some(toml::Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
+        // Shown to people and agents on one line: its blank runs collapsed
+        // to one space, and bounded (issue 73: 300 blanks wrapped a forged
+        // line into `explain`).
+        Some(toml::Value::String(s)) if !s.trim().is_empty() => {
+            Some(s.split_whitespace().collect::<Vec<_>>().join(" "))
+        }
         Some(toml::Value::String(_)) | None => {
             p.add(format!(
                 "{where_} has no summary: add summary = \"...\", one line saying what it does (people and AI agents read it)"
@@ -595,20 +632,102 @@ pub(crate) fn input_validator(schema: &Json) -> Result<jsonschema::Validator, js
         .build(schema)
 }
 
+/// The longest part of a migration's path (a folder's or the file's name),
+/// in bytes: well inside every file system's 255, with room for the
+/// temporary name a file is written under first.
+pub const MAX_MIGRATION_PART: usize = 100;
+/// The longest migration path, in bytes.
+pub const MAX_MIGRATION_PATH: usize = 240;
+/// The most folders a migration's path may go down.
+const MAX_MIGRATION_DEPTH: usize = 4;
+
+/// The names a release writes beside its migrations (`release::write`): a
+/// migration's path may not start with one, in any case.
+const RELEASE_OWN_FILES: [&str; 3] = ["component.wasm", MANIFEST_FILE, "release.json"];
+
+/// A migration's path: a relative path of plain parts inside the
+/// workspace, a `.sql` file.
 fn check_migration_path(s: &str) -> Result<(), String> {
     let path = Path::new(s);
+    let said = s.escape_debug();
     let inside =
         !s.is_empty() && path.is_relative() && path.components().all(|c| matches!(c, std::path::Component::Normal(_)));
     if !inside {
         return Err(format!(
-            "[data] migration `{}` must be a relative path inside the workspace, like \"migrations/0001_init.sql\"",
-            s.escape_debug()
+            "[data] migration `{said}` must be a relative path inside the workspace, like \"migrations/0001_init.sql\""
         ));
     }
     if !s.ends_with(".sql") {
-        return Err(format!("[data] migration `{}` must be a .sql file", s.escape_debug()));
+        return Err(format!("[data] migration `{said}` must be a .sql file"));
     }
     Ok(())
+}
+
+/// A migration's path as a release writes it (issue 73, rule 1), for every
+/// manifest that enters the root: checked before anything is written, so
+/// that a release is never left half written by a name the file system
+/// refuses. One slash between parts, each at most [`MAX_MIGRATION_PART`]
+/// bytes and not hidden (a leading `.`: the release writes its temporary
+/// files so), no backslash, at most [`MAX_MIGRATION_DEPTH`] folders down,
+/// the whole at most [`MAX_MIGRATION_PATH`] bytes, and never under one of
+/// the release's own files.
+fn check_migration_written(s: &str) -> Result<(), String> {
+    let said = s.escape_debug();
+    if s.contains("//") || s.ends_with('/') {
+        return Err(format!(
+            "[data] migration `{said}` must be a relative path inside the workspace, like \"migrations/0001_init.sql\""
+        ));
+    }
+    if s.len() > MAX_MIGRATION_PATH {
+        return Err(format!(
+            "[data] migration `{}` is {} bytes long; a migration's path is at most {MAX_MIGRATION_PATH}",
+            crate::elsewhere::text::cut(s, 40).escape_debug(),
+            s.len()
+        ));
+    }
+    let parts: Vec<&str> = s.split('/').collect();
+    if parts.len() > MAX_MIGRATION_DEPTH + 1 {
+        return Err(format!(
+            "[data] migration `{said}` is more than {MAX_MIGRATION_DEPTH} folders down; keep it nearer"
+        ));
+    }
+    if let Some(long) = parts.iter().find(|p| p.len() > MAX_MIGRATION_PART) {
+        return Err(format!(
+            "[data] migration `{}` has a name of {} bytes; each folder's and file's name is at most {MAX_MIGRATION_PART}",
+            crate::elsewhere::text::cut(long, 40).escape_debug(),
+            long.len()
+        ));
+    }
+    if parts.iter().any(|p| p.starts_with('.') || p.contains('\\')) {
+        return Err(format!(
+            "[data] migration `{said}` has a name that starts with a dot or holds a backslash; name it like \"migrations/0001_init.sql\""
+        ));
+    }
+    if let Some(own) = RELEASE_OWN_FILES.iter().find(|f| parts[0].eq_ignore_ascii_case(f)) {
+        return Err(format!(
+            "[data] migration `{said}` is under `{own}`, a file every release holds; put migrations in a folder like migrations/"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the migration `s` cannot be written beside those of `before` (each
+/// passed [`check_migration_path`]): one is the other's folder (`a.sql` and
+/// `a.sql/b.sql`), or they differ only in case (one file where names are
+/// compared without case).
+fn clash_among(before: &[String], s: &str) -> Result<(), String> {
+    let folder_of = |a: &str, b: &str| b.len() > a.len() && b.as_bytes()[a.len()] == b'/' && b.starts_with(a);
+    let Some(other) = before.iter().find(|b| {
+        let (lb, ls) = (b.to_lowercase(), s.to_lowercase());
+        folder_of(&lb, &ls) || folder_of(&ls, &lb) || (lb == ls && b.as_str() != s)
+    }) else {
+        return Ok(());
+    };
+    Err(format!(
+        "[data] migrations lists `{}` and `{}`: one would be the other's folder, or they differ only in case; give each its own name",
+        other.escape_debug(),
+        s.escape_debug()
+    ))
 }
 
 /// `MAJOR.MINOR.PATCH`, with SemVer's pre-release (`-…`) and build (`+…`)
@@ -899,6 +1018,61 @@ summary = "z"
         assert!(check_migration_path("/etc/x.sql").is_err());
         assert!(check_migration_path("./x.sql").is_err());
         assert!(check_migration_path("x.txt").is_err());
+    }
+
+    /// Issue 73, point 3: a summary padded with blanks is collapsed to one
+    /// line's words; a longer one than a line is refused with what to do.
+    #[test]
+    fn a_route_summary_is_one_bounded_line() {
+        let padded = GOOD.replace("\"The stored headlines\"", &format!("\"The stored{}headlines  \"", " ".repeat(300)));
+        let m = parse(&padded, "autoapp.toml").unwrap();
+        assert_eq!(m.routes[0].summary, "The stored headlines");
+        let long = GOOD.replace("\"The stored headlines\"", &format!("\"{}\"", "word ".repeat(41)));
+        let e = parse(&long, "autoapp.toml").unwrap_err().to_string();
+        assert!(e.contains("the summary is 204 characters; keep it to 200"), "{e}");
+        // A release the root holds already still loads.
+        assert!(parse_as(&long, "autoapp.toml", Strict::No, None).is_ok());
+    }
+
+    /// Issue 73, rule 1: every name a release writes is checked before
+    /// anything is written. These passed, then failed while the release was
+    /// written ("File name too long", "File exists"), leaving its files.
+    #[test]
+    fn a_migration_s_path_is_one_a_release_can_write() {
+        let long = format!("migrations/{}.sql", "a".repeat(296));
+        let part = |n: usize| format!("m/{}.sql", "a".repeat(n - 4));
+        assert!(check_migration_written(&part(MAX_MIGRATION_PART)).is_ok());
+        for (bad, says) in [
+            (long.as_str(), "bytes long"),
+            (&part(MAX_MIGRATION_PART + 1), "has a name of 101 bytes"),
+            ("component.wasm/x.sql", "a file every release holds"),
+            ("Autoapp.TOML/x.sql", "a file every release holds"),
+            ("release.json/0001.sql", "a file every release holds"),
+            ("migrations/.0001.sql", "starts with a dot"),
+            ("migrations/./0001.sql", "starts with a dot"),
+            ("migrations\\0001.sql", "backslash"),
+            ("a/b/c/d/e/f.sql", "folders down"),
+            ("migrations//0001.sql", "relative path"),
+        ] {
+            let e = check_migration_path(bad).and_then(|()| check_migration_written(bad)).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+            assert!(e.len() < 300, "said in one short sentence: {e}");
+        }
+        let listed = |names: &[&str]| {
+            let list = names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ");
+            let text = GOOD.replace(r#"migrations = ["migrations/0001_init.sql"]"#, &format!("migrations = [{list}]"));
+            parse(&text, "autoapp.toml").map_err(|e| e.to_string())
+        };
+        assert!(listed(&["migrations/0001.sql", "migrations/0002.sql"]).is_ok());
+        for names in [
+            &["a.sql", "a.sql/b.sql"][..],
+            &["a.sql/b.sql", "a.sql"],
+            &["migrations/0001.sql", "Migrations/0001.sql"],
+            &["m/x.sql", "M/x.sql/y.sql"],
+        ] {
+            let e = listed(names).unwrap_err();
+            assert!(e.contains("the other's folder, or they differ only in case"), "{names:?}: {e}");
+        }
     }
 
     #[test]

@@ -213,6 +213,37 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     sync_dir(dir)
 }
 
+/// The folders an attempt is about to make (those of the paths it will
+/// write, and their ancestors, that do not exist yet), noted before it
+/// starts so that a failed attempt can take them away again ([`Made::undo`]):
+/// a refusal leaves the root as it was (issue 73, rule 1).
+#[derive(Debug, Default)]
+pub struct Made(Vec<PathBuf>);
+
+impl Made {
+    /// Notes the missing folders of each of `paths` and their ancestors.
+    pub fn before(paths: &[&Path]) -> Made {
+        let mut missing: Vec<PathBuf> = paths
+            .iter()
+            .flat_map(|p| p.ancestors().take_while(|a| !a.as_os_str().is_empty() && !a.exists()))
+            .map(Path::to_path_buf)
+            .collect();
+        // Deepest first, each once.
+        missing.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+        missing.dedup();
+        Made(missing)
+    }
+
+    /// Removes each noted folder that is there and empty, deepest first; one
+    /// that holds something (another process put it there meanwhile) is
+    /// kept, and so is every folder above it.
+    pub fn undo(&self) {
+        for folder in &self.0 {
+            let _ = fs::remove_dir(folder);
+        }
+    }
+}
+
 /// Makes a rename or a new file in `dir` durable.
 pub fn sync_dir(dir: &Path) -> anyhow::Result<()> {
     fs::File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("cannot sync {}", dir.display()))

@@ -93,6 +93,21 @@ spawn = [{ program = "echo", args = ["hello"] }]"#,
     let e = run(&other, home.path(), &["grant", "hostile", "--all-asked"]);
     assert_eq!(e.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&e.stderr).contains("never grants"), "{}", String::from_utf8_lossy(&e.stderr));
+    // Issue 73, point 3: a folder under ~/.ssh (or ~/.aws) that does not exist
+    // yet is marked as one that does: it would hold the keys once made.
+    let ws3 = tempfile::tempdir().unwrap();
+    let third = TestRoot::new();
+    build_hostile(
+        &third,
+        ws3.path(),
+        r#"files = [{ name = "later", path = "~/.ssh/backup", access = "write" }, { name = "cloud", path = "~/.aws/new", access = "read" }]"#,
+        home.path(),
+    );
+    let said = ok(&third, home.path(), &["explain", "hostile"]);
+    let later = said.lines().find(|l| l.trim_start().starts_with("files:later")).unwrap();
+    assert!(later.contains("not on this computer"), "{said}");
+    assert!(said.contains("holds your SSH keys") && said.contains("your cloud keys"), "{said}");
+    assert_eq!(said.matches("MARKED").count(), 2, "{said}");
 }
 
 /// Rule 4: v1 with `args = ["hello"]` granted; v2 drops `args`. Before:

@@ -541,3 +541,94 @@ fn a_package_installs_under_another_id_keeps_its_publisher_through_a_backup_and_
     }
     assert!(!l.root.path().join("apps/ada-notes/workspace").exists(), "nothing made a workspace");
 }
+
+/// Signs `unsigned` with the publisher key in `key_file` by hand, as anyone
+/// can (the red team signed its hostile packages so): Ed25519 over the
+/// format's message — each part framed by its length — in the last section.
+fn signed_by_hand(mut unsigned: Vec<u8>, key_file: &std::path::Path) -> Vec<u8> {
+    use ed25519_dalek::Signer as _;
+    use sha2::Digest as _;
+    let k: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(key_file).unwrap()).unwrap();
+    let secret: [u8; 32] = hex::decode(k["secret"].as_str().unwrap()).unwrap().try_into().unwrap();
+    let signing = ed25519_dalek::SigningKey::from_bytes(&secret);
+    let (name, public) = (k["name"].as_str().unwrap(), signing.verifying_key().to_bytes());
+    let mut message = Vec::new();
+    let digest = sha2::Sha256::digest(&unsigned);
+    for part in [&b"autoapp package signature v1"[..], &digest[..], name.as_bytes(), &public[..]] {
+        message.extend_from_slice(&(part.len() as u64).to_le_bytes());
+        message.extend_from_slice(part);
+    }
+    let section = serde_json::json!({
+        "format": "autoapp-signature",
+        "version": 1,
+        "publisher": name,
+        "key": hex::encode(public),
+        "signature": hex::encode(signing.sign(&message).to_bytes()),
+    });
+    push_custom(&mut unsigned, "autoapp:signature", section.to_string().as_bytes());
+    unsigned
+}
+
+/// Issue 73, rule 1: migration names that passed every check but could not
+/// be written (300 characters, a name that is also a folder, a name under
+/// the release's own `component.wasm` or `autoapp.toml`) failed while the
+/// release was written: on an empty root they left `apps/`, `cache/` and
+/// `cache/compiled/`; over an existing app, `releases/.tmp-<id>-<pid>/` with
+/// the component in it; each said as a raw OS error naming the temporary
+/// path. Every name is checked before anything is written, and the root is
+/// as it was, byte for byte.
+#[test]
+fn a_package_whose_migrations_cannot_be_written_is_refused_leaving_the_root_as_it_was() {
+    let publisher = TestRoot::new();
+    let release = publisher.install("notes");
+    publisher.ok(&["key", "new", "--name", "Mallory"]);
+    let key_file = publisher.path().join("xdg-config/autoapp/publisher.key");
+    let component = release_file(&publisher, "notes", &release, "component.wasm");
+    let manifest = String::from_utf8(release_file(&publisher, "notes", &release, "autoapp.toml")).unwrap();
+    let init = String::from_utf8(release_file(&publisher, "notes", &release, "migrations/0001_init.sql")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let package = |extra: &[&str], file: &str| {
+        let mut names = vec!["migrations/0001_init.sql"];
+        names.extend_from_slice(extra);
+        let list = names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ");
+        let text = manifest.replace(r#"migrations = ["migrations/0001_init.sql"]"#, &format!("migrations = [{list}]"));
+        let migrations: Vec<serde_json::Value> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let sql = if i == 0 { init.clone() } else { format!("CREATE TABLE extra_{i} (x);") };
+                serde_json::json!({ "name": n, "sql": sql })
+            })
+            .collect();
+        let mut bytes = component.clone();
+        push_custom(&mut bytes, "autoapp:manifest", text.as_bytes());
+        push_custom(&mut bytes, "autoapp:migrations", serde_json::Value::from(migrations).to_string().as_bytes());
+        push_custom(&mut bytes, "autoapp:wit", b"autoapp:app@0.1.0");
+        let path = dir.path().join(file);
+        std::fs::write(&path, signed_by_hand(bytes, &key_file)).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    // An app of Mallory's, pinned to Mallory: what an update would go over.
+    let existing = TestRoot::new();
+    existing.ok(&["install", &package(&[], "good.wasm")]);
+    let empty = TestRoot::new();
+    let long = format!("migrations/{}.sql", "a".repeat(296));
+    for (i, extra) in [
+        &[long.as_str()][..],
+        &["migrations/0002.sql", "migrations/0002.sql/0003.sql"],
+        &["component.wasm/0002.sql"],
+        &["autoapp.toml/0002.sql"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let file = package(extra, &format!("bad-{i}.wasm"));
+        for root in [&empty, &existing] {
+            let before = root.files();
+            let e = root.refused(&["install", &file]);
+            assert!(e.contains("[data] migration"), "{extra:?}: {e}");
+            assert!(!e.contains(".tmp-") && !e.contains("os error") && !e.contains("build again"), "{e}");
+            assert_eq!(root.files(), before, "{extra:?}: the root as it was, byte for byte");
+        }
+    }
+}

@@ -215,9 +215,10 @@ pub fn build(
             (bytes, "cargo")
         }
     };
+    let cached = runtime.is_compiled(&root.compiled_of(&paths.id), &bytes);
     check_component(root, &paths.id, runtime, &bytes, came, progress)?;
 
-    let (info, new) = release::write(
+    let written = release::write(
         &paths,
         &ReleaseInputs {
             component: &bytes,
@@ -226,7 +227,13 @@ pub fn build(
             migrations: &migrations,
             source,
         },
-    )?;
+    );
+    // A release that could not be written leaves no compiled code of its
+    // own behind (`release::write` leaves none of its files).
+    if written.is_err() && !cached {
+        runtime.forget_compiled(&root.compiled_of(&paths.id), &bytes);
+    }
+    let (info, new) = written?;
     Ok(Built { info, new })
 }
 

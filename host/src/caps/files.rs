@@ -105,14 +105,30 @@ pub fn parse_declared(v: &toml::Value, p: &mut Problems) -> Vec<FilesCap> {
 
 /// `~/x` → `$HOME/x`, then symlinks resolved.
 pub fn resolve_path(p: &str) -> anyhow::Result<PathBuf> {
-    let path = match p.strip_prefix("~/") {
+    let path = expand(p)?;
+    std::fs::canonicalize(&path).with_context(|| format!("{} does not exist", path.display()))
+}
+
+/// `p` with a leading `~/` put as the home folder, nothing resolved.
+fn expand(p: &str) -> anyhow::Result<PathBuf> {
+    Ok(match p.strip_prefix("~/") {
         Some(rest) => {
             let home = std::env::var_os("HOME").context("HOME is not set, so ~ cannot be resolved")?;
             Path::new(&home).join(rest)
         }
         None => PathBuf::from(p),
-    };
-    std::fs::canonicalize(&path).with_context(|| format!("{} does not exist", path.display()))
+    })
+}
+
+/// Where the folder `p` would be once made, for a folder not on this
+/// computer yet: its nearest existing ancestor resolved, the rest as
+/// written. What a grant of it would reach then (a folder that does not
+/// exist yet under `~/.ssh` is as marked as one that does: issue 73).
+pub fn would_be(p: &str) -> Option<PathBuf> {
+    let path = expand(p).ok()?;
+    let (base, rest) =
+        path.ancestors().find_map(|a| Some((std::fs::canonicalize(a).ok()?, path.strip_prefix(a).ok()?)))?;
+    Some(base.join(rest))
 }
 
 /// Grants the folder `declared` asks for, where it is now (it must exist).

@@ -122,10 +122,14 @@ pub fn restore(
     if target.exists() {
         return Err(exists(file, &id));
     }
-    std::fs::create_dir_all(root.apps_dir())?;
     // Its own folder: the pid says whose, a random part keeps two restores of one process apart.
     let staging =
         root.apps_dir().join(format!(".restore-{id}-{}-{}", &crate::secret::random_hex()[..8], std::process::id()));
+    // What a refusal takes away again, with the staging folder: the folders
+    // made on the way (`apps/`, the compiled cache's), so a refused restore
+    // leaves the root as it was (issue 73, rule 1).
+    let made = crate::root::Made::before(&[&staging, &root.compiled_of(&id)]);
+    std::fs::create_dir_all(root.apps_dir())?;
     progress(&format!(
         "a backup of {} taken at {} by Autoapp {}: {} files, {}",
         named(&manifest.app),
@@ -140,6 +144,7 @@ pub fn restore(
         Err(e) => {
             let _ = std::fs::remove_dir_all(&staging);
             crate::lifecycle::forget_compiled(root, &id);
+            made.undo();
             return Err(e);
         }
     };
@@ -150,6 +155,7 @@ pub fn restore(
     if let Err(e) = place(root, file, &staging, &id) {
         let _ = std::fs::remove_dir_all(&staging);
         crate::lifecycle::forget_compiled(root, &id);
+        made.undo();
         return Err(e);
     }
     journal::fault("restore:placed");

@@ -218,7 +218,10 @@ fn checked<'a>(
         )));
     }
     let manifest = crate::build::check_manifest(runtime, &package.manifest_text, "the package's autoapp.toml")
-        .map_err(|e| refused(format!("{e}")))?;
+        .map_err(|e| match e {
+            crate::build::BuildError::Manifest(m) => refused(m.said_to_installer()),
+            other => refused(other),
+        })?;
     // `--as` places it under another id: beside an app of the same id, or
     // as an update of an app installed under that id before.
     let id = options.as_id.cloned().unwrap_or_else(|| manifest.id.clone());
@@ -268,20 +271,26 @@ pub fn install(
 ) -> anyhow::Result<Installed> {
     let checked = checked(root, runtime, bytes, options, progress)?;
     let id = checked.id.clone();
+    // What a refusal from here on takes away again (issue 73, rule 1): the
+    // folders the attempt makes (`apps/`, the cache's) and the component's
+    // compiled code, unless the cache held it before.
+    let cache = root.compiled_of(&id);
+    let made = crate::root::Made::before(&[&cache, &checked.paths.dir]);
+    let component = checked.package.component;
+    let cached = runtime.is_compiled(&cache, component);
     // The component last: compiling it is the dearest check.
-    let done = crate::build::check_component(
-        root,
-        &checked.id,
-        runtime,
-        checked.package.component,
-        crate::build::Came::Elsewhere,
-        progress,
-    )
-    .map_err(|e| refused(format!("the package's component is refused: {e}")))
-    .and_then(|()| placed(root, caller, checked, origin, options));
+    let done =
+        crate::build::check_component(root, &checked.id, runtime, component, crate::build::Came::Elsewhere, progress)
+            .map_err(|e| refused(format!("the package's component is refused: {e}")))
+            .and_then(|()| placed(root, caller, checked, origin, options));
     if done.is_err() {
-        // A new app that did not come to be leaves no compiled code.
+        // A new app that did not come to be leaves no compiled code, and an
+        // app that was there keeps only the code it had.
         crate::lifecycle::forget_compiled(root, &id);
+        if !cached {
+            runtime.forget_compiled(&cache, component);
+        }
+        made.undo();
     }
     done
 }
@@ -363,6 +372,9 @@ fn standing(
             "{id} was installed from the publisher with {}, and this package is not signed, so anyone could have made it; ask the publisher for a signed package",
             sign::who(&k.fingerprint, &k.name)
         ))),
+        (None, None) if existing => Err(refused(format!(
+            "the package is not signed, so anyone could have made it, and you already have an app {id}: an unsigned package never becomes a release of an app you have; install it beside yours under a new id with --as <new-id>"
+        ))),
         (_, None) if existing => Err(refused(format!(
             "you already have an app {id} that was not installed from this publisher's packages (built from a workspace, restored without a publisher, or installed unsigned), so this package cannot become one of its releases; install it beside yours under a new id with --as <new-id>"
         ))),
@@ -434,11 +446,12 @@ mod tests {
         // A new app: whoever signed it, or nobody.
         assert_eq!(said(standing(&id, false, Some(&ada), None, None)), Ok(Standing::FirstTime));
         assert_eq!(said(standing(&id, false, None, None, None)), Ok(Standing::Unsigned));
-        // The person's own app (no pin): nobody's package, signed or not.
-        for p in [Some(&ada), None] {
-            let e = said(standing(&id, true, p, None, None)).unwrap_err();
-            assert!(e.contains("--as <new-id>") && e.contains("not installed from this publisher"), "{e}");
-        }
+        // The person's own app (no pin): nobody's package, signed or not;
+        // an unsigned one is said to be unsigned (issue 73, point 3).
+        let e = said(standing(&id, true, Some(&ada), None, None)).unwrap_err();
+        assert!(e.contains("--as <new-id>") && e.contains("not installed from this publisher"), "{e}");
+        let e = said(standing(&id, true, None, None, None)).unwrap_err();
+        assert!(e.contains("--as <new-id>") && e.contains("the package is not signed"), "{e}");
         // Pinned: the same key (as bytes, whatever case the pin was written in).
         let lower = pin(&hex::encode(key));
         let upper = pin(&hex::encode(key).to_uppercase());
@@ -547,6 +560,13 @@ mod tests {
         assert_eq!(said(check(&unsigned, &opts(true, None))), Ok(Standing::Unsigned));
         let signed = package(MANIFEST, ours, Some(&ada));
         assert_eq!(said(check(&signed, &opts(false, None))), Ok(Standing::FirstTime));
+
+        // A manifest a build would refuse: its problems, said to someone who
+        // installs, not "fix each and build again" (issue 73, point 3).
+        let broken = MANIFEST.replace("effect = \"read\"\nsummary = \"s\"\n", "effect = \"sometimes\"\n");
+        let e = said(check(&package(&broken, ours, Some(&ada)), &opts(false, None))).unwrap_err();
+        assert!(e.contains("has 2 problems; the package cannot be installed until its publisher fixes them"), "{e}");
+        assert!(!e.contains("build again"), "{e}");
 
         let other_wit = package(MANIFEST, "autoapp:app@9.9.9", Some(&ada));
         assert!(said(check(&other_wit, &opts(false, None))).unwrap_err().contains("was built against"));

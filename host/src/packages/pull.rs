@@ -43,6 +43,8 @@ pub const MAX_MANIFEST: u64 = 4 << 20;
 pub const MAX_TOKEN: u64 = 64 << 10;
 /// The most redirects one request follows.
 pub const MAX_REDIRECTS: usize = 5;
+/// How often a layer's progress is said while it arrives.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 /// The manifest media types asked for: the Wasm artifact's, and the index's
 /// (so that an index is named as one, not missed).
@@ -126,17 +128,21 @@ impl<'a> Pull<'a> {
         let which = reference.digest().or(reference.tag()).unwrap_or("latest").to_string();
         let url = self.url(&format!("manifests/{which}"))?;
         let response = self.get(url, ACCEPTED).await?;
+        // What the registry says the manifest's digest is: a registry whose
+        // word does not hold is refused (issue 73, point 2).
+        let said =
+            response.headers().get(DOCKER_CONTENT_DIGEST).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
         let bytes = bounded(response, MAX_MANIFEST, "its manifest", self.registry()).await?;
         let digest = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&bytes)));
-        if let Some(wanted) = reference.digest()
-            && wanted != digest
-        {
-            return Err(refused(format!(
-                "the registry {} served {} with a digest that does not match: {digest} is not {}",
-                self.registry(),
-                self.target,
-                crate::elsewhere::named(wanted)
-            )));
+        for wanted in [reference.digest(), said.as_deref()].into_iter().flatten() {
+            if !same_digest(wanted, &bytes) {
+                return Err(refused(format!(
+                    "the registry {} served {} with a digest that does not match: {digest} is not {}; nothing was placed",
+                    self.registry(),
+                    self.target,
+                    crate::elsewhere::named(wanted)
+                )));
+            }
         }
         Ok(Manifest { bytes, digest })
     }
@@ -309,12 +315,13 @@ pub async fn fetch(
         _ => None,
     };
     let mut pull = Pull::new(target, login)?;
+    progress(&format!("asking the registry {} for {target}", target.registry()));
     let read = pull.manifest().await?;
     let manifest = super::registry::manifest_of(target, &read.bytes)?;
     let digest = read.digest;
     let layer = super::registry::check_manifest(target, &manifest, max)?;
     let size = layer.size as u64;
-    progress(&format!("fetching {target} ({size} bytes, manifest {digest})"));
+    progress(&format!("its manifest ({digest}) names one layer of {size} bytes; fetching it"));
     let mut response = pull.blob(&layer.digest).await?;
     if response.content_length().is_some_and(|n| n > size) {
         return Err(refused(format!(
@@ -325,6 +332,7 @@ pub async fn fetch(
     let mut bytes = Vec::with_capacity(size as usize);
     let mut hasher = sha2::Sha256::new();
     let mut failed = None;
+    let mut told = std::time::Instant::now();
     loop {
         match response.chunk().await {
             Ok(Some(c)) => {
@@ -336,6 +344,12 @@ pub async fn fetch(
                 }
                 hasher.update(&c);
                 bytes.extend_from_slice(&c);
+                // A line a second at most while it comes: a slow registry is
+                // seen to be slow, not taken for a hung install.
+                if told.elapsed() >= PROGRESS_EVERY && (bytes.len() as u64) < size {
+                    told = std::time::Instant::now();
+                    progress(&format!("received {} of {size} bytes", bytes.len()));
+                }
             }
             Ok(None) => break,
             Err(e) => {
@@ -367,7 +381,21 @@ pub async fn fetch(
             bytes.len()
         )));
     }
+    progress(&format!("received all {size} bytes, and their digest is the one the manifest names"));
     Ok(super::registry::Fetched { bytes, digest })
+}
+
+/// The header in which a registry states a manifest's digest.
+const DOCKER_CONTENT_DIGEST: &str = "docker-content-digest";
+
+/// Whether the digest `said` (`sha256:…` or `sha512:…`, as OCI names them)
+/// is the digest of `bytes`; any other algorithm, or a malformed one, is not.
+fn same_digest(said: &str, bytes: &[u8]) -> bool {
+    match said.trim().split_once(':') {
+        Some(("sha256", hex)) => hex == hex::encode(sha2::Sha256::digest(bytes)),
+        Some(("sha512", hex)) => hex == hex::encode(sha2::Sha512::digest(bytes)),
+        _ => false,
+    }
 }
 
 /// Whether `url` is at the place `registry` (`host` or `host:port`, as a
@@ -535,12 +563,18 @@ mod tests {
                 }
             });
             let target = super::super::registry::parse(&format!("{registry}/ada/notes:1")).unwrap();
-            run(fetch(&target, 1 << 20, &|_| {})).map_err(|e| format!("{e:#}"))
+            let said = Mutex::new(Vec::new());
+            let got = run(fetch(&target, 1 << 20, &|l| said.lock().unwrap().push(l.to_string())));
+            got.map(|g| (g, said.into_inner().unwrap())).map_err(|e| format!("{e:#}"))
         };
-        let got = fetch_with("HTTP/1.1 200 OK\r\nContent-Length: 19\r\n\r\nthe package's bytes").unwrap();
+        let (got, said) = fetch_with("HTTP/1.1 200 OK\r\nContent-Length: 19\r\n\r\nthe package's bytes").unwrap();
         assert_eq!(got.bytes, blob);
+        // Issue 73, point 3: what it is doing is said as it goes.
+        assert!(said[0].starts_with("asking the registry 127.0.0.1:"), "{said:?}");
+        assert!(said[1].contains("names one layer of 19 bytes"), "{said:?}");
+        assert!(said.last().unwrap().contains("received all 19 bytes"), "{said:?}");
         assert_eq!(got.digest, format!("sha256:{}", hex::encode(sha2::Sha256::digest(manifest.as_bytes()))));
-        let said = |layer| fetch_with(layer).unwrap_err();
+        let said = |layer| fetch_with(layer).err().unwrap();
         assert!(said("HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\nthe package's bytes!").contains("sent more of"));
         assert!(said("HTTP/1.1 200 OK\r\n\r\nthe package's bytes and more").contains("sent more of"));
         assert!(
@@ -586,6 +620,30 @@ mod tests {
         let digest = format!("sha256:{}", "0".repeat(64));
         let e = run(with_login(&format!("{registry}/ada/notes@{digest}")).manifest()).err().unwrap().to_string();
         assert!(e.contains("digest that does not match"), "{e}");
+    }
+
+    /// Issue 73, point 2: the digest a registry states for a manifest
+    /// (`Docker-Content-Digest`) must be the manifest's; a registry whose
+    /// word does not hold is refused, as oci-client refused it.
+    #[test]
+    fn a_registry_whose_stated_digest_lies_is_refused() {
+        let body = r#"{"schemaVersion": 2}"#;
+        let sha256 = format!("sha256:{}", hex::encode(sha2::Sha256::digest(body.as_bytes())));
+        let sha512 = format!("sha512:{}", hex::encode(sha2::Sha512::digest(body.as_bytes())));
+        let with = |header: Option<String>| {
+            let (registry, _) = server("127.0.0.1", move |_| {
+                let h = header.as_ref().map(|d| format!("Docker-Content-Digest: {d}\r\n")).unwrap_or_default();
+                format!("HTTP/1.1 200 OK\r\n{h}Content-Length: {}\r\n\r\n{body}", body.len())
+            });
+            run(pull(&format!("{registry}/ada/notes:1")).manifest()).map(|m| m.digest).map_err(|e| e.to_string())
+        };
+        assert_eq!(with(None), Ok(sha256.clone()));
+        assert_eq!(with(Some(sha256.clone())), Ok(sha256.clone()));
+        assert_eq!(with(Some(sha512)), Ok(sha256.clone()));
+        for lie in [format!("sha256:{}", "0".repeat(64)), "md5:abc".to_string(), "nonsense".to_string()] {
+            let e = with(Some(lie.clone())).unwrap_err();
+            assert!(e.contains("with a digest that does not match") && e.contains("nothing was placed"), "{lie}: {e}");
+        }
     }
 
     fn pull(reference: &str) -> Pull<'static> {

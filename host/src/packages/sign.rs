@@ -113,9 +113,15 @@ impl Key {
 /// word "fingerprint" (the host's word for the key).
 pub fn check_name(name: &str) -> Result<(), String> {
     check_name_pinned(name)?;
-    if let Some(c) = name.chars().find(|&c| c != ' ' && (is_blank(c) || is_look_alike(c))) {
+    if let Some(c) = name.chars().find(|&c| c != ' ' && is_blank(c)) {
         return Err(format!(
             "a publisher's name may hold no blank or invisible character but a plain space (it holds U+{:04X})",
+            c as u32
+        ));
+    }
+    if let Some(c) = name.chars().find(|&c| is_look_alike(c)) {
+        return Err(format!(
+            "a publisher's name may hold no character that imitates a quote or spells ASCII in another form, such as a fullwidth letter or a ligature (it holds U+{:04X} {c}); write it in plain letters",
             c as u32
         ));
     }
@@ -478,6 +484,12 @@ mod tests {
             assert!(check_name(name).is_err(), "{name:?}");
         }
         assert!(check_name("Ada Lovelace's Apps (London)").is_ok());
+        // Issue 73, point 3: each refused for what it is — a fullwidth letter
+        // is not blank.
+        let fullwidth = check_name("Trusted \u{ff21}pps").unwrap_err();
+        assert!(fullwidth.contains("fullwidth letter") && !fullwidth.contains("blank"), "{fullwidth}");
+        let blank = check_name("Trusted\u{3000}Apps").unwrap_err();
+        assert!(blank.contains("blank or invisible"), "{blank}");
         assert_eq!(who("ab12", "Ada"), "fingerprint ab12 \"Ada\"");
         let dir = tempfile::tempdir().unwrap();
         assert!(new_key(dir.path(), "Eve\u{200b}").is_err());

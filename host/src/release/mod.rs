@@ -68,17 +68,49 @@ pub fn release_id(inputs: &ReleaseInputs<'_>) -> String {
 /// whether it was new.
 pub fn write(app: &AppPaths, inputs: &ReleaseInputs<'_>) -> anyhow::Result<(ReleaseInfo, bool)> {
     let id = release_id(inputs);
-    let dir = app.release(&id);
-    if dir.join(RELEASE_FILE).is_file() {
+    if app.release(&id).join(RELEASE_FILE).is_file() {
         return Ok((info(app, &id)?, false));
     }
     let releases = app.releases();
-    fs::create_dir_all(&releases).with_context(|| format!("cannot create {}", releases.display()))?;
+    let made = crate::root::Made::before(&[&releases]);
     let tmp = releases.join(format!(".tmp-{id}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&tmp);
-    fs::create_dir_all(&tmp)?;
+    let written = write_into(&releases, &tmp, &id, inputs);
+    if let Err(e) = &written {
+        // Nothing of the attempt is left (issue 73, rule 1): its temporary
+        // folder, and the folders it made on the way. Said without the
+        // temporary path, which names nothing the person can find.
+        if tmp.exists() {
+            let _ = make_writable(&tmp);
+            let _ = fs::remove_dir_all(&tmp);
+        }
+        made.undo();
+        return Err(anyhow::anyhow!(
+            "cannot write the release {} of {}: {}",
+            short(&id),
+            app.id,
+            crate::elsewhere::text::one_line(&e.root_cause().to_string())
+        ));
+    }
+    written
+}
+
+/// [`write`]'s steps: the release written whole into `tmp`, sealed, and
+/// renamed into place.
+fn write_into(
+    releases: &Path,
+    tmp: &Path,
+    id: &str,
+    inputs: &ReleaseInputs<'_>,
+) -> anyhow::Result<(ReleaseInfo, bool)> {
+    let dir = releases.join(id);
+    fs::create_dir_all(releases).with_context(|| format!("cannot create {}", releases.display()))?;
+    if tmp.exists() {
+        let _ = make_writable(tmp);
+        let _ = fs::remove_dir_all(tmp);
+    }
+    fs::create_dir_all(tmp)?;
     let info = ReleaseInfo {
-        id: id.clone(),
+        id: id.to_string(),
         app: inputs.manifest.id.to_string(),
         version: inputs.manifest.version.clone(),
         // To the microsecond: two builds in one second stay in order, and
@@ -94,19 +126,17 @@ pub fn write(app: &AppPaths, inputs: &ReleaseInputs<'_>) -> anyhow::Result<(Rele
         write_atomic(&tmp.join(name), sql.as_bytes())?;
     }
     write_atomic(&tmp.join(RELEASE_FILE), serde_json::to_string_pretty(&info)?.as_bytes())?;
-    make_read_only(&tmp)?;
-    match fs::rename(&tmp, &dir) {
+    make_read_only(tmp)?;
+    match fs::rename(tmp, &dir) {
         Ok(()) => {}
         // Another build wrote the same release meanwhile: it is identical.
         Err(_) if dir.join(RELEASE_FILE).is_file() => {
-            let _ = make_writable(&tmp).and_then(|_| fs::remove_dir_all(&tmp).map_err(Into::into));
+            let _ = make_writable(tmp).and_then(|_| fs::remove_dir_all(tmp).map_err(Into::into));
             return Ok((info, false));
         }
-        Err(e) => {
-            return Err(e).with_context(|| format!("cannot write the release {}", dir.display()));
-        }
+        Err(e) => return Err(e.into()),
     }
-    crate::root::sync_dir(&releases)?;
+    crate::root::sync_dir(releases)?;
     Ok((info, true))
 }
 
@@ -297,6 +327,78 @@ mod tests {
             source: "cargo".into(),
         };
         fs::write(dir.join(RELEASE_FILE), serde_json::to_string(&info).unwrap()).unwrap();
+    }
+
+    /// Every folder and file under `dir`, by its path inside it.
+    fn tree(dir: &Path) -> Vec<String> {
+        let mut all = files_of(dir).unwrap_or_default();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in fs::read_dir(&d).into_iter().flatten().flatten() {
+                if e.file_type().unwrap().is_dir() {
+                    all.push(format!("{}/", e.path().strip_prefix(dir).unwrap().display()));
+                    stack.push(e.path());
+                }
+            }
+        }
+        all.sort();
+        all
+    }
+
+    /// Issue 73, rule 1: a release that fails while it is written (here a
+    /// migration's name the file system refuses, which the manifest's check
+    /// keeps from coming this far) leaves nothing of itself: no temporary
+    /// folder, no folder it made; and it says so without the temporary path.
+    #[test]
+    fn a_release_that_cannot_be_written_leaves_nothing_and_names_no_temporary_path() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::open(d.path()).unwrap();
+        let text = "[app]\nid = \"a\"\nname = \"A\"\nversion = \"0.1.0\"\n[[route]]\nname = \"r\"\neffect = \"read\"\nsummary = \"s\"\n";
+        let manifest = crate::manifest::parse(text, "autoapp.toml").unwrap();
+        let app = root.app(&manifest.id);
+        let sql = "CREATE TABLE t (x);".to_string();
+        for names in [
+            vec![format!("m/{}.sql", "a".repeat(300))],
+            vec!["component.wasm/x.sql".to_string()],
+            vec!["a.sql".to_string(), "a.sql/b.sql".to_string()],
+        ] {
+            let migrations: Vec<Migration> =
+                names.iter().map(|n| Migration { name: n.clone(), sql: sql.clone() }).collect();
+            let inputs = ReleaseInputs {
+                component: b"bytes",
+                manifest_text: text,
+                manifest: &manifest,
+                migrations: &migrations,
+                source: "package",
+            };
+            // On a root with no app folder yet, then over an app that has one.
+            for existing in [false, true] {
+                if existing {
+                    fs::create_dir_all(app.releases().join("kept")).unwrap();
+                }
+                let before = tree(d.path());
+                let e = format!("{:#}", write(&app, &inputs).unwrap_err());
+                assert_eq!(tree(d.path()), before, "{names:?}, existing {existing}: {e}");
+                assert!(e.starts_with("cannot write the release ") && !e.contains(".tmp-"), "{e}");
+                assert_eq!(e.lines().count(), 1, "{e}");
+            }
+            fs::remove_dir_all(&app.dir).unwrap();
+        }
+        // The same inputs with a name it can write: written whole.
+        let migrations = vec![Migration { name: "m/0001.sql".into(), sql }];
+        let inputs = ReleaseInputs {
+            component: b"bytes",
+            manifest_text: text,
+            manifest: &manifest,
+            migrations: &migrations,
+            source: "x",
+        };
+        let (info, new) = write(&app, &inputs).unwrap();
+        assert!(new);
+        assert_eq!(
+            files_of(&app.release(&info.id)).unwrap(),
+            ["autoapp.toml", "component.wasm", "m/0001.sql", "release.json"]
+        );
     }
 
     #[test]
