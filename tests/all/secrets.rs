@@ -77,6 +77,10 @@ fn serve(mut stream: std::net::TcpStream, kept: &Mutex<Vec<String>>) {
         }
         let _ = stream.write_all(b"0\r\n\r\n");
     };
+    // Anyone's echo (no key needed): what the query said, as it came.
+    if let Some(q) = path.strip_prefix("/echo?") {
+        return reply("200 OK", "", &[q.as_bytes()]);
+    }
     if !authorized {
         return reply("401 Unauthorized", "", &[b"who are you?"]);
     }
@@ -87,6 +91,13 @@ fn serve(mut stream: std::net::TcpStream, kept: &Mutex<Vec<String>>) {
         "/location" => reply("302 Found", &format!("Location: https://elsewhere.example/?k={KEY}\r\n"), &[b""]),
         "/status" => reply(&format!("200 {KEY}"), "", &[b"ok"]),
         "/encoded" => reply("200 OK", "", &[KEY.replace('/', "%2F").replace('+', "%2B").as_bytes()]),
+        // Encoded whatever was asked (the bytes stand for a gzip of the key).
+        "/gzip" => reply("200 OK", "Content-Encoding: gzip\r\n", &[KEY.as_bytes()]),
+        // The slice a Range asks for, else the whole echo.
+        "/range" if head.to_ascii_lowercase().contains("\nrange:") => reply("206 Partial Content", "", &[a]),
+        "/range" => reply("200 OK", "", &[b"your key is ", a, b]),
+        // A part whatever was asked.
+        "/part" => reply("206 Partial Content", "", &[&b[..4]]),
         _ => reply("200 OK", "", &[b"hello, key holder"]),
     }
 }
@@ -355,4 +366,52 @@ find "$XDG_CONFIG_HOME" -name '*.value' | sed 's/^/value file: /'
     assert!(answers[0].contains("200"), "the key from the keyring went: {stdout}");
     assert!(answers[1].contains("401"), "removed, it goes no more: {stdout}");
     assert!(!stdout.contains(KEY) && !stderr.contains(KEY));
+}
+
+/// Issue 72, rules 2 and 3: a request that carries a key asks for the plain
+/// answer — the app's `Accept-Encoding: gzip` and `Range` do not go — and an
+/// encoded answer or a part from the key's origin is refused; what another
+/// origin sends back reaches the app unchanged by the key's value, so an
+/// echo of a guess cannot tell it the guess was right.
+#[test]
+fn a_key_s_origin_gives_the_plain_answer_and_no_other_origin_is_an_oracle() {
+    let root = TestRoot::new();
+    let service = Service::start("127.0.0.1");
+    let other = Service::start("127.0.0.1");
+    let _ws = hostile_with_key(&root, &service, &[format!("http://127.0.0.1:{}", other.port)]);
+    let out = set_key(&root, &["hostile", "weather"], KEY);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let url = |s: &Service, path: &str| format!("http://127.0.0.1:{}{path}", s.port);
+    let last_head = || service.heads().pop().expect("a request").to_ascii_lowercase();
+
+    // Compressed: the host asks for identity; an encoded answer is refused.
+    let gzip = send(
+        &root,
+        serde_json::json!({ "url": url(&service, "/gzip"), "headers": [["Accept-Encoding", "gzip, deflate"]] }),
+    );
+    assert!(
+        gzip["error"].as_str().unwrap_or("").contains("ContentCoding") && !gzip.to_string().contains("sk-"),
+        "{gzip}"
+    );
+    let head = last_head();
+    assert!(head.contains("accept-encoding: identity") && !head.contains("deflate"), "{head}");
+    assert_eq!(head.matches("accept-encoding:").count(), 1, "{head}");
+    // Ranges: the app's go nowhere; the whole answer comes, the key out of it.
+    let range = send(
+        &root,
+        serde_json::json!({ "url": url(&service, "/range"), "headers": [["Range", "bytes=0-6"], ["If-Range", "x"]] }),
+    );
+    assert_eq!(range["status"], 200, "{range}");
+    assert_eq!(range["body_len"], "your key is [secret weather]".len(), "{range}");
+    let head = last_head();
+    assert!(!head.contains("\nrange:") && !head.contains("if-range"), "{head}");
+    // A part the origin sends anyway: refused.
+    let part = send(&root, serde_json::json!({ "url": url(&service, "/part") }));
+    assert!(part["error"].as_str().unwrap_or("").contains("HttpProtocolError"), "{part}");
+    // Another origin's echo of a guess (here the very key): as it came.
+    let echo = send(&root, serde_json::json!({ "url": format!("{}?{KEY}", url(&other, "/echo")) }));
+    assert_eq!(echo["status"], 200, "{echo}");
+    assert_eq!(echo["body_len"], KEY.len(), "the echo reached the app unchanged: {echo}");
+    // The key went to its own origin only.
+    assert!(other.heads().iter().all(|h| !h.to_ascii_lowercase().contains("authorization")));
 }

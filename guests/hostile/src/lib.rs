@@ -435,6 +435,9 @@ fn http_send(input: &Json) -> Json {
         "status": status,
         "headers": headers,
         "body": String::from_utf8_lossy(&bytes),
+        // How many bytes came: what the app read, whatever its answer's
+        // words become on their way out.
+        "body_len": bytes.len(),
         "sent": sent,
         "sent_after": if input["read_back"].as_bool() == Some(true) { read_back(&own) } else { json!(null) },
     })

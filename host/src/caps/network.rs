@@ -213,6 +213,11 @@ pub trait KeyHands: Send + Sync {
     /// Takes every key out of the app's own words (a log line, an answer,
     /// an error).
     fn text<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str>;
+    /// The hands of the keys bound to `scheme://host:port` alone, if any:
+    /// what a request there carries and what its answer is taken out of. An
+    /// answer from any other origin is never changed by a key's value, so it
+    /// cannot tell the app whether a guess is right (issue 72, rule 3).
+    fn for_origin(&self, scheme: &str, host: &str, port: u16) -> Option<Arc<dyn KeyHands>>;
 }
 
 /// Takes keys out of a body read in chunks, even a key split across two.
@@ -240,6 +245,9 @@ impl KeyHands for NoKeys {
     }
     fn text<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
         std::borrow::Cow::Borrowed(text)
+    }
+    fn for_origin(&self, _: &str, _: &str, _: u16) -> Option<Arc<dyn KeyHands>> {
+        None
     }
 }
 
@@ -488,7 +496,11 @@ async fn filtered_send(
     cap_request(&mut request, &uri, limits)?;
     // Last, after every check: a key goes to its very origin only.
     let scheme = if to.tls { "https" } else { "http" };
+    let own = keys.hands.for_origin(scheme, &to.host, to.port);
     let (mut head, body) = request.into_parts();
+    if own.is_some() {
+        plain_answer_asked(&mut head.headers);
+    }
     let replaced = keys.hands.add(&mut head, scheme, &to.host, to.port).map_err(|e| HttpError::InternalError(Some(e)));
     let request = http::Request::from_parts(head, body);
     let replaced = replaced?;
@@ -503,8 +515,46 @@ async fn filtered_send(
     let first_byte_timeout = options.and_then(|o| o.first_byte_timeout).unwrap_or(remaining()).min(remaining());
     let io = connect(&to, addrs[0], connect_timeout).await?;
     let (response, done) = send(io, request, first_byte_timeout, limits.response_max_bytes).await?;
-    // Every key out of what comes back, before the guest reads any of it.
-    Ok((keys_out(response, &keys.hands), done))
+    match own {
+        // Another origin's answer is the guest's as it came: no key's value
+        // changes it (no oracle).
+        None => Ok((response, done)),
+        // The key's own origin: a plain answer only, every key of that origin
+        // out of it before the guest reads any of it.
+        Some(own) => {
+            plain_answer_given(&response)?;
+            Ok((keys_out(response, &own), done))
+        }
+    }
+}
+
+/// Issue 72, rule 2: a request that carries a key asks for the plain answer,
+/// all of it — `Accept-Encoding: identity`, no `Range` or `If-Range` — so
+/// that what comes back is the bytes the redactor reads (a gzip echo or a
+/// slice shorter than the key would pass it).
+fn plain_answer_asked(headers: &mut http::HeaderMap) {
+    headers.remove(http::header::RANGE);
+    headers.remove(http::header::IF_RANGE);
+    headers.remove(http::header::TE);
+    headers.insert(http::header::ACCEPT_ENCODING, http::HeaderValue::from_static("identity"));
+}
+
+/// The answer of a key's origin to a request that asked for the plain
+/// answer: one that is not (a part, `206`, or a body in an encoding other
+/// than identity) is refused with one sentence, never read.
+fn plain_answer_given(response: &http::Response<WasiBody>) -> Result<(), HttpError> {
+    if response.status() == http::StatusCode::PARTIAL_CONTENT {
+        tracing::info!("refused a part (206) of an answer from a key's origin");
+        return Err(HttpError::HttpProtocolError);
+    }
+    let encodings = response.headers().get_all(http::header::CONTENT_ENCODING);
+    if encodings.iter().any(|v| !v.to_str().is_ok_and(|e| e.trim().eq_ignore_ascii_case("identity"))) {
+        tracing::info!("refused an encoded answer from a key's origin");
+        return Err(HttpError::HttpResponseContentCoding(Some(
+            "the key's origin answered in an encoding (Content-Encoding) although the host asked for the plain answer; the host does not give such an answer to an app that used a key".into(),
+        )));
+    }
+    Ok(())
 }
 
 /// Where an admitted request goes: the granted origin it matched, and the

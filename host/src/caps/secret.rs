@@ -40,6 +40,16 @@ pub struct SecretCap {
     pub binding: Binding,
 }
 
+/// Whether a key may go to `origin` at all (issue 72, rule 7): over TLS, or
+/// to this computer (a loopback address, or `localhost`, which resolves to
+/// one) — never in clear across a network. `secrets::outgoing::inject`
+/// holds to it too, for a release stored before the rule.
+pub fn is_private_way(origin: &Origin) -> bool {
+    origin.scheme == "https"
+        || origin.host == "localhost"
+        || origin.host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.to_canonical().is_loopback())
+}
+
 /// Where a value goes: one origin (no wildcard) and one place in its
 /// requests. A value is given only to the binding it was set for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -162,6 +172,10 @@ fn one(t: &toml::Table, network: &[Origin], p: &mut Problems) -> Option<SecretCa
             p.add(format!("{at}: origin `{o}` has a wildcard; a secret goes to one origin: name it whole (like \"https://api.example.com\")"));
             None
         }
+        Ok(o) if !is_private_way(&o) => {
+            p.add(format!("{at}: origin `{o}` is plain HTTP to another computer, so the key would cross the network in clear; bind it to https://{}{} (plain http:// only to this computer: 127.0.0.1, ::1, localhost)", o.host, if o.port == 80 { String::new() } else { format!(":{}", o.port) }));
+            None
+        }
         Ok(o) if !network.contains(&o) => {
             p.add(format!("{at}: origin `{o}` is not one of [capabilities] network; add \"{o}\" there, or bind the secret to an origin the app reaches"));
             None
@@ -275,6 +289,11 @@ mod tests {
             "is not one of [capabilities] network",
         );
         refused("name = \"k\"\norigin = \"https://*.example.com\"\nheader = \"X-Key\"", "has a wildcard");
+        // Issue 72, rule 7: a key goes over TLS, or to this computer only.
+        refused(
+            "name = \"k\"\norigin = \"http://api.weather.example\"\nheader = \"X-Key\"",
+            "bind it to https://api.weather.example (plain",
+        );
         refused("name = \"k\"\norigin = \"https://api.weather.example\"\nheader = \"Host\"", "is the host's own");
         refused(
             "name = \"k\"\norigin = \"https://api.weather.example\"\nheader = \"content-length\"",

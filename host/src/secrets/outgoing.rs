@@ -50,6 +50,19 @@ impl KeyHands for Keys {
     fn text<'a>(&self, text: &'a str) -> Cow<'a, str> {
         self.redactor.text(text)
     }
+
+    fn for_origin(&self, scheme: &str, host: &str, port: u16) -> Option<Arc<dyn KeyHands>> {
+        let given: Vec<Given> = self.given.iter().filter(|g| goes_to(g, scheme, host, port)).cloned().collect();
+        (!given.is_empty()).then(|| Arc::new(Keys::new(given)) as Arc<dyn KeyHands>)
+    }
+}
+
+/// Whether the value `g` goes to `scheme://host:port`: its binding's very
+/// origin (no wildcard), and a way a key may go (TLS, or this computer).
+fn goes_to(g: &Given, scheme: &str, host: &str, port: u16) -> bool {
+    g.binding.origin.matches(scheme, host, port)
+        && !g.binding.origin.wildcard
+        && crate::caps::secret::is_private_way(&g.binding.origin)
 }
 
 /// What [`inject`] did that the record should say: the app had put something
@@ -72,7 +85,7 @@ pub fn inject(
     given: &[Given],
 ) -> Result<Vec<Replaced>, String> {
     let mut replaced = Vec::new();
-    for g in given.iter().filter(|g| g.binding.origin.matches(scheme, host, port) && !g.binding.origin.wildcard) {
+    for g in given.iter().filter(|g| goes_to(g, scheme, host, port)) {
         match &g.binding.place {
             Place::Header { header, format } => {
                 let name = http::HeaderName::from_bytes(header.as_bytes()).map_err(|_| format!("header {header}"))?;

@@ -141,6 +141,19 @@ impl Vault {
     /// Keeps `value` for `app`'s secret `name`, bound to `binding`, and says
     /// where it went. A value set before is replaced.
     pub fn set(&self, app: &AppId, name: &str, binding: &Binding, value: &Value) -> anyhow::Result<Set> {
+        self.set_with(app, name, binding, value, &|app, name| self.keyring_remove(app, name))
+    }
+
+    /// [`Vault::set`], with the keyring's removal of a value kept there
+    /// before given (a test gives one that fails).
+    fn set_with(
+        &self,
+        app: &AppId,
+        name: &str,
+        binding: &Binding,
+        value: &Value,
+        keyring_remove: &dyn Fn(&AppId, &str) -> anyhow::Result<()>,
+    ) -> anyhow::Result<Set> {
         check_value(value.expose())?;
         make_private_dir(&self.dir)?;
         let _lock = self.lock()?;
@@ -165,6 +178,18 @@ impl Vault {
             write_private(&self.value_file(app, name), value.expose().as_bytes())?;
         }
         let mut all = self.list(app)?;
+        // Moving a value out of the keyring is one step (issue 72, rule 6):
+        // the old value goes first; when the keyring does not let it go,
+        // nothing changes and the old one stays listed where it is.
+        if all.get(name).is_some_and(|b| b.kept == Kept::Keyring)
+            && kept == Kept::File
+            && let Err(e) = keyring_remove(app, name)
+        {
+            let _ = remove_file(&self.value_file(app, name));
+            return Err(e.context(format!(
+                "the value of {name} set before is kept in the keyring, which did not let it go, so nothing changed and it stays listed there; unlock the keyring and set it again"
+            )));
+        }
         let set = Set {
             binding: binding.clone(),
             set_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
@@ -173,30 +198,44 @@ impl Vault {
         };
         let before = all.insert(name.to_string(), set.clone());
         write_private(&self.index(app), serde_json::to_string_pretty(&all)?.as_bytes())?;
-        // A value kept elsewhere before is not left behind.
-        match before.map(|b| b.kept) {
-            Some(Kept::File) if kept == Kept::Keyring => remove_file(&self.value_file(app, name))?,
-            Some(Kept::Keyring) if kept == Kept::File => self.keyring_remove(app, name).unwrap_or_else(|e| {
-                tracing::warn!("the value kept in the keyring before could not be removed: {e:#}");
-            }),
-            _ => {}
+        // A value kept in a file before is not left behind (one kept in the
+        // keyring went above).
+        if before.is_some_and(|b| b.kept == Kept::File) && kept == Kept::Keyring {
+            remove_file(&self.value_file(app, name))?;
         }
         Ok(set)
     }
 
     /// Removes `app`'s secret `name`: false when none was set.
     pub fn remove(&self, app: &AppId, name: &str) -> anyhow::Result<bool> {
+        self.remove_with(app, name, &|app, name| self.keyring_remove(app, name))
+    }
+
+    /// [`Vault::remove`], with the keyring's removal given (a test gives one
+    /// that fails). The value goes first, then its line in the index (issue
+    /// 72, rule 6): a value the keyring did not let go stays listed, so that
+    /// it can be found and removed again, never forgotten where it is.
+    fn remove_with(
+        &self,
+        app: &AppId,
+        name: &str,
+        keyring_remove: &dyn Fn(&AppId, &str) -> anyhow::Result<()>,
+    ) -> anyhow::Result<bool> {
         if !self.dir.exists() {
             return Ok(false);
         }
         let _lock = self.lock()?;
         let mut all = self.list(app)?;
         let Some(was) = all.remove(name) else { return Ok(false) };
-        write_private(&self.index(app), serde_json::to_string_pretty(&all)?.as_bytes())?;
         match was.kept {
             Kept::File => remove_file(&self.value_file(app, name))?,
-            Kept::Keyring => self.keyring_remove(app, name)?,
+            Kept::Keyring => keyring_remove(app, name).map_err(|e| {
+                e.context(format!(
+                    "the value of {name} is kept in the keyring, which did not let it go, so it stays listed; unlock the keyring and remove it again"
+                ))
+            })?,
         }
+        write_private(&self.index(app), serde_json::to_string_pretty(&all)?.as_bytes())?;
         Ok(true)
     }
 
@@ -476,6 +515,45 @@ mod tests {
         assert!(!vault.remove(&app, "owm").unwrap());
         assert!(!file.exists());
         assert!(vault.list(&app).unwrap().is_empty());
+    }
+
+    /// Issue 72, rule 6: with a keyring that does not answer, `secret remove`
+    /// forgot the index first and left the value in the keyring, where
+    /// nothing would find it again; a move out of the keyring did the same.
+    /// The value goes first: when it cannot, the key stays listed as it was.
+    #[test]
+    fn a_value_the_keyring_does_not_let_go_stays_listed() {
+        let config = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let vault = Vault::at(config.path(), root.path(), SecretsKeptIn::File);
+        let app = AppId::parse("weather").unwrap();
+        let binding = Binding {
+            origin: Origin::parse("https://api.weather.example").unwrap(),
+            place: Place::Query { query: "appid".into() },
+        };
+        vault.set(&app, "owm", &binding, &Value::new("0123456789abcdef".into())).unwrap();
+        // Listed as kept in the keyring (as a set where one answered leaves it).
+        let mut all = vault.list(&app).unwrap();
+        all.get_mut("owm").unwrap().kept = Kept::Keyring;
+        write_private(&vault.index(&app), serde_json::to_string_pretty(&all).unwrap().as_bytes()).unwrap();
+        let locked =
+            |_: &AppId, _: &str| -> anyhow::Result<()> { anyhow::bail!("the keyring did not answer within 10 s") };
+        let e = format!("{:#}", vault.remove_with(&app, "owm", &locked).unwrap_err());
+        assert!(e.contains("stays listed") && e.contains("did not answer"), "{e}");
+        assert_eq!(vault.list(&app).unwrap()["owm"].kept, Kept::Keyring, "still listed where it is");
+        // A move from the keyring to the file: nothing changes either.
+        let e = vault.set_with(&app, "owm", &binding, &Value::new("fedcba9876543210".into()), &locked).unwrap_err();
+        assert!(format!("{e:#}").contains("nothing changed"), "{e:#}");
+        assert_eq!(vault.list(&app).unwrap()["owm"], all["owm"]);
+        assert!(!vault.value_file(&app, "owm").exists(), "the new value is not left in a file");
+        // When the keyring lets go, it is gone from both.
+        let removed = std::sync::atomic::AtomicBool::new(false);
+        let answers = |_: &AppId, _: &str| -> anyhow::Result<()> {
+            removed.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        };
+        assert!(vault.remove_with(&app, "owm", &answers).unwrap());
+        assert!(removed.into_inner() && vault.list(&app).unwrap().is_empty());
     }
 
     #[test]
