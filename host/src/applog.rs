@@ -30,6 +30,12 @@ use serde::{Deserialize, Serialize};
 /// twice this (`app.log` and `app.log.1`).
 pub const FILE_LIMIT: u64 = 1 << 20;
 
+/// The most of one log file any read takes, from its end: an honest log
+/// file is at most [`FILE_LIMIT`] and one write past it. A file an app's
+/// worker made larger (a 1 GiB sparse `app.log.1` took the launcher to
+/// 2.1 GB in one read: issue 71) is read no further back than this.
+pub const READ_MOST: u64 = 2 * FILE_LIMIT;
+
 const CURRENT: &str = "app.log";
 const ROTATED: &str = "app.log.1";
 const ROTATE_LOCK: &str = ".rotate.lock";
@@ -391,20 +397,40 @@ fn rotation_lock(dir: &Path, rotating: bool) -> anyhow::Result<Option<fs::File>>
     }
 }
 
-/// Bytes `[from, to)` of `path` (to its end when `to` is none).
-fn read_range(path: &Path, from: u64, to: Option<u64>) -> anyhow::Result<String> {
-    let mut f = match fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+/// The whole lines of the last `most` bytes of `path` before `to` (its end
+/// when none), judged on the file as opened (its length read from the open
+/// handle, the read itself bounded: no gap between a look and a read), and
+/// whether they are all of it. A read that began inside a line starts after
+/// its end.
+fn read_end(path: &Path, to: Option<u64>, most: u64) -> anyhow::Result<(String, bool)> {
+    let mut f = match open_log(path)? {
+        Some(f) => f,
+        None => return Ok((String::new(), true)),
     };
+    let end = to.unwrap_or(f.metadata()?.len());
+    let from = end.saturating_sub(most);
     f.seek(SeekFrom::Start(from))?;
     let mut bytes = Vec::new();
-    match to {
-        Some(to) => f.take(to.saturating_sub(from)).read_to_end(&mut bytes)?,
-        None => f.read_to_end(&mut bytes)?,
-    };
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    f.take(end - from).read_to_end(&mut bytes)?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    Ok(match from {
+        0 => (text, true),
+        _ => (text.split_once('\n').map(|(_, rest)| rest.to_string()).unwrap_or_default(), false),
+    })
+}
+
+/// `path` opened to read, if it is there: a regular file only, never
+/// waiting on a FIFO or a device an app's worker put in its place.
+fn open_log(path: &Path) -> anyhow::Result<Option<fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // (Not `root::open_regular`: this module is a leaf.)
+    let opened = fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path);
+    match opened {
+        Ok(f) if f.metadata()?.is_file() => Ok(Some(f)),
+        Ok(_) => anyhow::bail!("{} is not a regular file", path.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
 }
 
 fn keep_last(lines: impl Iterator<Item = Line>, since: Option<SystemTime>, limit: usize) -> Vec<Line> {
@@ -418,8 +444,10 @@ fn keep_last(lines: impl Iterator<Item = Line>, since: Option<SystemTime>, limit
 pub fn read(dir: &Path, since: Option<SystemTime>, limit: usize) -> anyhow::Result<Vec<Line>> {
     flush();
     let _lock = rotation_lock(dir, false)?;
-    let old = read_range(&dir.join(ROTATED), 0, None)?;
-    let new = read_range(&dir.join(CURRENT), 0, None)?;
+    let (new, whole) = read_end(&dir.join(CURRENT), None, READ_MOST)?;
+    // The file before it only when this one was read from its start: else
+    // lines between the two would be skipped.
+    let (old, _) = if whole { read_end(&dir.join(ROTATED), None, READ_MOST)? } else { (String::new(), true) };
     Ok(keep_last(parse(&old).chain(parse(&new)), since, limit))
 }
 
@@ -429,7 +457,7 @@ pub fn tail(dir: &Path, limit: usize) -> anyhow::Result<Vec<Line>> {
     let _lock = rotation_lock(dir, false)?;
     // A line is at most a 4 KiB message, escaped (up to six bytes for one),
     // with its time, level and route.
-    let want = (limit as u64 + 1) * 26 * 1024;
+    let want = (limit as u64).saturating_add(1).saturating_mul(26 * 1024).min(READ_MOST);
     let (mut lines, whole) = tail_of(&dir.join(CURRENT), want)?;
     // The file before it only when this one was read from its start: else
     // lines between the two would be skipped.
@@ -445,16 +473,8 @@ pub fn tail(dir: &Path, limit: usize) -> anyhow::Result<Vec<Line>> {
 
 /// The lines in the last `want` bytes of `path`, and whether that was all of it.
 fn tail_of(path: &Path, want: u64) -> anyhow::Result<(Vec<Line>, bool)> {
-    let len = match fs::metadata(path) {
-        Ok(m) => m.len(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), true)),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-    };
-    let start = len.saturating_sub(want);
-    let text = read_range(path, start, None)?;
-    // Past the first newline when the read began inside a line.
-    let text = if start > 0 { text.split_once('\n').map(|(_, rest)| rest).unwrap_or("") } else { &text };
-    Ok((parse(text).collect(), start == 0))
+    let (text, whole) = read_end(path, None, want)?;
+    Ok((parse(&text).collect(), whole))
 }
 
 /// Prints the log in `dir` and follows it: calls `each` with the newest
@@ -472,19 +492,18 @@ pub fn follow(
     let path = dir.join(CURRENT);
     let (history, mut current) = {
         let _lock = rotation_lock(dir, false)?;
-        let current = match fs::File::open(&path) {
-            Ok(mut f) => {
+        let current = match open_log(&path)? {
+            Some(mut f) => {
                 let end = f.seek(SeekFrom::End(0))?;
                 Some((f, end))
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e).with_context(|| format!("cannot open {}", path.display())),
+            None => None,
         };
-        let old = read_range(&dir.join(ROTATED), 0, None)?;
-        let new = match &current {
-            Some((_, end)) => read_range(&path, 0, Some(*end))?,
-            None => String::new(),
+        let (new, whole) = match &current {
+            Some((_, end)) => read_end(&path, Some(*end), READ_MOST)?,
+            None => (String::new(), true),
         };
+        let (old, _) = if whole { read_end(&dir.join(ROTATED), None, READ_MOST)? } else { (String::new(), true) };
         (keep_last(parse(&old).chain(parse(&new)), since, limit), current)
     };
     for l in history {
@@ -518,7 +537,7 @@ pub fn follow(
                 return Ok(());
             }
             pending.clear();
-            current = fs::File::open(&path).ok().map(|f| (f, 0));
+            current = open_log(&path).ok().flatten().map(|f| (f, 0));
         }
     }
 }
@@ -527,8 +546,20 @@ pub fn follow(
 /// (a line cut short waits in `pending`); false when `each` said stop.
 fn read_on(f: &mut fs::File, pending: &mut String, each: &mut impl FnMut(Line) -> bool) -> anyhow::Result<bool> {
     let mut more = Vec::new();
-    f.read_to_end(&mut more)?;
+    // At most a file's worth each poll: a file that grew past any honest
+    // log's size is skipped to its last [`READ_MOST`] bytes, and a line that
+    // never ends is dropped rather than held.
+    let at = f.stream_position()?;
+    let len = f.metadata()?.len();
+    if len.saturating_sub(at) > READ_MOST {
+        f.seek(SeekFrom::Start(len - READ_MOST))?;
+        pending.clear();
+    }
+    f.take(READ_MOST).read_to_end(&mut more)?;
     pending.push_str(&String::from_utf8_lossy(&more));
+    if pending.len() as u64 > READ_MOST && !pending.contains('\n') {
+        pending.clear();
+    }
     while let Some(end) = pending.find('\n') {
         let line: String = pending.drain(..=end).collect();
         if let Ok(l) = serde_json::from_str::<Line>(&line)
@@ -646,6 +677,46 @@ mod tests {
         queue(&dir, Line::new("info", "r", "late"));
         flush();
         assert!(!d.path().join("gone").exists(), "the app's folder is not made again by its last line");
+    }
+
+    /// The most memory this process has held, in KiB (`VmHWM`).
+    fn peak_kib() -> u64 {
+        let status = fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// Issue 71, rule 2: an app's worker writes its own log folder. It made
+    /// `app.log.1` (then `app.log`) a 1 GiB sparse file, and one read of the
+    /// log took the launcher from 25 MB to 2.1 GB. Every read takes at most
+    /// [`READ_MOST`] of a file, from its end, judged on the file as opened;
+    /// the lines an honest writer added are read still.
+    #[test]
+    fn a_log_file_made_huge_by_its_app_is_read_no_further_back_than_the_bound() {
+        let d = tempfile::tempdir().unwrap();
+        fs::File::create(d.path().join(ROTATED)).unwrap().set_len(1 << 30).unwrap();
+        append(d.path(), &Line::new("info", "r", "after")).unwrap();
+        let before = peak_kib();
+        assert_eq!(read(d.path(), None, 10).unwrap().last().unwrap().message, "after");
+        assert_eq!(tail(d.path(), usize::MAX).unwrap().last().unwrap().message, "after");
+        // The current file made huge too, an honest line at its end.
+        let mut f = fs::OpenOptions::new().append(true).open(d.path().join(CURRENT)).unwrap();
+        f.set_len(1 << 30).unwrap();
+        f.write_all(b"\n").unwrap();
+        drop(f);
+        append(d.path(), &Line::new("info", "r", "last")).unwrap();
+        let lines = read(d.path(), None, usize::MAX).unwrap();
+        assert_eq!(lines.iter().map(|l| l.message.as_str()).collect::<Vec<_>>(), ["last"]);
+        assert_eq!(tail(d.path(), 5).unwrap(), lines);
+        let mut seen = Vec::new();
+        follow(d.path(), None, 5, Duration::from_millis(1), |l| {
+            seen.push(l.message);
+            false
+        })
+        .unwrap();
+        assert_eq!(seen, ["last"]);
+        let grew = peak_kib().saturating_sub(before);
+        assert!(grew < 256 << 10, "the reads held {grew} KiB more at their peak");
     }
 
     #[test]
