@@ -269,6 +269,29 @@ pub fn install(
     options: &Options<'_>,
     progress: &dyn Fn(&str),
 ) -> anyhow::Result<Installed> {
+    let check = |id: &AppId, component: &[u8]| {
+        crate::build::check_component(root, id, runtime, component, crate::build::Came::Elsewhere, progress)
+            .map_err(|e| refused(format!("the package's component is refused: {e}")))
+    };
+    install_with(root, runtime, caller, bytes, origin, options, progress, &check)
+}
+
+/// What the check of a package's component is: `build::check_component`,
+/// or a test's stand-in.
+type ComponentCheck<'a> = dyn Fn(&AppId, &[u8]) -> anyhow::Result<()> + 'a;
+
+/// [`install`], with the component's check given.
+#[allow(clippy::too_many_arguments)]
+fn install_with(
+    root: &Root,
+    runtime: &Runtime,
+    caller: &Caller,
+    bytes: &[u8],
+    origin: &str,
+    options: &Options<'_>,
+    progress: &dyn Fn(&str),
+    check_component: &ComponentCheck<'_>,
+) -> anyhow::Result<Installed> {
     let checked = checked(root, runtime, bytes, options, progress)?;
     let id = checked.id.clone();
     // What a refusal from here on takes away again (issue 73, rule 1): the
@@ -279,10 +302,7 @@ pub fn install(
     let component = checked.package.component;
     let cached = runtime.is_compiled(&cache, component);
     // The component last: compiling it is the dearest check.
-    let done =
-        crate::build::check_component(root, &checked.id, runtime, component, crate::build::Came::Elsewhere, progress)
-            .map_err(|e| refused(format!("the package's component is refused: {e}")))
-            .and_then(|()| placed(root, caller, checked, origin, options));
+    let done = check_component(&id, component).and_then(|()| placed(root, caller, checked, origin, options));
     if done.is_err() {
         // A new app that did not come to be leaves no compiled code, and an
         // app that was there keeps only the code it had.
@@ -644,6 +664,77 @@ mod tests {
         assert!(placed(&root, &caller, again, "notes.wasm", &opts).is_err());
         assert!(paths.dir.is_dir(), "the app that was there before is kept");
         assert_eq!(pinned(&paths).unwrap().unwrap().fingerprint, ada.fingerprint());
+    }
+
+    /// Issue 73, rule 1: an install refused at its component's check (or
+    /// later) takes away what the attempt made — the cache's folders, the
+    /// component's compiled code unless the cache held it before — and
+    /// leaves an app that was there as it was.
+    #[test]
+    fn an_install_refused_late_leaves_the_root_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        let runtime = Runtime::new(&crate::config::Config::default()).unwrap();
+        let keys = tempfile::tempdir().unwrap();
+        let ada = sign::new_key(keys.path(), "Ada").unwrap();
+        let bytes = package(MANIFEST, crate::bindings::WIT_PACKAGE, Some(&ada));
+        let opts = Options { as_id: None, unsigned: false, publisher: None };
+        let caller = Caller::command_line();
+        let id = AppId::parse("notes").unwrap();
+        let compiled = |component: &[u8]| runtime.compiled_path(&root.compiled_of(&id), component);
+        // A check that compiles (leaves code in the cache), then refuses.
+        let compiles_then_refuses = |_: &AppId, component: &[u8]| {
+            let path = compiled(component);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, b"code").unwrap();
+            Err(refused("refused after compiling"))
+        };
+        let tree = || {
+            let mut all = walkdir(dir.path());
+            all.sort();
+            all
+        };
+        let install = |check: &ComponentCheck<'_>| {
+            install_with(&root, &runtime, &caller, &bytes, "f", &opts, &|_| {}, check).map_err(|e| e.to_string())
+        };
+        // On an empty root: nothing left, not even the cache's folders.
+        let before = tree();
+        assert_eq!(install(&compiles_then_refuses).unwrap_err(), "refused after compiling");
+        assert_eq!(tree(), before);
+        // Over an app that was there (pinned to Ada): its files as they were,
+        // the refused component's code gone.
+        let checked = checked(&root, &runtime, &bytes, &opts, &|_| {}).unwrap();
+        let component = checked.package.component.to_vec();
+        placed(&root, &caller, checked, "f", &opts).unwrap();
+        std::fs::create_dir_all(root.compiled_of(&id)).unwrap();
+        let before = tree();
+        assert!(install(&compiles_then_refuses).is_err());
+        assert_eq!(tree(), before);
+        assert!(!compiled(&component).exists());
+        // Code the cache held before the attempt is kept.
+        std::fs::write(compiled(&component), b"code").unwrap();
+        let before = tree();
+        assert!(install(&compiles_then_refuses).is_err());
+        assert_eq!(tree(), before);
+        assert!(compiled(&component).exists());
+    }
+
+    /// Every folder and file under `dir`, by its path inside it.
+    fn walkdir(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let name = e.path().strip_prefix(dir).unwrap().display().to_string();
+                if e.file_type().unwrap().is_dir() {
+                    out.push(format!("{name}/"));
+                    stack.push(e.path());
+                } else {
+                    out.push(name);
+                }
+            }
+        }
+        out
     }
 
     #[test]

@@ -584,6 +584,54 @@ mod tests {
         assert!(said("HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nthe pac").contains("sent 7 bytes"));
     }
 
+    /// Issue 73, point 3: a layer that comes slowly is said as it comes, a
+    /// line a second at most, none for the last of it (the end has its own).
+    #[test]
+    fn a_slow_layer_is_said_as_it_comes() {
+        use oci_wasm::{WASM_LAYER_MEDIA_TYPE, WASM_MANIFEST_CONFIG_MEDIA_TYPE, WASM_MANIFEST_MEDIA_TYPE};
+        let blob = b"the package's bytes".to_vec();
+        let digest = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&blob)));
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": WASM_MANIFEST_MEDIA_TYPE,
+            "config": { "mediaType": WASM_MANIFEST_CONFIG_MEDIA_TYPE, "digest": format!("sha256:{}", "0".repeat(64)), "size": 2 },
+            "layers": [{ "mediaType": WASM_LAYER_MEDIA_TYPE, "digest": digest, "size": blob.len() }],
+        })
+        .to_string();
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let registry = listener.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().take(2) {
+                let Ok(mut s) = stream else { continue };
+                let mut buf = vec![0u8; 16 << 10];
+                let n = s.read(&mut buf).unwrap_or(0);
+                if String::from_utf8_lossy(&buf[..n]).contains("/manifests/") {
+                    let _ = write!(
+                        s,
+                        "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{manifest}",
+                        manifest.len()
+                    );
+                    continue;
+                }
+                // Three parts: at once, after a second and more, at once.
+                let _ = write!(s, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 19\r\n\r\nthe pa");
+                let _ = s.flush();
+                std::thread::sleep(std::time::Duration::from_millis(1300));
+                let _ = s.write_all(b"ckage's ");
+                let _ = s.flush();
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                let _ = s.write_all(b"bytes");
+            }
+        });
+        let target = super::super::registry::parse(&format!("{registry}/ada/notes:1")).unwrap();
+        let said = Mutex::new(Vec::new());
+        let got = run(fetch(&target, 1 << 20, &|l| said.lock().unwrap().push(l.to_string()))).unwrap();
+        assert_eq!(got.bytes, blob);
+        let said = said.into_inner().unwrap();
+        assert_eq!(said.len(), 4, "{said:?}");
+        assert_eq!(said[2], "received 14 of 19 bytes", "{said:?}");
+    }
+
     /// `bounded` at its very bound: exactly `max` bytes pass, one more is
     /// refused, whether it was declared or arrives in one piece.
     #[test]
