@@ -1605,6 +1605,28 @@ fn check_input(loaded: &Loaded, route: &str, input: &str) -> Result<serde_json::
     Ok(value)
 }
 
+/// Every string of `value` (and every key of its objects) with the call's
+/// keys taken out, as the caller reads it after parsing.
+fn keys_out_of_strings(value: &mut serde_json::Value, hands: &dyn caps::network::KeyHands) {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => {
+            if let std::borrow::Cow::Owned(clean) = hands.text(s) {
+                *s = clean;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| keys_out_of_strings(v, hands)),
+        Value::Object(map) => {
+            let entries: Vec<(String, Value)> = std::mem::take(map).into_iter().collect();
+            for (k, mut v) in entries {
+                keys_out_of_strings(&mut v, hands);
+                map.insert(hands.text(&k).into_owned(), v);
+            }
+        }
+        _ => {}
+    }
+}
+
 fn app_error(e: AppError) -> CallError {
     let (kind, msg) = match e {
         AppError::InvalidInput(m) => (ErrorKind::InvalidInput, m),
@@ -1705,7 +1727,14 @@ async fn settled(
             ))
         }
         Outcome::Ok(text) => match serde_json::from_str::<serde_json::Value>(&keys.hands.text(&text)) {
-            Ok(v) => Ok(v),
+            // And again once parsed: a string the JSON text spelled another
+            // way is checked as the caller will read it (issue 72, rule 5).
+            Ok(mut v) => {
+                if !keys.hands.is_empty() {
+                    keys_out_of_strings(&mut v, keys.hands.as_ref());
+                }
+                Ok(v)
+            }
             Err(_) => Err(CallError::new(
                 ErrorKind::Internal,
                 format!("{app} answered {kind} `{what}` with something that is not JSON; nothing it wrote was kept"),
@@ -1776,6 +1805,36 @@ type RowOf<'a> = dyn Fn(&Result<serde_json::Value, CallError>) -> Row + Send + S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 72, rule 5: an answer is redacted as text, then again once
+    /// parsed — a key spelled with JSON escapes the text pass missed, or in
+    /// an object's key, is not in what the caller reads.
+    #[test]
+    fn an_answer_s_strings_are_checked_as_the_caller_reads_them() {
+        let given = crate::secrets::Given {
+            name: "weather".into(),
+            binding: crate::caps::secret::Binding {
+                origin: crate::caps::network::Origin::parse("https://api.weather.example").unwrap(),
+                place: crate::secrets::Place::Query { query: "k".into() },
+            },
+            value: crate::secrets::Value::new("sk-test/7Hq2Zr9+vXw4Lm8Pn".into()),
+        };
+        let hands = crate::secrets::outgoing::Keys::new(vec![given]);
+        let mut v = serde_json::json!({
+            "a": ["sk-test/7Hq2Zr9+vXw4Lm8Pn", { "b": "x sk-test/7Hq2Zr9+vXw4Lm8Pn y" }],
+            "sk-test/7Hq2Zr9+vXw4Lm8Pn": 1,
+            "n": 2,
+        });
+        keys_out_of_strings(&mut v, &hands);
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "a": ["[secret weather]", { "b": "x [secret weather] y" }],
+                "[secret weather]": 1,
+                "n": 2,
+            })
+        );
+    }
     use crate::bindings::app::autoapp::app::store::Value;
     use crate::gate::record::{self, Durability};
 

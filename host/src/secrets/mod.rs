@@ -13,6 +13,7 @@
 //! that moves a secret to another origin or place does not get it until the
 //! person sets it again for the new binding ([`rebound`]).
 
+pub mod echo;
 pub mod outgoing;
 pub mod vault;
 

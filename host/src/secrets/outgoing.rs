@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::{Given, Place};
+use super::{Given, Place, echo};
 use crate::caps::network::{KeyHands, KeyStream};
 
 /// A call's keys in the network filter's hands (`caps::network::KeyHands`).
@@ -160,26 +160,45 @@ fn decoded(s: &str) -> Vec<u8> {
 /// `[secret <name>]`.
 #[derive(Debug, Default)]
 pub struct Redactor {
-    /// (the bytes to find, what replaces them), longest first.
+    /// (the bytes to find, what replaces them), longest first: each value,
+    /// its percent-encodings and its base64 forms.
     patterns: Vec<(Vec<u8>, Vec<u8>)>,
-    longest: usize,
+    /// Each value (and a Basic header's credentials) in any encoding a
+    /// service uses, whole or any run of [`echo::RUN`] of its characters
+    /// (issue 72, rule 4).
+    runs: echo::Runs,
+    /// The label of each of `runs`' keys.
+    run_labels: Vec<Vec<u8>>,
 }
 
 impl Redactor {
     pub fn new(given: &[Given]) -> Redactor {
         let mut patterns: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut keys: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         for g in given {
             let label = format!("[secret {}]", g.name).into_bytes();
             let v = g.value.expose();
-            for form in [v.to_string(), encoded(v, true), encoded(v, false)] {
+            let mut forms = vec![v.to_string(), encoded(v, true), encoded(v, false)];
+            forms.extend(base64_forms(v.as_bytes()));
+            keys.push((v.as_bytes().to_vec(), label.clone()));
+            // A Basic header's value is `user:password` in base64: a service
+            // may echo it decoded.
+            if let Place::Header { format, .. } = &g.binding.place
+                && format.to_ascii_lowercase().starts_with("basic ")
+                && let Some(credentials) = basic_credentials(v)
+            {
+                forms.push(credentials.clone());
+                keys.push((credentials.into_bytes(), label.clone()));
+            }
+            for form in forms {
                 if !patterns.iter().any(|(p, _)| *p == form.as_bytes()) {
                     patterns.push((form.into_bytes(), label.clone()));
                 }
             }
         }
         patterns.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
-        let longest = patterns.first().map(|(p, _)| p.len()).unwrap_or(0);
-        Redactor { patterns, longest }
+        let runs = echo::Runs::new(keys.iter().map(|(k, _)| k.as_slice()));
+        Redactor { patterns, runs, run_labels: keys.into_iter().map(|(_, l)| l).collect() }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -215,14 +234,24 @@ impl Redactor {
         let mut out: Option<Vec<u8>> = None;
         let mut i = 0;
         while i < buf.len() {
-            if !last && buf.len() - i < self.longest {
-                break;
-            }
             let rest = &buf[i..];
             if let Some((p, label)) = self.patterns.iter().find(|(p, _)| rest.starts_with(p)) {
                 out.get_or_insert_with(|| buf[..i].to_vec()).extend_from_slice(label);
                 i += p.len();
                 continue;
+            }
+            // What may still be a whole form waits for the next chunk.
+            if !last && self.patterns.iter().any(|(p, _)| p.len() > rest.len() && p.starts_with(rest)) {
+                break;
+            }
+            match self.runs.at(rest, last) {
+                echo::Found::Run { len, key } => {
+                    out.get_or_insert_with(|| buf[..i].to_vec()).extend_from_slice(&self.run_labels[key]);
+                    i += len;
+                    continue;
+                }
+                echo::Found::Wait => break,
+                echo::Found::None => {}
             }
             if let Some(o) = out.as_mut() {
                 o.push(buf[i]);
@@ -259,6 +288,42 @@ impl Redactor {
             }
         }
     }
+}
+
+/// The base64 forms of `value` that any base64 text holding it holds,
+/// standard and URL-safe: the value encoded alone (padded and not), and the
+/// characters that only its bytes decide when it starts one or two bytes
+/// into a group (after other bytes).
+fn base64_forms(value: &[u8]) -> Vec<String> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
+    let mut forms = vec![STANDARD.encode(value)];
+    for before in 0..3usize {
+        let mut bytes = vec![0u8; before];
+        bytes.extend_from_slice(value);
+        let text = STANDARD_NO_PAD.encode(&bytes);
+        // The characters the bytes before touch, and a last one that the
+        // bytes after would change.
+        let skip = (before * 8).div_ceil(6);
+        let end = if bytes.len() % 3 == 0 { text.len() } else { text.len() - 1 };
+        if end > skip + echo::RUN {
+            forms.push(text[skip..end].to_string());
+        }
+    }
+    let url: Vec<String> = forms.iter().map(|f| f.replace('+', "-").replace('/', "_")).collect();
+    forms.extend(url);
+    forms.sort();
+    forms.dedup();
+    forms
+}
+
+/// The `user:password` a Basic header's value stands for, when it is base64
+/// of printable ASCII.
+fn basic_credentials(value: &str) -> Option<String> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(value.trim()).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    (text.len() >= echo::RUN && text.contains(':') && text.bytes().all(|b| (0x20..0x7f).contains(&b))).then_some(text)
 }
 
 /// A body read in chunks with every value taken out, even one split across
@@ -390,9 +455,11 @@ mod tests {
         ];
         let r = Redactor::new(&given);
         let text = "a s3cret/KEY+1 b s3cret%2FKEY%2B1 c s3cret%2fKEY%2b1 d another-key-value e s3cret/KEY+";
+        // (The last, 11 of the key's characters, is a part of it: issue 72,
+        // rule 4 takes any run of 8 or more out too.)
         assert_eq!(
             r.text(text),
-            "a [secret weather] b [secret weather] c [secret weather] d [secret other] e s3cret/KEY+"
+            "a [secret weather] b [secret weather] c [secret weather] d [secret other] e [secret weather]"
         );
         assert!(matches!(r.text("nothing here"), Cow::Borrowed(_)));
 
@@ -422,6 +489,61 @@ mod tests {
         let mut stream = Keys::new(given).body();
         assert_eq!(String::from_utf8_lossy(&stream.push(b"data: s3cret-KEY-1")), "data: [secret weather]");
         assert!(stream.finish().is_empty());
+    }
+
+    /// Issue 72, rule 4: the encodings services use, mixed within one echo;
+    /// base64 at any offset of a longer base64 text; a Basic header's
+    /// credentials decoded; and a part of the key 8 characters long — each
+    /// taken out, in one piece or cut across chunks.
+    #[test]
+    fn a_key_echoed_in_any_encoding_a_service_uses_or_in_part_is_taken_out() {
+        use base64::Engine as _;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let value = "sk-test/7Hq2Zr9+vXw4Lm8Pn";
+        let basic = b64(b"ada:correct horse battery");
+        let given = vec![
+            key("weather", "https://api.weather.example", bearer(), value),
+            key(
+                "login",
+                "https://api.weather.example",
+                Place::Header { header: "Authorization".into(), format: "Basic {}".into() },
+                &basic,
+            ),
+        ];
+        let r = Redactor::new(&given);
+        for echo in [
+            r#"{"key":"sk-test\/7Hq2Zr9+vXw4Lm8Pn"}"#.to_string(),
+            "<p>sk-test&#47;7Hq2Zr9&#x2B;vXw4Lm8Pn</p>".to_string(),
+            "<p>sk&#45;test&sol;7Hq2Zr9&plus;vXw4Lm8Pn</p>".to_string(),
+            "q=sk-test%2f7Hq2Zr9+vXw4Lm8Pn".to_string(),
+            format!("token {}", b64(value.as_bytes())),
+            format!("blob {}", b64(format!("x{value}y").as_bytes())),
+            format!("blob {}", b64(format!("xy{value}").as_bytes())),
+            format!("blob {}", b64(value.as_bytes()).replace('+', "-").replace('/', "_")),
+            "error: request sk-test/7Hq2Zr9+vXw4Lm8P… cut short".to_string(),
+            "error: 7Hq2Zr9+ was refused".to_string(),
+        ] {
+            let out = r.text(&echo);
+            assert!(out.contains("[secret weather]"), "{echo} → {out}");
+            assert!(!out.contains("7Hq2Zr9") && !out.contains("Hq2Zr9"), "{echo} → {out}");
+        }
+        // The Basic header's credentials, decoded or as they went.
+        for echo in ["you are ada:correct horse battery", &format!("Basic {basic}")] {
+            assert_eq!(r.text(echo).matches("[secret login]").count(), 1, "{echo} → {}", r.text(echo));
+        }
+        // Seven of its characters are not a part: text stays text.
+        assert_eq!(r.text("sk-test is a prefix"), "sk-test is a prefix");
+        // Cut anywhere across chunks: the same.
+        let text = r#"a sk-test\/7Hq2Zr9&#43;vXw4Lm8Pn b 7Hq2Zr9+vXw c sk-test%2"#;
+        let whole = text.as_bytes();
+        for cut in 0..=whole.len() {
+            let mut stream = Keys::new(given.clone()).body();
+            let mut out = stream.push(&whole[..cut]);
+            out.extend(stream.push(&whole[cut..]));
+            out.extend(stream.finish());
+            assert_eq!(String::from_utf8_lossy(&out), r.text(text), "cut at {cut}");
+        }
+        assert_eq!(r.text(text), "a [secret weather] b [secret weather] c sk-test%2");
     }
 
     #[test]
