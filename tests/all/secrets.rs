@@ -415,3 +415,27 @@ fn a_key_s_origin_gives_the_plain_answer_and_no_other_origin_is_an_oracle() {
     // The key went to its own origin only.
     assert!(other.heads().iter().all(|h| !h.to_ascii_lowercase().contains("authorization")));
 }
+
+/// Issue 72, rule 5: a guest that came to hold a key (through a hole the
+/// other rules close) wrote it into its store, spelled so that no literal
+/// search finds it; a backup carried it off the computer. A backup is checked
+/// as it is written, for every form of the app's keys: refused, naming the
+/// part and the key, never the value, and nothing written.
+#[test]
+fn a_backup_that_would_carry_the_app_s_key_is_refused_naming_the_part() {
+    let root = TestRoot::new();
+    let service = Service::start("127.0.0.1");
+    let _ws = hostile_with_key(&root, &service, &[]);
+    let out = set_key(&root, &["hostile", "weather"], KEY);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let clean = tempfile::tempdir().unwrap();
+    root.ok(&["backup", "hostile", "--to", clean.path().to_str().unwrap()]);
+    let spelled = KEY.replace('/', "\\/").replace('+', "\\u002b");
+    let sql = format!("INSERT INTO marks (note) VALUES ('{{\"k\":\"{spelled}\"}}')");
+    root.call("hostile", "sql", &serde_json::json!({ "sql": sql }).to_string());
+    let dir = tempfile::tempdir().unwrap();
+    let e = root.refused(&["backup", "hostile", "--to", dir.path().to_str().unwrap()]);
+    assert!(e.contains("the backup's part data/app.sqlite holds the app's key `weather`"), "{e}");
+    assert!(!e.contains(KEY) && !e.contains("7Hq2") && !e.contains("disk is full"), "{e}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing written");
+}

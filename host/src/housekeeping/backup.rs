@@ -99,6 +99,14 @@ fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>, progress: &dyn
         write_atomic(&staging.join(PARTIAL_NOTE), partial.to_string_lossy().as_bytes())?;
         let taken_at = humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string();
         let files = gather(paths, &release, &staging, progress)?;
+        // None of the app's keys leaves in it, in any form (issue 72, rule 5).
+        let (finder, unread) = crate::secrets::finder_of(paths)?;
+        for key in unread {
+            progress(&format!("the key {key} could not be read, so the backup is not checked for it"));
+        }
+        for (name, path) in &files {
+            crate::secrets::check_part(&finder, &format!("the backup's part {name}"), path)?;
+        }
         let release_of = release::manifest(paths, &release)?.id.to_string();
         let mut entries = Vec::new();
         for (name, path) in &files {
@@ -132,6 +140,10 @@ fn write_backup(root: &Root, paths: &AppPaths, to: Option<&Path>, progress: &dyn
         let _ = std::fs::remove_file(&partial);
     }
     result.map_err(|e: anyhow::Error| {
+        // A refusal (a key found in a part) is its own sentence.
+        if crate::error::kind_of(&e) == ErrorKind::Denied {
+            return e;
+        }
         e.context(format!(
             "no backup of {app} was written, and nothing of it is left (when the disk is full: free some space, or choose another folder with --to)"
         ))

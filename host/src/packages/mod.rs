@@ -77,6 +77,18 @@ pub fn make(root: &Root, app: &AppId, release: Option<&str>, key: Option<&sign::
         migrations: &migrations,
         wit: wit_version(),
     })?;
+    // None of the app's keys leaves in it, in any form (issue 72, rule 5):
+    // a release holds only what its source held.
+    let (finder, _) = crate::secrets::finder_of(&paths)?;
+    if let Some(key) = finder.found_in(unsigned.as_slice())? {
+        return Err(crate::error::kinded(
+            crate::error::ErrorKind::Denied,
+            format!(
+                "release {} of {app} holds the app's key `{key}` (in some form) in its component, manifest or migrations: no package was made, so that the key does not leave with it; take it out of the app's source and build again",
+                crate::release::short(&id)
+            ),
+        ));
+    }
     let (bytes, publisher) = match key {
         Some(k) => {
             let signed = sign::sign(unsigned, k);

@@ -585,7 +585,8 @@ mod tests {
     }
 
     /// Issue 73, point 3: a layer that comes slowly is said as it comes, a
-    /// line a second at most, none for the last of it (the end has its own).
+    /// line a second at most, none for its last part however late it comes
+    /// (the end has a line of its own).
     #[test]
     fn a_slow_layer_is_said_as_it_comes() {
         use oci_wasm::{WASM_LAYER_MEDIA_TYPE, WASM_MANIFEST_CONFIG_MEDIA_TYPE, WASM_MANIFEST_MEDIA_TYPE};
@@ -613,13 +614,13 @@ mod tests {
                     );
                     continue;
                 }
-                // Three parts: at once, after a second and more, at once.
+                // Three parts, each more than a second after the one before.
                 let _ = write!(s, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 19\r\n\r\nthe pa");
                 let _ = s.flush();
                 std::thread::sleep(std::time::Duration::from_millis(1300));
                 let _ = s.write_all(b"ckage's ");
                 let _ = s.flush();
-                std::thread::sleep(std::time::Duration::from_millis(100));
+                std::thread::sleep(std::time::Duration::from_millis(1300));
                 let _ = s.write_all(b"bytes");
             }
         });

@@ -131,6 +131,39 @@ fn vault_of(app: &crate::root::AppPaths) -> anyhow::Result<Vault> {
     Vault::of(root, crate::config::Config::load(root)?.secrets_kept_in)
 }
 
+/// What finds `app`'s keys — every value the person set for it, whatever
+/// binding — in a file about to leave the root (a backup, a package: issue
+/// 72, rule 5), and what it could not read (a keyring that does not answer:
+/// said, never a reason to stop).
+pub fn finder_of(app: &crate::root::AppPaths) -> anyhow::Result<(outgoing::Redactor, Vec<String>)> {
+    let vault = vault_of(app)?;
+    let mut given = Vec::new();
+    let mut unread = Vec::new();
+    for (name, set) in vault.list(&app.id)? {
+        match vault.value(&app.id, &name, &set) {
+            Ok(value) => given.push(Given { name, binding: set.binding, value }),
+            Err(e) => unread.push(format!("{name} ({})", crate::elsewhere::text::one_line(&format!("{e:#}")))),
+        }
+    }
+    Ok((outgoing::Redactor::new(&given), unread))
+}
+
+/// Refuses a file about to leave the root whose part `part` (at `path`)
+/// holds one of the app's keys in any form: one sentence naming the part
+/// and the key, never the value.
+pub fn check_part(finder: &outgoing::Redactor, part: &str, path: &std::path::Path) -> anyhow::Result<()> {
+    let file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("cannot read {part} to check it ({e})"))?;
+    match finder.found_in(std::io::BufReader::new(file))? {
+        None => Ok(()),
+        Some(key) => Err(crate::error::kinded(
+            crate::error::ErrorKind::Denied,
+            format!(
+                "{part} holds the app's key `{key}` (in some form): nothing was written, so that the key does not leave with it; take it out of the app's data, or remove the key (`autoapp secret remove`) first"
+            ),
+        )),
+    }
+}
+
 /// Which secrets of `manifest` were set for another binding, on the root of
 /// `app` (see [`rebound`]); none when it declares none.
 pub fn rebound_of(app: &crate::root::AppPaths, manifest: &Manifest) -> anyhow::Result<Vec<String>> {

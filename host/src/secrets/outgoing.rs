@@ -234,31 +234,69 @@ impl Redactor {
         let mut out: Option<Vec<u8>> = None;
         let mut i = 0;
         while i < buf.len() {
-            let rest = &buf[i..];
-            if let Some((p, label)) = self.patterns.iter().find(|(p, _)| rest.starts_with(p)) {
-                out.get_or_insert_with(|| buf[..i].to_vec()).extend_from_slice(label);
-                i += p.len();
-                continue;
-            }
-            // What may still be a whole form waits for the next chunk.
-            if !last && self.patterns.iter().any(|(p, _)| p.len() > rest.len() && p.starts_with(rest)) {
-                break;
-            }
-            match self.runs.at(rest, last) {
-                echo::Found::Run { len, key } => {
-                    out.get_or_insert_with(|| buf[..i].to_vec()).extend_from_slice(&self.run_labels[key]);
+            match self.step(&buf[i..], last) {
+                Step::Found { len, label } => {
+                    out.get_or_insert_with(|| buf[..i].to_vec()).extend_from_slice(label);
                     i += len;
-                    continue;
                 }
-                echo::Found::Wait => break,
-                echo::Found::None => {}
+                Step::Wait => break,
+                Step::Byte => {
+                    if let Some(o) = out.as_mut() {
+                        o.push(buf[i]);
+                    }
+                    i += 1;
+                }
             }
-            if let Some(o) = out.as_mut() {
-                o.push(buf[i]);
-            }
-            i += 1;
         }
         (out, i)
+    }
+
+    /// What starts `rest`: a form of a value (its length and label), what
+    /// may still become one when more comes (unless `last`), or a byte.
+    fn step(&self, rest: &[u8], last: bool) -> Step<'_> {
+        if let Some((p, label)) = self.patterns.iter().find(|(p, _)| rest.starts_with(p)) {
+            return Step::Found { len: p.len(), label };
+        }
+        // What may still be a whole form waits for the next chunk.
+        if !last && self.patterns.iter().any(|(p, _)| p.len() > rest.len() && p.starts_with(rest)) {
+            return Step::Wait;
+        }
+        match self.runs.at(rest, last) {
+            echo::Found::Run { len, key } => Step::Found { len, label: &self.run_labels[key] },
+            echo::Found::Wait => Step::Wait,
+            echo::Found::None => Step::Byte,
+        }
+    }
+
+    /// The name of the first value found in what `read` gives, in any form
+    /// the redactor takes out (issue 72, rule 5: a backup's or a package's
+    /// parts, checked as they are written); never the value.
+    pub fn found_in(&self, mut read: impl std::io::Read) -> std::io::Result<Option<String>> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        let (mut held, mut chunk) = (Vec::new(), vec![0u8; 64 << 10]);
+        loop {
+            let n = read.read(&mut chunk)?;
+            let last = n == 0;
+            held.extend_from_slice(&chunk[..n]);
+            let mut i = 0;
+            while i < held.len() {
+                match self.step(&held[i..], last) {
+                    Step::Found { label, .. } => {
+                        let name = String::from_utf8_lossy(label);
+                        let name = name.trim_start_matches("[secret ").trim_end_matches(']');
+                        return Ok(Some(name.to_string()));
+                    }
+                    Step::Wait => break,
+                    Step::Byte => i += 1,
+                }
+            }
+            if last {
+                return Ok(None);
+            }
+            held.drain(..i);
+        }
     }
 
     /// The headers of what came back with every value taken out: a header
@@ -324,6 +362,16 @@ fn basic_credentials(value: &str) -> Option<String> {
     let bytes = base64::engine::general_purpose::STANDARD.decode(value.trim()).ok()?;
     let text = String::from_utf8(bytes).ok()?;
     (text.len() >= echo::RUN && text.contains(':') && text.bytes().all(|b| (0x20..0x7f).contains(&b))).then_some(text)
+}
+
+/// What the redactor finds at one place of a text.
+enum Step<'a> {
+    /// A form of a value, `len` bytes long, that `label` replaces.
+    Found { len: usize, label: &'a [u8] },
+    /// What may still become one when more comes.
+    Wait,
+    /// Neither: the byte stays.
+    Byte,
 }
 
 /// A body read in chunks with every value taken out, even one split across
@@ -544,6 +592,38 @@ mod tests {
             assert_eq!(String::from_utf8_lossy(&out), r.text(text), "cut at {cut}");
         }
         assert_eq!(r.text(text), "a [secret weather] b [secret weather] c sk-test%2");
+    }
+
+    /// Issue 72, rule 5: what finds a key in a file about to leave (a
+    /// backup's part, a package) names the key, never the value, whatever
+    /// form it is in and wherever a read cuts it.
+    #[test]
+    fn a_key_in_a_file_about_to_leave_is_found_by_name_in_any_form() {
+        let given = vec![
+            key("weather", "https://api.weather.example", bearer(), "sk-test/7Hq2Zr9+vXw4Lm8Pn"),
+            key("other", "https://api.weather.example", bearer(), "another-key-value"),
+        ];
+        let r = Redactor::new(&given);
+        /// A reader that gives three bytes at a time.
+        struct Slow<'a>(&'a [u8]);
+        impl std::io::Read for Slow<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = self.0.len().min(buf.len()).min(3);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        for (text, found) in [
+            ("rows: sk-test\\/7Hq2Zr9\\u002bvXw4Lm8Pn", Some("weather")),
+            ("rows: x another-key-value", Some("other")),
+            ("rows: 7Hq2Zr9+vXw", Some("weather")),
+            ("rows: nothing of it, [secret weather] as text", None),
+        ] {
+            assert_eq!(r.found_in(text.as_bytes()).unwrap().as_deref(), found, "{text}");
+            assert_eq!(r.found_in(Slow(text.as_bytes())).unwrap().as_deref(), found, "{text} read 3 at a time");
+        }
+        assert_eq!(Redactor::new(&[]).found_in(&b"anything"[..]).unwrap(), None);
     }
 
     #[test]
