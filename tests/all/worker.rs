@@ -624,6 +624,20 @@ fn a_program_granted_to_an_app_still_runs_the_systems_programs_from_its_worker()
         &serde_json::json!({ "program": "sh", "args": ["-c", format!("cat {}", config.display())] }).to_string(),
     );
     assert!(got["stderr"].as_str().unwrap().contains("Permission denied"), "{got}");
+    // Issue 71, rule 4: of /etc, what programs read, not the machine's keys
+    // (the suite runs as root, as the red team's machine did).
+    for file in ["/etc/shadow", "/etc/sudoers", "/etc/ssh/ssh_host_ed25519_key", "/etc/machine-id"] {
+        // (What this process cannot read itself proves nothing.)
+        if std::fs::read(file).is_err() {
+            continue;
+        }
+        let got = root.call(
+            "hostile",
+            "spawn.run",
+            &serde_json::json!({ "program": "sh", "args": ["-c", format!("cat {file} || echo refused")] }).to_string(),
+        );
+        assert!(got["stdout"].as_str().unwrap().ends_with("refused\n"), "{file}: {got}");
+    }
 }
 
 /// The pids of the launcher's workers of `root` (started with `serve`).

@@ -3,8 +3,9 @@
 //! from anything the worker says.
 //!
 //! Read (never executed): the system's libraries and the few files of `/etc`
-//! a name lookup reads (`confine::System::Build`; the whole of `/etc` and
-//! `/proc` only when a program is granted, which needs them), the app's
+//! a name lookup reads (`confine::System::Build`; when a program is granted,
+//! the files of `/etc` programs commonly read and `/proc`, which the
+//! confinement's supervisor needs: `confine::System::Program`), the app's
 //! folder (its releases, active pointer, activation file, grants, previews
 //! and the data snapshots of its own activations), and its app's compiled code
 //! (`cache/compiled/<app>`, which it can read and never write: a worker that

@@ -39,7 +39,12 @@ use serde::{Deserialize, Serialize};
 
 pub use seccomp::Sockets;
 
-/// The read-only system folders a granted program may need to start.
+/// The read-only system folders a granted program may need to start, and
+/// of `/etc` only what programs commonly read — the dynamic loader's files,
+/// name lookup, certificates, users and groups, locale and time zone —
+/// never the rest of it (issue 71, rule 4: as root, a worker that runs a
+/// program read `/etc/shadow`). `/proc` stays: the confinement's supervisor,
+/// in the same domain, finds the descendants it must end there.
 const PROGRAM_SYSTEM: &[&str] = &[
     "/usr",
     "/lib",
@@ -47,7 +52,27 @@ const PROGRAM_SYSTEM: &[&str] = &[
     "/lib64",
     "/bin",
     "/sbin",
-    "/etc",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/ssl/certs",
+    "/etc/ssl/openssl.cnf",
+    "/etc/ca-certificates",
+    "/etc/pki/tls/certs",
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/protocols",
+    "/etc/services",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/default/locale",
+    "/etc/locale.conf",
     "/opt",
     "/proc",
     "/dev/null",
@@ -96,7 +121,8 @@ const BUILD_SYSTEM: &[&str] = &[
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum System {
-    /// A granted program: the system's folders, `/etc` whole.
+    /// A granted program: the system's folders, the files of `/etc` of
+    /// [`PROGRAM_SYSTEM`].
     #[default]
     Program,
     /// A build's step: [`BUILD_SYSTEM`].
