@@ -254,12 +254,14 @@ impl Redactor {
     /// What starts `rest`: a form of a value (its length and label), what
     /// may still become one when more comes (unless `last`), or a byte.
     fn step(&self, rest: &[u8], last: bool) -> Step<'_> {
-        if let Some((p, label)) = self.patterns.iter().find(|(p, _)| rest.starts_with(p)) {
-            return Step::Found { len: p.len(), label };
-        }
-        // What may still be a whole form waits for the next chunk.
+        // What may still be a whole form (a longer one than any found here
+        // now: a padded base64 form holds a shorter one) waits for the next
+        // chunk, so that every cut of a text gives the same.
         if !last && self.patterns.iter().any(|(p, _)| p.len() > rest.len() && p.starts_with(rest)) {
             return Step::Wait;
+        }
+        if let Some((p, label)) = self.patterns.iter().find(|(p, _)| rest.starts_with(p)) {
+            return Step::Found { len: p.len(), label };
         }
         match self.runs.at(rest, last) {
             echo::Found::Run { len, key } => Step::Found { len, label: &self.run_labels[key] },
@@ -495,6 +497,30 @@ mod tests {
         assert_eq!(out, b"[secret weather] and more");
     }
 
+    /// Issue 72, rules 3 and 7: the hands of one origin hold that origin's
+    /// keys alone (what its answer is redacted of); another origin, or a
+    /// key's plain-HTTP origin on another computer, has none.
+    #[test]
+    fn an_origin_s_hands_hold_its_own_keys_alone() {
+        let keys = Keys::new(vec![
+            key("weather", "https://api.weather.example", bearer(), "s3cret-KEY-1"),
+            key("local", "http://127.0.0.1:8080", bearer(), "local-KEY-22"),
+            key("clear", "http://api.clear.example", bearer(), "clear-KEY-33"),
+        ]);
+        let own = keys.for_origin("https", "api.weather.example", 443).expect("its key");
+        assert_eq!(own.text("s3cret-KEY-1 local-KEY-22"), "[secret weather] local-KEY-22");
+        let local = keys.for_origin("http", "127.0.0.1", 8080).expect("a loopback origin's key");
+        assert_eq!(local.text("s3cret-KEY-1 local-KEY-22"), "s3cret-KEY-1 [secret local]");
+        assert!(keys.for_origin("https", "evil.example", 443).is_none());
+        assert!(keys.for_origin("http", "api.weather.example", 443).is_none());
+        assert!(keys.for_origin("http", "api.clear.example", 80).is_none(), "never in clear across a network");
+        let mut r = http::Request::builder().uri("/").body(()).unwrap().into_parts().0;
+        assert!(keys.add(&mut r, "http", "api.clear.example", 80).unwrap().is_empty());
+        assert!(r.headers.is_empty(), "{r:?}");
+        // A call without keys has no origin's hands either.
+        assert!(crate::caps::network::NoKeys.for_origin("https", "api.weather.example", 443).is_none());
+    }
+
     #[test]
     fn every_form_of_a_key_is_taken_out_even_split_across_chunks() {
         let given = vec![
@@ -579,10 +605,28 @@ mod tests {
         for echo in ["you are ada:correct horse battery", &format!("Basic {basic}")] {
             assert_eq!(r.text(echo).matches("[secret login]").count(), 1, "{echo} → {}", r.text(echo));
         }
+        // A Basic value that is not `user:password` of 8 printable
+        // characters or more is matched as itself only.
+        for (value, decoded) in [
+            ("YWJjZGVmZ2hpams=", "abcdefghijk"),
+            ("YTpiYTpi", "a:ba:b"),
+            ("AQI6AQI6AQI6", "\u{1}\u{2}:\u{1}\u{2}:\u{1}\u{2}:"),
+        ] {
+            let basic = Place::Header { header: "Authorization".into(), format: "Basic {}".into() };
+            let r = Redactor::new(&[key("b", "https://api.weather.example", basic, value)]);
+            assert_eq!(r.text(&format!("x {decoded} y")), format!("x {decoded} y"), "{value}");
+            assert_eq!(r.text(&format!("x {value} y")), "x [secret b] y");
+        }
         // Seven of its characters are not a part: text stays text.
         assert_eq!(r.text("sk-test is a prefix"), "sk-test is a prefix");
-        // Cut anywhere across chunks: the same.
-        let text = r#"a sk-test\/7Hq2Zr9&#43;vXw4Lm8Pn b 7Hq2Zr9+vXw c sk-test%2"#;
+        // Base64 after two bytes of a group: taken out to its very last
+        // character, which only the value's bytes decide.
+        let after_two = r.text(&format!("blob {}", b64(format!("xy{value}").as_bytes()))).into_owned();
+        assert!(after_two.ends_with("[secret weather]"), "{after_two}");
+        // Cut anywhere across chunks: the same (a base64 form too, which no
+        // decoder reads: it waits as a form of its own).
+        let text = format!(r#"a sk-test\/7Hq2Zr9&#43;vXw4Lm8Pn b 7Hq2Zr9+vXw d {} c sk-test%2"#, b64(value.as_bytes()));
+        let text = text.as_str();
         let whole = text.as_bytes();
         for cut in 0..=whole.len() {
             let mut stream = Keys::new(given.clone()).body();
@@ -591,7 +635,7 @@ mod tests {
             out.extend(stream.finish());
             assert_eq!(String::from_utf8_lossy(&out), r.text(text), "cut at {cut}");
         }
-        assert_eq!(r.text(text), "a [secret weather] b [secret weather] c sk-test%2");
+        assert_eq!(r.text(text), "a [secret weather] b [secret weather] d [secret weather] c sk-test%2");
     }
 
     /// Issue 72, rule 5: what finds a key in a file about to leave (a
