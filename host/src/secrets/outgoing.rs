@@ -605,6 +605,10 @@ mod tests {
         for echo in ["you are ada:correct horse battery", &format!("Basic {basic}")] {
             assert_eq!(r.text(echo).matches("[secret login]").count(), 1, "{echo} → {}", r.text(echo));
         }
+        // A key of 8 characters, one byte into a group of a longer base64.
+        let short = Redactor::new(&[key("s", "https://api.weather.example", bearer(), "abcdefgh")]);
+        let inside = b64(b"xabcdefghy");
+        assert!(short.text(&inside).contains("[secret s]"), "{inside} → {}", short.text(&inside));
         // A Basic value that is not `user:password` of 8 printable
         // characters or more is matched as itself only.
         for (value, decoded) in [
