@@ -539,20 +539,25 @@ mod tests {
         assert_eq!(heads.lock().unwrap().len(), 1);
     }
 
-    /// The layer as the manifest names it, or a sentence: more bytes than it
-    /// names (declared, or as they arrive), fewer, or other bytes.
-    #[test]
-    fn a_layer_is_taken_only_as_its_manifest_names_it() {
+    /// A Wasm artifact's manifest naming `blob` as its one layer.
+    fn manifest_of(blob: &[u8]) -> String {
         use oci_wasm::{WASM_LAYER_MEDIA_TYPE, WASM_MANIFEST_CONFIG_MEDIA_TYPE, WASM_MANIFEST_MEDIA_TYPE};
-        let blob = b"the package's bytes".to_vec();
-        let digest = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&blob)));
-        let manifest = serde_json::json!({
+        let digest = format!("sha256:{}", hex::encode(sha2::Sha256::digest(blob)));
+        serde_json::json!({
             "schemaVersion": 2,
             "mediaType": WASM_MANIFEST_MEDIA_TYPE,
             "config": { "mediaType": WASM_MANIFEST_CONFIG_MEDIA_TYPE, "digest": format!("sha256:{}", "0".repeat(64)), "size": 2 },
             "layers": [{ "mediaType": WASM_LAYER_MEDIA_TYPE, "digest": digest, "size": blob.len() }],
         })
-        .to_string();
+        .to_string()
+    }
+
+    /// The layer as the manifest names it, or a sentence: more bytes than it
+    /// names (declared, or as they arrive), fewer, or other bytes.
+    #[test]
+    fn a_layer_is_taken_only_as_its_manifest_names_it() {
+        let blob = b"the package's bytes".to_vec();
+        let manifest = manifest_of(&blob);
         let fetch_with = |layer: &'static str| {
             let manifest = manifest.clone();
             let (registry, _) = server("127.0.0.1", move |head| {
@@ -589,16 +594,8 @@ mod tests {
     /// (the end has a line of its own).
     #[test]
     fn a_slow_layer_is_said_as_it_comes() {
-        use oci_wasm::{WASM_LAYER_MEDIA_TYPE, WASM_MANIFEST_CONFIG_MEDIA_TYPE, WASM_MANIFEST_MEDIA_TYPE};
         let blob = b"the package's bytes".to_vec();
-        let digest = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&blob)));
-        let manifest = serde_json::json!({
-            "schemaVersion": 2,
-            "mediaType": WASM_MANIFEST_MEDIA_TYPE,
-            "config": { "mediaType": WASM_MANIFEST_CONFIG_MEDIA_TYPE, "digest": format!("sha256:{}", "0".repeat(64)), "size": 2 },
-            "layers": [{ "mediaType": WASM_LAYER_MEDIA_TYPE, "digest": digest, "size": blob.len() }],
-        })
-        .to_string();
+        let manifest = manifest_of(&blob);
         let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let registry = listener.local_addr().unwrap().to_string();
         std::thread::spawn(move || {

@@ -473,16 +473,28 @@ mod tests {
         assert_eq!(WAITING.load(Ordering::Acquire), 0);
     }
 
-    #[test]
-    fn a_key_kept_in_a_file_is_the_person_s_alone_and_never_under_the_root() {
+    /// A vault that keeps values in files, in a configuration folder and
+    /// for a root of their own (both kept while the test runs).
+    fn file_vault() -> (tempfile::TempDir, tempfile::TempDir, Vault) {
         let config = tempfile::tempdir().unwrap();
         let root = tempfile::tempdir().unwrap();
         let vault = Vault::at(config.path(), root.path(), SecretsKeptIn::File);
-        let app = AppId::parse("weather").unwrap();
+        (config, root, vault)
+    }
+
+    /// The app `weather` and its key's binding.
+    fn weather() -> (AppId, Binding) {
         let binding = Binding {
             origin: Origin::parse("https://api.weather.example").unwrap(),
             place: Place::Query { query: "appid".into() },
         };
+        (AppId::parse("weather").unwrap(), binding)
+    }
+
+    #[test]
+    fn a_key_kept_in_a_file_is_the_person_s_alone_and_never_under_the_root() {
+        let (config, root, vault) = file_vault();
+        let (app, binding) = weather();
         assert!(vault.list(&app).unwrap().is_empty());
         let set = vault.set(&app, "owm", &binding, &Value::new("0123456789abcdef".into())).unwrap();
         assert_eq!(set.kept, Kept::File);
@@ -523,14 +535,8 @@ mod tests {
     /// The value goes first: when it cannot, the key stays listed as it was.
     #[test]
     fn a_value_the_keyring_does_not_let_go_stays_listed() {
-        let config = tempfile::tempdir().unwrap();
-        let root = tempfile::tempdir().unwrap();
-        let vault = Vault::at(config.path(), root.path(), SecretsKeptIn::File);
-        let app = AppId::parse("weather").unwrap();
-        let binding = Binding {
-            origin: Origin::parse("https://api.weather.example").unwrap(),
-            place: Place::Query { query: "appid".into() },
-        };
+        let (_config, _root, vault) = file_vault();
+        let (app, binding) = weather();
         vault.set(&app, "owm", &binding, &Value::new("0123456789abcdef".into())).unwrap();
         // Listed as kept in the keyring (as a set where one answered leaves it).
         let mut all = vault.list(&app).unwrap();

@@ -130,7 +130,7 @@ pub fn policy(
             // The kernel opens each one's loader to execute it.
             let loaders: Vec<PathBuf> = execute.iter().filter_map(|p| interpreter(p)).collect();
             execute.extend(loaders);
-            execute.extend(System::Program.paths().iter().map(PathBuf::from));
+            execute.extend(System::Program.paths().into_iter().map(PathBuf::from));
             execute.sort();
             execute.dedup();
             policy.write.push(spawn.scratch_root().to_path_buf());

@@ -39,19 +39,15 @@ use serde::{Deserialize, Serialize};
 
 pub use seccomp::Sockets;
 
-/// The read-only system folders a granted program may need to start, and
-/// of `/etc` only what programs commonly read — the dynamic loader's files,
-/// name lookup, certificates, users and groups, locale and time zone —
-/// never the rest of it (issue 71, rule 4: as root, a worker that runs a
-/// program read `/etc/shadow`). `/proc` stays: the confinement's supervisor,
-/// in the same domain, finds the descendants it must end there.
-const PROGRAM_SYSTEM: &[&str] = &[
-    "/usr",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/bin",
-    "/sbin",
+/// The system's programs and libraries, read (and executed where a policy
+/// allows) by a granted program and by a build's steps alike.
+const SYSTEM_DIRS: &[&str] = &["/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin"];
+
+/// Of `/etc`, what a compiler, a linker, a name lookup and programs
+/// commonly read — never the rest of it (as root, `/etc` holds the
+/// machine's keys: issue 71, rule 4, a worker that ran a program read
+/// `/etc/shadow`).
+const SYSTEM_ETC: &[&str] = &[
     "/etc/ld.so.cache",
     "/etc/ld.so.conf",
     "/etc/ld.so.conf.d",
@@ -65,77 +61,53 @@ const PROGRAM_SYSTEM: &[&str] = &[
     "/etc/nsswitch.conf",
     "/etc/host.conf",
     "/etc/gai.conf",
-    "/etc/protocols",
-    "/etc/services",
     "/etc/passwd",
     "/etc/group",
     "/etc/localtime",
+];
+
+/// What a granted program reads beside [`SYSTEM_DIRS`] and [`SYSTEM_ETC`]:
+/// more of `/etc` (protocols, locale, time zone), `/opt`, `/proc` (the
+/// confinement's supervisor, in the same domain, finds the descendants it
+/// must end there) and the terminal.
+const PROGRAM_ALSO: &[&str] = &[
+    "/etc/protocols",
+    "/etc/services",
     "/etc/timezone",
     "/etc/default/locale",
     "/etc/locale.conf",
     "/opt",
     "/proc",
-    "/dev/null",
-    "/dev/zero",
-    "/dev/urandom",
-    "/dev/random",
     "/dev/tty",
 ];
 
-/// What a build's steps read of the system: programs and libraries, and of
-/// `/etc` only what a compiler, a linker and a name lookup read — never the
-/// rest of it (as root, `/etc` holds the machine's keys). Not `/proc`: Landlock
-/// keeps a confined process from attaching to another, not from reading the
-/// environment of its ancestors (`/proc/<pid>/environ`), and a build needs
-/// none of it.
-const BUILD_SYSTEM: &[&str] = &[
-    "/usr",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/bin",
-    "/sbin",
-    "/etc/ld.so.cache",
-    "/etc/ld.so.conf",
-    "/etc/ld.so.conf.d",
-    "/etc/alternatives",
-    "/etc/ssl/certs",
-    "/etc/ssl/openssl.cnf",
-    "/etc/ca-certificates",
-    "/etc/pki/tls/certs",
-    "/etc/resolv.conf",
-    "/etc/hosts",
-    "/etc/nsswitch.conf",
-    "/etc/host.conf",
-    "/etc/gai.conf",
-    "/etc/passwd",
-    "/etc/group",
-    "/etc/localtime",
-    "/dev/null",
-    "/dev/zero",
-    "/dev/urandom",
-    "/dev/random",
-];
+/// The devices every confined process reads.
+const SYSTEM_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"];
 
 /// Which system folders a policy reads beside its own `read`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum System {
-    /// A granted program: the system's folders, the files of `/etc` of
-    /// [`PROGRAM_SYSTEM`].
+    /// A granted program: the system's folders, the files of `/etc`
+    /// programs commonly read, `/opt` and `/proc` ([`PROGRAM_ALSO`]).
     #[default]
     Program,
-    /// A build's step: [`BUILD_SYSTEM`].
+    /// A build's step: the system's folders and what a compiler, a linker
+    /// and a name lookup read of `/etc` ([`SYSTEM_ETC`]).
     Build,
 }
 
 impl System {
-    /// The folders and files it names.
-    pub fn paths(self) -> &'static [&'static str] {
-        match self {
-            System::Program => PROGRAM_SYSTEM,
-            System::Build => BUILD_SYSTEM,
-        }
+    /// The folders and files it names. Not `/proc` for a build: Landlock
+    /// keeps a confined process from attaching to another, not from reading
+    /// the environment of its ancestors (`/proc/<pid>/environ`), and a build
+    /// needs none of it.
+    pub fn paths(self) -> Vec<&'static str> {
+        let also: &[&str] = match self {
+            System::Program => PROGRAM_ALSO,
+            System::Build => &[],
+        };
+        [SYSTEM_DIRS, SYSTEM_ETC, also, SYSTEM_DEVICES].concat()
     }
 }
 
@@ -404,7 +376,7 @@ fn restrict_with(policy: &Policy, tcp: bool) -> Result<bool, String> {
     let ruleset = ruleset.set_compatibility(CompatLevel::BestEffort).scope(Scope::from_all(ABI::V6)).map_err(err)?;
     let mut created = ruleset.create().map_err(err)?;
     let read: Vec<&Path> =
-        policy.system.paths().iter().map(Path::new).chain(policy.read.iter().map(PathBuf::as_path)).collect();
+        policy.system.paths().into_iter().map(Path::new).chain(policy.read.iter().map(PathBuf::as_path)).collect();
     let reads = match &policy.execute {
         None => AccessFs::from_read(abi),
         Some(_) => AccessFs::ReadFile | AccessFs::ReadDir,
