@@ -112,7 +112,7 @@ fn main() -> anyhow::Result<()> {
     let want = |id: &str| ctx.args.only.is_empty() || ctx.args.only.iter().any(|o| o.eq_ignore_ascii_case(id));
     let mut rows = Vec::new();
     type Bench = fn(&Ctx) -> anyhow::Result<Row>;
-    let all: [(&str, Bench); 13] = [
+    let all: [(&str, Bench); 14] = [
         ("P1", p1),
         ("P2", p2),
         ("P2r", p2r),
@@ -126,6 +126,7 @@ fn main() -> anyhow::Result<()> {
         ("P5c", p5_cold),
         ("P6", p6),
         ("P7", p7),
+        ("P8", p8),
     ];
     for (id, bench) in all {
         if want(id) {
@@ -1186,6 +1187,89 @@ fn p7(ctx: &Ctx) -> anyhow::Result<Row> {
         peer: format!("p99 {} · median {} ({} calls)", us(alone.p99()), us(alone.median()), alone.len()),
         ratio: format!("{ratio:.2}× (p99)"),
         target: "reported".into(),
+        met: None,
+    })
+}
+
+// ---------------------------------------------------------------- P8
+
+/// P8: an external route's call against a service on loopback, through the
+/// app's server: the worker hands the request to its launcher, which sends
+/// it (issue 72, rule 1: a worker holds no socket and no key). The peer is
+/// the same service loaded directly, the floor of one such request. Run it
+/// with `AUTOAPP_BENCH_BIN` set to a build before the change for the
+/// figure without the hop.
+fn p8(ctx: &Ctx) -> anyhow::Result<Row> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let service_port = listener.local_addr()?.port();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let service = std::thread::spawn(move || -> anyhow::Result<()> {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        rt.block_on(async move {
+            let app = axum::Router::new().route("/", axum::routing::get(|| async { HELLO }));
+            axum::serve(tokio::net::TcpListener::from_std(listener)?, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await?;
+            anyhow::Ok(())
+        })
+    });
+    let result = (|| {
+        let hostile = support::guest("hostile")?;
+        let a = Autoapp::new(ctx.work.join("p8"), QUIET)?;
+        let origin = format!("http://127.0.0.1:{service_port}");
+        a.install_with("hostile", "hostile", &hostile, &format!("[capabilities]\nnetwork = [\"{origin}\"]\n"))?;
+        a.ok(&["grant", "hostile", &format!("network:{origin}")])?;
+        let server = a.start(&["serve", "hostile"])?;
+        let tab = Http::launch(&server.address_of("hostile")?)?;
+        let ours_url = format!("http://127.0.0.1:{}/api/call/http.send", tab.port());
+        let input = serde_json::json!({ "url": format!("{origin}/") }).to_string();
+        let post = support::post_script(&input, &page_headers(&tab));
+        let service_url = format!("{origin}/");
+        let measured = (|| {
+            support::wait_for_port(service_port, Duration::from_secs(10))?;
+            // Ours reaches the service and answers what it sent.
+            let mut mine = Http::new(tab.port());
+            mine.cookie = tab.cookie.clone();
+            let r = mine.request("POST", "/api/call/http.send", Some(&input))?;
+            let answer: serde_json::Value = serde_json::from_slice(&r.body)?;
+            ensure!(
+                r.status == 200 && answer["status"] == 200 && answer["body"] == HELLO,
+                "our server answered {answer}"
+            );
+            let (rounds, secs, conns) = (ctx.scale(1, 3), ctx.scale(3, 10) as u64, 8);
+            support::wrk(&ctx.args.wrk, &ours_url, &post, 2, conns)?.ok()?;
+            let (mut o, mut d) = (Vec::new(), Vec::new());
+            for round in 0..rounds {
+                for side in [round % 2, 1 - round % 2] {
+                    if side == 0 {
+                        o.push(support::wrk_at(server.pid(), &ctx.args.wrk, &ours_url, &post, secs, conns)?.ok()?);
+                    } else {
+                        d.push(support::wrk(&ctx.args.wrk, &service_url, "", secs, conns)?.ok()?);
+                    }
+                }
+            }
+            anyhow::Ok((o, d))
+        })();
+        server.stop()?;
+        measured
+    })();
+    let _ = stop.send(());
+    let _ = service.join();
+    let (o, d) = result?;
+    let hop = std::env::var_os("AUTOAPP_BENCH_BIN").map_or("this build", |_| "AUTOAPP_BENCH_BIN's build");
+    Ok(Row {
+        id: "P8",
+        what: format!(
+            "HTTP POSTs of the hostile guest's `http.send` (an external route: a GET of a service on loopback, its answer reported) through the app's server, {hop} (wrk, keep-alive, 8 connections)"
+        ),
+        ours: fmt_load(&o),
+        peer_name: "the service itself, loaded directly (axum, two threads)".into(),
+        peer: fmt_load(&d),
+        ratio: format!("{:.0} % of the service's requests/s", 100.0 * rps(&o) / rps(&d)),
+        target: "reported (before and after the hop: run once with AUTOAPP_BENCH_BIN)".into(),
         met: None,
     })
 }

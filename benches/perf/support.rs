@@ -171,6 +171,18 @@ impl Autoapp {
     /// Makes app `id` from a guest's manifest (its id replaced) and a built
     /// component, builds it and activates it; returns the release id.
     pub fn install(&self, id: &str, guest_name: &str, component: &Path) -> anyhow::Result<String> {
+        self.install_with(id, guest_name, component, "")
+    }
+
+    /// [`Autoapp::install`] with the guest's `[capabilities]` replaced by
+    /// `capabilities` (a table of its own), when it is not empty.
+    pub fn install_with(
+        &self,
+        id: &str,
+        guest_name: &str,
+        component: &Path,
+        capabilities: &str,
+    ) -> anyhow::Result<String> {
         let src = repo().join("guests").join(guest_name);
         // Workspaces may not be inside the root.
         let mut ws = self.root.clone().into_os_string();
@@ -182,6 +194,16 @@ impl Autoapp {
             &format!("id = \"{id}\""),
             1,
         );
+        let manifest = match (capabilities.is_empty(), manifest.find("\n[capabilities]")) {
+            (false, Some(at)) => {
+                // The table's keys, up to the next table.
+                let rest = &manifest[at + 1..];
+                let end = rest[1..].find("\n[").map_or(manifest.len(), |e| at + 2 + e);
+                format!("{}\n{capabilities}{}", &manifest[..at], &manifest[end..])
+            }
+            (false, None) => format!("{manifest}\n{capabilities}"),
+            (true, _) => manifest,
+        };
         std::fs::write(ws.join("autoapp.toml"), manifest)?;
         if src.join("migrations").is_dir() {
             std::fs::create_dir_all(ws.join("migrations"))?;

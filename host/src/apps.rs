@@ -212,16 +212,19 @@ pub struct Carried {
     #[serde(default)]
     pub grants: Option<crate::grants::Grants>,
     /// The keys of an external call, read by the launcher (a worker cannot
-    /// reach the keyring); carried by the worker's channel, not this value.
+    /// reach the keyring), which adds them to the requests it sends for the
+    /// call: never carried to the worker.
     #[serde(skip)]
     pub keys: Vec<crate::secrets::Given>,
 }
 
-/// What the launcher read for a carried call, which its worker does not
-/// read itself: the keys and the grants of an external call.
+/// What an external call carried to a worker is handed: the grants its
+/// launcher read, and its launcher as the sender of its requests (which
+/// adds the keys, checks every address and takes the keys out of what comes
+/// back: the worker holds no socket and no key, issue 72).
 pub(crate) struct Handed {
-    pub keys: Vec<crate::secrets::Given>,
     pub grants: crate::grants::Grants,
+    pub relay: Option<Arc<dyn caps::network::relay::Relay>>,
 }
 
 /// What a carried call enters: a route with the input the gate hashed, or a
@@ -233,24 +236,13 @@ pub enum CarriedEntry {
     View { page: String, query: String },
 }
 
-/// What the process that starts an app's worker reads for it, which the
-/// worker itself may not reach: the person's keys for its release's external
-/// calls, and how this machine contains programs. A worker notes no first
-/// write in the app's journal (it may not write there): its parent does,
-/// from the answer ([`note_first_write_of`]).
+/// What the launcher that starts an app's worker tells it, which the worker
+/// itself may not find out: how this machine contains programs. A worker
+/// notes no first write in the app's journal (it may not write there): its
+/// launcher does. It is given no key: its launcher sends its requests
+/// ([`Handed::relay`]).
 pub(crate) struct Ahead {
-    /// The release the worker's policy was made for: a call that finds
-    /// another (an activation in between) is refused, never run under the
-    /// other's rules. None in a launcher's worker, whose rules read every
-    /// release of its app and write only its data (it serves whichever is
-    /// active), and which runs no external route it was not carried
-    /// (`call_page` hands those back).
-    pub release: Option<String>,
     pub containment: caps::spawn::Containment,
-    /// The keys the release declared when they were read (`declared`): a
-    /// release that declares others is given none.
-    pub declared: Vec<crate::caps::secret::SecretCap>,
-    pub keys: Vec<crate::secrets::Given>,
 }
 
 impl Drop for Apps {
@@ -610,9 +602,15 @@ impl Apps {
     }
 
     /// In an app's worker: runs a call its launcher's gate passed
-    /// ([`Carried`]), and records it in the record of its data.
-    pub(crate) async fn run_carried(&self, call: Carried) -> Result<serde_json::Value, CallError> {
-        let Carried { app, release, data, entry, row, grants, keys } = call;
+    /// ([`Carried`]), and records it in the record of its data; an
+    /// external call's requests go through `relay` (its launcher).
+    pub(crate) async fn run_carried(
+        &self,
+        call: Carried,
+        relay: Option<Arc<dyn caps::network::relay::Relay>>,
+    ) -> Result<serde_json::Value, CallError> {
+        // (A carried call's keys are its launcher's: never sent with it.)
+        let Carried { app, release, data, entry, row, grants, keys: _ } = call;
         let paths = self.root.app(&app);
         if !(data == paths.data() || data.starts_with(paths.dir.join("previews"))) {
             return Err(CallError::new(ErrorKind::Internal, "the call names data that is not its app's"));
@@ -643,7 +641,7 @@ impl Apps {
                     return Err(CallError::new(ErrorKind::Internal, "an external call came without its grants"));
                 }
                 let pass = Pass::carried(input);
-                let handed = Handed { keys, grants: grants.unwrap_or_default() };
+                let handed = Handed { grants: grants.unwrap_or_default(), relay };
                 self.settle_call(&pass, &loaded, &app, &data, effect, &route, row, Some(&handed)).await
             }
             CarriedEntry::View { page, query } => {
@@ -886,16 +884,6 @@ impl Apps {
     ) -> Result<Option<Answer>, CallError> {
         let started = Instant::now();
         let Resolved { release: release_id, data, preview } = self.resolve_target(app, target)?;
-        if let Some(made_for) = self.ahead.as_ref().and_then(|a| a.release.as_ref()).filter(|r| **r != release_id) {
-            return Err(CallError::new(
-                ErrorKind::Conflict,
-                format!(
-                    "{app} changed to release {} while the call started (it was {}); try again",
-                    release::short(&release_id),
-                    release::short(made_for)
-                ),
-            ));
-        }
         let loaded = self.load(app, &release_id).await?;
         let Some(r) = loaded.manifest.route(route) else {
             return Err(self.no_such_route(caller, app, &release_id, &data, &loaded, route, started));
@@ -1015,7 +1003,7 @@ impl Apps {
 
     /// Runs a route the gate passed and records it: a call that wrote has
     /// its row committed with its write; any other's row is recorded after
-    /// (a read's batched). `handed`: the keys its launcher read, in a worker.
+    /// (a read's batched). `handed`: what its launcher gave it, in a worker.
     #[allow(clippy::too_many_arguments)]
     async fn settle_call(
         &self,
@@ -1307,8 +1295,13 @@ impl Apps {
             self.replaced(app, &e).unwrap_or_else(|| CallError::new(ErrorKind::Internal, format!("{e:#}")))
         })?;
         let hands: Arc<dyn caps::network::KeyHands> = Arc::new(crate::secrets::outgoing::Keys::new(given.keys));
-        let network = caps::network::CallNetwork::new(given.network, deadline, caps::network::NetLimits::of(config))
-            .with_keys(hands.clone());
+        let network = caps::network::CallNetwork::new(given.network, deadline, caps::network::NetLimits::of(config));
+        let network = match handed.and_then(|h| h.relay.clone()) {
+            // In a worker: its launcher sends (with the keys, which this
+            // process never holds).
+            Some(relay) => network.relayed(relay),
+            None => network.with_keys(hands.clone()),
+        };
         Ok(CallPlan {
             deadline,
             store: call_store,
@@ -1327,22 +1320,12 @@ impl Apps {
             Some(h) => h.grants.clone(),
             None => crate::grants::load(&self.root.app(app))?,
         };
-        let keys = match (preview || manifest.capabilities.secret.is_empty(), &self.ahead) {
-            (true, _) => Vec::new(),
-            // Read by the launcher for this call (a carried call's).
-            (false, _) if handed.is_some() => handed
-                .map(|h| h.keys.as_slice())
-                .unwrap_or_default()
-                .iter()
-                .filter(|k| grants.network.contains(&k.binding.origin))
-                .cloned()
-                .collect(),
-            // Read by the worker's parent for the keys this release declares.
-            (false, Some(ahead)) => match ahead.declared == manifest.capabilities.secret {
-                true => ahead.keys.iter().filter(|k| grants.network.contains(&k.binding.origin)).cloned().collect(),
-                false => Vec::new(),
-            },
-            (false, None) => self.read_keys(app, manifest, &grants.network)?,
+        let keys = match preview || manifest.capabilities.secret.is_empty() || handed.is_some() || self.ahead.is_some()
+        {
+            // None in a preview; none in a worker, whose launcher adds them
+            // to the requests it sends for it.
+            true => Vec::new(),
+            false => self.read_keys(app, manifest, &grants.network)?,
         };
         let declared = &manifest.capabilities;
         let network = caps::network::configure(&declared.network, &grants.network);
@@ -1607,7 +1590,7 @@ fn check_input(loaded: &Loaded, route: &str, input: &str) -> Result<serde_json::
 
 /// Every string of `value` (and every key of its objects) with the call's
 /// keys taken out, as the caller reads it after parsing.
-fn keys_out_of_strings(value: &mut serde_json::Value, hands: &dyn caps::network::KeyHands) {
+pub(crate) fn keys_out_of_strings(value: &mut serde_json::Value, hands: &dyn caps::network::KeyHands) {
     use serde_json::Value;
     match value {
         Value::String(s) => {

@@ -31,6 +31,8 @@ pub enum Attempt {
     List { path: PathBuf },
     /// Connect over TCP.
     Connect { address: String },
+    /// Send a UDP datagram (a socket of its own, then `sendto`).
+    Udp { address: String },
     /// Connect to a UNIX socket named by a path (a session bus, an agent).
     ConnectUnix { path: PathBuf },
     /// Start a program.
@@ -149,6 +151,7 @@ fn attempt(a: &Attempt) -> std::io::Result<()> {
         Attempt::Create { path } => std::fs::OpenOptions::new().write(true).create_new(true).open(path).map(|_| ()),
         Attempt::List { path } => std::fs::read_dir(path)?.next().transpose().map(|_| ()),
         Attempt::Connect { address } => std::net::TcpStream::connect(address).map(|_| ()),
+        Attempt::Udp { address } => std::net::UdpSocket::bind("127.0.0.1:0")?.send_to(b"probe", address).map(|_| ()),
         Attempt::ConnectUnix { path } => std::os::unix::net::UnixStream::connect(path).map(|_| ()),
         Attempt::Exec { path } => std::process::Command::new(path).output().map(|_| ()),
         Attempt::Attach { pid } => std::fs::File::open(format!("/proc/{pid}/mem")).map(|_| ()),

@@ -40,7 +40,10 @@ use crate::config::Config;
 use crate::manifest::{AppId, Effect, Manifest};
 use crate::root::Root;
 
-use super::{Held, Key, MAX_SAID_VALUES};
+use crate::caps::network::CallNetwork;
+use crate::caps::network::relay::{self, Failure, Outgoing, Received};
+
+use super::{Held, MAX_SAID_VALUES};
 
 /// Which of an app's workers a call runs in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -147,9 +150,10 @@ pub(super) struct Ask {
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub(super) enum What {
+    /// A call to run (an external call's keys stay with the launcher,
+    /// which sends its requests: [`Said::Send`]).
     Call {
         call: Box<Carried>,
-        keys: Vec<Key>,
     },
     Prepare {
         release: String,
@@ -184,6 +188,16 @@ pub enum Reply {
     Noted,
     /// The release's code compiled (or there already): `None`; or why not.
     Compiled(Option<String>),
+    /// A request the worker handed over was sent: its answer's head, then
+    /// its body's [`Reply::Chunk`]s, maybe its [`Reply::Trailers`], and
+    /// [`Reply::End`] — or [`Reply::Broken`] where it failed part way.
+    Sent(Received),
+    /// ... or it was not: why, as the app reads it.
+    NotSent(Failure),
+    /// An answer's trailers (each value in base64).
+    Trailers(Vec<(String, String)>),
+    /// An answer's body failed part way.
+    Broken(Failure),
 }
 
 /// A line from a worker: `id` 0 is its start.
@@ -225,6 +239,14 @@ pub(super) enum Said {
     Changed,
     /// Its server is used (at most once a second): not idle.
     Used,
+    /// An app's request, of the call it runs for `call` (the launcher's id
+    /// of it), that the launcher sends through the call's filter with its
+    /// keys: a worker holds no socket and no key (issue 72, rule 1).
+    /// Answered by [`Reply::Sent`] or [`Reply::NotSent`].
+    Send {
+        call: u64,
+        request: Outgoing,
+    },
 }
 
 /// A request a worker's server sends on to its launcher.
@@ -287,6 +309,9 @@ pub struct Workers {
 }
 
 struct Inner {
+    /// Whether each worker's start and end is written to its app's log (a
+    /// launcher's), or only an end it did not ask for (a command's).
+    log_starts: bool,
     root: Root,
     config: Config,
     me: PathBuf,
@@ -519,6 +544,8 @@ struct Shared {
     compiling: AtomicBool,
     /// The bytes of the launcher's answers queued for it, not yet written.
     unread: AtomicUsize,
+    /// Some of them were written: an answer's body waiting for room goes on.
+    drained: tokio::sync::Notify,
     /// The launcher's answers to what it asked (its channel's second
     /// queue, open until it ends: a retired worker still hears them).
     replies: tokio::sync::mpsc::UnboundedSender<zeroize::Zeroizing<Vec<u8>>>,
@@ -568,6 +595,14 @@ impl Shared {
         });
     }
 
+    /// Until its unread answers are under half their bound (or it ended):
+    /// an answer's body is sent on no faster than it reads it.
+    async fn room(&self) {
+        while self.unread.load(Ordering::Acquire) > MAX_UNREAD / 2 && !self.gone.load(Ordering::Acquire) {
+            let _ = tokio::time::timeout(Duration::from_millis(20), self.drained.notified()).await;
+        }
+    }
+
     /// Sends `what` as the answer to its ask `id`.
     fn reply(&self, id: u64, what: What) {
         if let Some(line) = line_of(id, what) {
@@ -609,6 +644,9 @@ impl Drop for Answering {
 /// A call a worker has not answered yet.
 struct Pending {
     answer: tokio::sync::oneshot::Sender<Result<serde_json::Value, CallError>>,
+    /// An external call's network, with its keys: what its worker's
+    /// requests are sent through, and what its answer is redacted by.
+    network: Option<Arc<CallNetwork>>,
 }
 
 /// The calls sent to a worker that its answers may answer: each once.
@@ -655,6 +693,11 @@ impl Awaited {
         }
     }
 
+    /// The network of call `id`, while it waits for its answer.
+    fn network_of(&self, id: u64) -> Option<Arc<CallNetwork>> {
+        self.pending.get(&id).and_then(|p| p.network.clone())
+    }
+
     /// The worker ended: every call still waiting.
     fn drain(&mut self) -> Vec<Pending> {
         self.given_up = 0;
@@ -663,7 +706,18 @@ impl Awaited {
 }
 
 impl Workers {
+    /// A launcher's workers: each start and end is written to its app's log.
     pub fn new(root: Root, config: Config) -> anyhow::Result<Workers> {
+        Workers::made(root, config, true)
+    }
+
+    /// The workers of one command (`autoapp call`): its app's log hears of
+    /// a worker's end only when it did not end as asked.
+    pub fn for_one_command(root: Root, config: Config) -> anyhow::Result<Workers> {
+        Workers::made(root, config, false)
+    }
+
+    fn made(root: Root, config: Config, log_starts: bool) -> anyhow::Result<Workers> {
         let me = std::env::current_exe()
             .map_err(|e| anyhow::anyhow!("cannot find the autoapp binary to start the apps' workers ({e})"))?;
         let (spawner, commands) = std::sync::mpsc::channel::<Spawn>();
@@ -689,6 +743,7 @@ impl Workers {
             moving: Mutex::default(),
             in_place: tokio::sync::Notify::new(),
             compiler: std::sync::OnceLock::new(),
+            log_starts,
         });
         Ok(Workers { inner })
     }
@@ -1038,9 +1093,8 @@ impl Inner {
             Side::Outer => Some(crate::grants::load(&paths).map_err(internal)?),
             Side::Inner => None,
         };
-        let (policy, _) =
-            super::reach::policy(&self.root, app, manifest, grants.as_ref(), &self.config, self.me.clone())
-                .map_err(internal)?;
+        let policy = super::reach::policy(&self.root, app, manifest, grants.as_ref(), &self.config, self.me.clone())
+            .map_err(internal)?;
         let policy = Arc::new(policy);
         self.policies.lock().expect("policies").insert(key, (stamp, policy.clone(), grants.clone()));
         Ok((policy, grants))
@@ -1358,13 +1412,16 @@ impl Inner {
             site: site.as_ref().map(|s| s.port),
             in_place,
             unread: AtomicUsize::new(0),
+            drained: tokio::sync::Notify::new(),
             compiling: AtomicBool::new(false),
             replies,
         });
-        crate::applog::queue(
-            &shared.log_dir,
-            crate::applog::Line::new("info", "worker", &format!("its {} worker started (pid {pid})", side.word())),
-        );
+        if self.log_starts {
+            crate::applog::queue(
+                &shared.log_dir,
+                crate::applog::Line::new("info", "worker", &format!("its {} worker started (pid {pid})", side.word())),
+            );
+        }
         let (lines, mut to_send) = tokio::sync::mpsc::unbounded_channel::<zeroize::Zeroizing<Vec<u8>>>();
         // Its channel: what the launcher sends, until the last `Live` goes.
         let writing = shared.clone();
@@ -1399,16 +1456,19 @@ impl Inner {
                     break;
                 }
                 writing.unread.fetch_sub(answered, Ordering::AcqRel);
+                writing.drained.notify_waiters();
             }
             drop(stdin);
         });
         // Its answers, each to the call that waits for it.
         let reading = shared.clone();
         let (pool, door) = (Arc::downgrade(self), site.as_ref().map(|s| s.door.clone()));
+        let (most_handed, most_sending) = handed_most(&self.config);
         let reader = tokio::spawn(async move {
             let mut forwarded: HashMap<u64, tokio::task::AbortHandle> = HashMap::new();
             let mut forwarding = tokio::task::JoinSet::new();
             let carried = Arc::new(AtomicUsize::new(0));
+            let sending = Arc::new(AtomicUsize::new(0));
             let mut refused = None;
             while let Some(told) = read_line(&mut stdout).await.unwrap_or_else(|e| {
                 refused = Some(e);
@@ -1418,7 +1478,12 @@ impl Inner {
                 // Only an answer may be long (it answers a call sent); what
                 // a worker says of its own accord is short, but a request
                 // it sends on.
-                if length > MAX_WORD && !matches!(said, Said::Answer(_)) {
+                let most = match said {
+                    Said::Answer(_) => usize::MAX,
+                    Said::Send { .. } => most_handed,
+                    _ => MAX_WORD,
+                };
+                if length > most {
                     refused = Some(std::io::Error::other(format!(
                         "it said {length} bytes in a line of its own (at most {MAX_WORD})"
                     )));
@@ -1436,7 +1501,7 @@ impl Inner {
                             // Its error reaches the caller, the record and
                             // the logs: cut short, and no secret in it.
                             let answer = answer.map_err(|e| CallError { message: heard(&e.message), ..e });
-                            let _ = p.answer.send(answer);
+                            let _ = p.answer.send(keys_out_of(answer, p.network.as_deref()));
                         }
                     }
                     Said::Redeem(token) => {
@@ -1464,6 +1529,32 @@ impl Inner {
                         let task = forwarding.spawn(async move {
                             let _carrying = carrying;
                             forward(&shared, id, door, request).await
+                        });
+                        forwarded.insert(id, task);
+                    }
+                    Said::Send { call, request } => {
+                        while forwarding.try_join_next().is_some() {}
+                        forwarded.retain(|_, a| !a.is_finished());
+                        // Only a call it was sent and has not answered, of
+                        // an external route, sends: for any other, no
+                        // request goes anywhere.
+                        let network = reading.pending.lock().expect("pending").network_of(call);
+                        let Some(network) = network else {
+                            reading.reply(id, What::Reply(Reply::NotSent(Failure::Denied)));
+                            continue;
+                        };
+                        let bytes = request.body.len();
+                        if forwarding.len() >= MAX_FORWARDED
+                            || forwarded.contains_key(&id)
+                            || sending.load(Ordering::Acquire) + bytes > most_sending
+                        {
+                            reading.reply(id, What::Reply(Reply::NotSent(Failure::Busy)));
+                            continue;
+                        }
+                        let (shared, carrying) = (reading.clone(), Carrying::new(&sending, bytes));
+                        let task = forwarding.spawn(async move {
+                            let _carrying = carrying;
+                            send_on(&shared, id, &network, request).await
                         });
                         forwarded.insert(id, task);
                     }
@@ -1553,7 +1644,7 @@ impl Inner {
         // Its end: the calls it had fail, its process group ends with it,
         // and an end the launcher did not ask for is noted for the back-off.
         let ending = shared.clone();
-        let ended = Arc::downgrade(&self.ended);
+        let (ended, log_ends) = (Arc::downgrade(&self.ended), self.log_starts);
         tokio::spawn(async move {
             let status = end_when_exits(child, pid, &ending.kill).await;
             // The answers it wrote before it ended are read first.
@@ -1580,7 +1671,9 @@ impl Inner {
                 true => format!("its {} worker ended (pid {}, {how})", ending.side.word(), ending.pid),
                 false => format!("its {} worker ended on its own (pid {}, {how})", ending.side.word(), ending.pid),
             };
-            crate::applog::queue(&ending.log_dir, crate::applog::Line::new("info", "worker", &message));
+            if log_ends || !retired {
+                crate::applog::queue(&ending.log_dir, crate::applog::Line::new("info", "worker", &message));
+            }
             if !retired {
                 tracing::warn!(app = %ending.app, "{message}");
                 if let Some(ended) = ended.upgrade() {
@@ -1611,6 +1704,64 @@ impl Carrying {
 impl Drop for Carrying {
     fn drop(&mut self) {
         self.carried.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
+}
+
+/// The most of a line handing over a request (its body, as the channel
+/// carries it, and its head), and the most of the bodies of one worker's
+/// requests the launcher holds at once (four of the most each), for
+/// `config`'s request bound; within the channel's line.
+fn handed_most(config: &Config) -> (usize, usize) {
+    let body = usize::try_from(crate::caps::network::NetLimits::of(config).request_max_bytes).unwrap_or(usize::MAX);
+    let line = body.div_ceil(3).saturating_mul(4).saturating_add(1 << 20).min(MAX_LINE as usize);
+    (line, line.saturating_mul(4))
+}
+
+/// An external call's answer with its keys taken out, after parsing: the
+/// worker never held them, and what came back from a key's origin was
+/// redacted before it reached it; what an encoding the redactor does not
+/// read carried through is caught here (issue 72, rule 5).
+fn keys_out_of(answer: Answered, network: Option<&CallNetwork>) -> Answered {
+    let Some(hands) = network.map(|n| n.keys_used().hands).filter(|h| !h.is_empty()) else {
+        return answer;
+    };
+    match answer {
+        Ok(mut value) => {
+            crate::apps::keys_out_of_strings(&mut value, hands.as_ref());
+            Ok(value)
+        }
+        Err(e) => Err(CallError { message: hands.text(&e.message).into_owned(), ..e }),
+    }
+}
+
+/// Sends a request its worker handed over through the call's `network` (its
+/// origins, its keys, its deadline), and gives back the answer's head and
+/// then its body as it comes, no faster than the worker reads it.
+async fn send_on(shared: &Shared, id: u64, network: &CallNetwork, request: Outgoing) {
+    use http_body_util::BodyExt as _;
+    let reply = |r: Reply| shared.reply(id, What::Reply(r));
+    let until = tokio::time::Instant::from_std(network.deadline());
+    let (received, mut body) = match tokio::time::timeout_at(until, relay::send_for(network, request)).await {
+        Ok(Ok(sent)) => sent,
+        Ok(Err(e)) => return reply(Reply::NotSent(Failure::of(&e))),
+        Err(_) => return reply(Reply::NotSent(Failure::ReadTimeout)),
+    };
+    reply(Reply::Sent(received));
+    loop {
+        shared.room().await;
+        match tokio::time::timeout_at(until, body.frame()).await {
+            Err(_) => return reply(Reply::Broken(Failure::ReadTimeout)),
+            Ok(None) => return reply(Reply::End),
+            Ok(Some(Err(e))) => return reply(Reply::Broken(Failure::of(&e))),
+            Ok(Some(Ok(frame))) => match frame.into_data() {
+                Ok(data) => reply(Reply::Chunk(relay::bytes_out(&data))),
+                Err(frame) => {
+                    if let Ok(trailers) = frame.into_trailers() {
+                        reply(Reply::Trailers(relay::headers_out(&trailers)));
+                    }
+                }
+            },
+        }
     }
 }
 
@@ -1792,9 +1943,10 @@ impl crate::apps::Elsewhere for Workers {
         };
         let policy = self.inner.policy(&call.app, side, &call.release, manifest, &call.data);
         let this = self.inner.clone();
+        let declared = manifest.capabilities.network.clone();
         Box::pin(async move {
             let (policy, grants) = policy?;
-            this.call(side, policy, Carried { grants, ..call }).await
+            this.call(side, policy, Carried { grants, ..call }, declared).await
         })
     }
 
@@ -1803,7 +1955,7 @@ impl crate::apps::Elsewhere for Workers {
         let (this, app, release) = (self.inner.clone(), app.clone(), release.to_string());
         Box::pin(async move {
             let live = this.worker_again(&app, Side::Inner, policy?.0).await?;
-            match this.ask(&live, What::Prepare { release }, Duration::from_secs(60)).await {
+            match this.ask(&live, What::Prepare { release }, Duration::from_secs(60), None).await {
                 Ok(Ok(_)) => Ok(()),
                 Ok(Err(e)) | Err(e) => Err(e),
             }
@@ -1815,8 +1967,20 @@ impl Inner {
     /// Runs `call` in its app's worker on `side`: `Ok` with what the worker
     /// answered (recorded there), `Err` when it never ran there or its
     /// worker ended first (recorded by the caller).
-    async fn call(self: &Arc<Self>, side: Side, policy: Arc<Policy>, call: Carried) -> Result<Answered, CallError> {
+    /// An external call's requests are sent here, to the origins `declared`
+    /// and granted, with its keys.
+    async fn call(
+        self: &Arc<Self>,
+        side: Side,
+        policy: Arc<Policy>,
+        call: Carried,
+        declared: Vec<crate::manifest::Origin>,
+    ) -> Result<Answered, CallError> {
         let live = self.worker_again(&call.app, side, policy).await?;
+        // Debug builds only: a test holds it here (`AUTOAPP_PAUSE=worker:call`).
+        if cfg!(debug_assertions) && std::env::var_os("AUTOAPP_PAUSE").is_some() {
+            let _ = tokio::task::spawn_blocking(|| crate::release::journal::pause("worker:call")).await;
+        }
         // A call on the app's own data runs only if the release it was
         // passed for is still the one its data is for: the app may have
         // changed since (an activation or rollback while the call waited
@@ -1834,14 +1998,42 @@ impl Inner {
             let why = crate::apps::RELEASE_CHANGED;
             return Err(CallError::new(ErrorKind::Conflict, format!("{app} {why}; call it again")));
         }
-        let keys = call.keys.iter().map(Key::of).collect();
+        let network = match (side, &call.grants) {
+            (Side::Outer, Some(grants)) => Some(Arc::new(self.network_for(&declared, grants, &call.keys))),
+            _ => None,
+        };
         let deadline = self.config.call_deadline() + ANSWER_MARGIN;
-        self.ask(&live, What::Call { call: Box::new(call), keys }, deadline).await
+        self.ask(&live, What::Call { call: Box::new(call) }, deadline, network).await
+    }
+
+    /// An external call's network, as its worker's requests are sent
+    /// through it: the origins its release declares and the person granted,
+    /// the keys bound to those, and the call's deadline from now.
+    fn network_for(
+        &self,
+        declared: &[crate::manifest::Origin],
+        grants: &crate::grants::Grants,
+        keys: &[crate::secrets::Given],
+    ) -> CallNetwork {
+        let allowed = crate::caps::network::configure(declared, &grants.network);
+        let keys: Vec<_> = keys.iter().filter(|k| grants.network.contains(&k.binding.origin)).cloned().collect();
+        let deadline = Instant::now() + self.config.call_deadline();
+        let network = CallNetwork::new(allowed, deadline, crate::caps::network::NetLimits::of(&self.config));
+        match keys.is_empty() {
+            true => network,
+            false => network.with_keys(Arc::new(crate::secrets::outgoing::Keys::new(keys))),
+        }
     }
 
     /// Sends `what` to a worker and waits for its answer until `within`;
     /// kills a worker that does not answer by then.
-    async fn ask(&self, live: &Live, what: What, within: Duration) -> Result<Answered, CallError> {
+    async fn ask(
+        &self,
+        live: &Live,
+        what: What,
+        within: Duration,
+        network: Option<Arc<CallNetwork>>,
+    ) -> Result<Answered, CallError> {
         let s = &live.shared;
         let id = s.next.fetch_add(1, Ordering::Relaxed);
         let (answer, answered) = tokio::sync::oneshot::channel();
@@ -1850,7 +2042,7 @@ impl Inner {
                 .map_err(|e| CallError::new(ErrorKind::Internal, format!("cannot describe the call ({e})")))?,
         );
         line.push(b'\n');
-        s.pending.lock().expect("pending").expect(id, Pending { answer });
+        s.pending.lock().expect("pending").expect(id, Pending { answer, network });
         // Counted while it waits, and let go however its wait ends (a
         // caller that goes away drops this future).
         let _waiting = Waiting::new(s, id);
@@ -2001,7 +2193,7 @@ mod tests {
 
     #[test]
     fn each_call_sent_to_a_worker_is_answered_once_at_most_given_up_or_not() {
-        let pending = || Pending { answer: tokio::sync::oneshot::channel().0 };
+        let pending = || Pending { answer: tokio::sync::oneshot::channel().0, network: None };
         let mut awaited = Awaited::default();
         assert_eq!(awaited.answered(1).err(), Some(Unasked), "a call never sent");
         awaited.expect(1, pending());

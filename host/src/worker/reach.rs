@@ -16,70 +16,21 @@
 //! Executed: nothing, or — when a program is granted — the host's own binary
 //! (the confinement shim), the programs granted, the dynamic loader each
 //! names, and the system's folders (a granted program may run the system's
-//! programs, as its own policy lets it). TCP: the granted origins' ports, on an external
-//! route only; UDP beside it for name lookups; no other socket.
+//! programs, as its own policy lets it). No socket: an external route's
+//! requests are sent by its launcher (`caps::network::relay`); only a granted
+//! program's TCP ports, with UDP beside them for its name lookups.
 
 use std::path::PathBuf;
 
 use crate::caps;
 use crate::caps::confine::{Policy, Sockets, System};
 use crate::config::Config;
-use crate::manifest::{AppId, Effect, Manifest};
+use crate::manifest::{AppId, Manifest};
 use crate::root::Root;
-
-/// The policy of one call's worker, and what its parent reads for it.
-pub struct Reach {
-    pub policy: Policy,
-    /// The release that answers, as its parent found it.
-    pub release: String,
-    pub manifest: Manifest,
-    /// Whether the call runs against a preview's copy of the data.
-    pub preview: bool,
-    /// The route's effect, when the release has the route.
-    pub effect: Option<Effect>,
-    /// The origins granted and declared (an external route's).
-    pub origins: Vec<crate::manifest::Origin>,
-}
-
-/// The reach of a call of `route` of `app`'s `preview` (none: the active
-/// release; `Some("")`: the newest preview) by `me`, the host's binary.
-pub fn of(
-    root: &Root,
-    app: &AppId,
-    preview: Option<&str>,
-    route: &str,
-    config: &Config,
-    me: PathBuf,
-) -> anyhow::Result<Reach> {
-    let paths = root.app(app);
-    if !paths.exists() {
-        anyhow::bail!("{}", crate::error::no_such_app(app));
-    }
-    let (release, preview) = match preview {
-        None => match crate::release::active(&paths)? {
-            Some(id) => (id, false),
-            None => anyhow::bail!(
-                "{app} has no active release; build it with `autoapp build {app}` and activate a candidate with `autoapp activate {app} RELEASE`"
-            ),
-        },
-        Some(prefix) => {
-            let prefix = Some(prefix).filter(|p| !p.is_empty());
-            (crate::lifecycle::pick_preview(&paths, prefix)?.0.release, true)
-        }
-    };
-    let manifest = crate::release::manifest(&paths, &release)?;
-    let effect = manifest.route(route).map(|r| r.effect);
-    let grants = match effect == Some(Effect::External) {
-        true => Some(crate::grants::load(&paths)?),
-        false => None,
-    };
-    let (policy, origins) = policy(root, app, &manifest, grants.as_ref(), config, me)?;
-    Ok(Reach { policy, release, manifest, preview, effect, origins })
-}
 
 /// The policy of a worker of `app` that runs `manifest`'s calls: of its
 /// read and write routes and its pages, or (with the person's `grants`) of
-/// its external routes, with the origins those are given. Every release of the app is
+/// its external routes (whose origins' programs may connect to). Every release of the app is
 /// readable, so a worker of reads and writes serves the next activation as
 /// well; the previews found now are writable, so a new one needs a new
 /// worker.
@@ -90,7 +41,7 @@ pub fn policy(
     grants: Option<&crate::grants::Grants>,
     config: &Config,
     me: PathBuf,
-) -> anyhow::Result<(Policy, Vec<crate::manifest::Origin>)> {
+) -> anyhow::Result<Policy> {
     let paths = root.app(app);
     let mut policy = Policy {
         system: System::Build,
@@ -107,17 +58,18 @@ pub fn policy(
     for p in crate::lifecycle::previews(&paths)? {
         policy.write.push(paths.dir.join("previews").join(&p.release).join("data"));
     }
-    let mut origins = Vec::new();
     if let Some(grants) = grants {
         let declared = &manifest.capabilities;
-        origins = caps::network::configure(&declared.network, &grants.network);
+        let origins = caps::network::configure(&declared.network, &grants.network);
         let folders = caps::files::configure(&declared.files, &grants.files);
         let scratch = crate::apps::scratch_of(root, app);
         let spawn = caps::spawn::configure(&declared.spawn, &grants.spawn, &folders, &origins, config, scratch);
         for f in &folders {
             if f.write { policy.write.push(f.host.clone()) } else { policy.read.push(f.host.clone()) }
         }
-        let mut ports: Vec<u16> = origins.iter().map(|o| o.port).collect();
+        // Its own requests are sent by its launcher (issue 72, rule 1): a
+        // worker connects nowhere, but for the programs it was granted.
+        let mut ports: Vec<u16> = Vec::new();
         if spawn.programs().next().is_some() {
             // Its programs run under the worker's rules too (Landlock's
             // rules only ever narrow): what they read, run and write.
@@ -139,12 +91,13 @@ pub fn policy(
         ports.sort_unstable();
         ports.dedup();
         if !ports.is_empty() {
-            // Name lookups go over UDP; Landlock decides the TCP ports.
+            // A program's name lookups go over UDP; Landlock decides the TCP
+            // ports.
             policy.sockets = Sockets::TcpUdp;
         }
         policy.connect_ports = ports;
     }
-    Ok((policy, origins))
+    Ok(policy)
 }
 
 /// The program interpreter (the dynamic loader) a 64-bit little-endian ELF

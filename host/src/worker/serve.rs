@@ -21,6 +21,7 @@ use super::Held;
 pub use super::pool::Reply;
 use super::pool::{Ask, Forwarded, Said, Start, Told, What};
 use crate::apps::{Ahead, Apps, CallError, ErrorKind};
+use crate::caps::network::relay::{self, Failure, Outgoing, Piece, Relay, Relayed};
 use crate::root::Root;
 
 /// The most a line from the launcher may be (a call's input and keys).
@@ -116,7 +117,7 @@ async fn serve(held: Held, front: Front) -> i32 {
     // Confined with Landlock and the filter, it contains its programs the
     // same way (what `confine::probe` would have found).
     let containment = start.containment.unwrap_or_else(|| super::containment_of(held, &start.config));
-    let ahead = Ahead { release: None, containment, declared: Vec::new(), keys: Vec::new() };
+    let ahead = Ahead { containment };
     let apps = match Apps::confined(root, &start.config, ahead) {
         Ok(apps) => Arc::new(apps),
         Err(e) => return failed(&format!("{e:#}")),
@@ -227,7 +228,8 @@ async fn serve(held: Held, front: Front) -> i32 {
                 let (apps, app, link) = (apps.clone(), app.clone(), link.clone());
                 tokio::spawn(async move {
                     let _held = held;
-                    link.say(id, Said::Answer(run(&apps, &app, what).await));
+                    let answer = run(&apps, &app, id, &link, what).await;
+                    link.say(id, Said::Answer(answer));
                 });
             }
             // Its launcher ended (or wrote what it cannot read): nothing it
@@ -257,15 +259,20 @@ async fn serve(held: Held, front: Front) -> i32 {
     0
 }
 
-/// Runs one thing its launcher asked.
-async fn run(apps: &Apps, app: &crate::manifest::AppId, what: What) -> Result<serde_json::Value, CallError> {
+/// Runs one thing its launcher asked (`id`, the launcher's).
+async fn run(
+    apps: &Apps,
+    app: &crate::manifest::AppId,
+    id: u64,
+    link: &Arc<Link>,
+    what: What,
+) -> Result<serde_json::Value, CallError> {
     match what {
-        What::Call { mut call, keys } => {
-            call.keys = keys.into_iter().map(super::Key::into_given).collect();
+        What::Call { call } => {
             if call.app != *app {
                 return Err(CallError::new(ErrorKind::Internal, "the call is of another app's worker"));
             }
-            apps.run_carried(*call).await
+            apps.run_carried(*call, Some(Arc::new(Sends { link: link.clone(), call: id }))).await
         }
         What::Prepare { release } => apps.prepare_carried(app, &release).await.map(|_| serde_json::Value::Null),
         What::Reply(_) | What::Sessions(_) | What::Serve(_) | What::StopServing | What::Retire => {
@@ -330,7 +337,10 @@ impl Link {
     }
 
     fn replied(&self, id: u64, reply: Reply) {
-        let mut last = matches!(reply, Reply::Redeemed(_) | Reply::End | Reply::Noted | Reply::Compiled(_));
+        let mut last = matches!(
+            reply,
+            Reply::Redeemed(_) | Reply::End | Reply::Noted | Reply::Compiled(_) | Reply::NotSent(_) | Reply::Broken(_)
+        );
         // A stream: an answer whose length is not known (a tab's events).
         let stream = match &reply {
             Reply::Head { headers, .. } => !headers.iter().any(|(k, _)| k == "content-length"),
@@ -471,6 +481,52 @@ impl crate::apps::Compiler for Link {
                     ),
                 )),
             }
+        })
+    }
+}
+
+/// A call's requests, handed to its launcher over the channel: the launcher
+/// sends each (the worker has no socket, and no key to add), and its answer
+/// comes back a piece at a time.
+struct Sends {
+    link: Arc<Link>,
+    /// The launcher's id of the call.
+    call: u64,
+}
+
+impl Relay for Sends {
+    fn send(&self, request: Outgoing) -> crate::apps::BoxFuture<Result<Relayed, Failure>> {
+        let (id, mut answers) = self.link.ask(Said::Send { call: self.call, request });
+        let link = self.link.clone();
+        Box::pin(async move {
+            let head = match answers.recv().await {
+                Some(Reply::Sent(received)) => received,
+                Some(Reply::NotSent(failure)) => return Err(failure),
+                _ => return Err(Failure::Internal(Some("its launcher did not send the request".into()))),
+            };
+            let (to_body, pieces) = tokio::sync::mpsc::unbounded_channel();
+            tokio::spawn(async move {
+                loop {
+                    let piece = match answers.recv().await {
+                        Some(Reply::Chunk(b64)) => match relay::bytes_in(&b64) {
+                            Some(bytes) => Piece::Data(bytes),
+                            None => Piece::Failed(Failure::Protocol),
+                        },
+                        Some(Reply::Trailers(trailers)) => Piece::Trailers(trailers),
+                        Some(Reply::Broken(failure)) => Piece::Failed(failure),
+                        Some(Reply::End) => break,
+                        Some(_) => Piece::Failed(Failure::Protocol),
+                        // Its launcher went away, or the body was dropped.
+                        None => Piece::Failed(Failure::Incomplete),
+                    };
+                    let last = !matches!(piece, Piece::Data(_));
+                    if to_body.send(piece).is_err() || last {
+                        break;
+                    }
+                }
+            });
+            // What the app drops before its end, its launcher stops sending.
+            Ok(Relayed { head, pieces, gone: Box::new(move || link.cancel(id)) })
         })
     }
 }

@@ -34,6 +34,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::problems::Problems;
 
+pub mod relay;
+
 /// A network origin an app asks for: `scheme://host[:port]`, where the host may
 /// be `*.domain` to match any subdomain of `domain`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -195,6 +197,9 @@ pub struct CallNetwork {
     /// What puts this call's keys into its requests, each to its own origin
     /// only, and takes them out of what comes back.
     keys: KeysUsed,
+    /// In a worker: its launcher, which sends each request (the worker has
+    /// no socket and no key: [`relay`]).
+    relay: Option<Arc<dyn relay::Relay>>,
 }
 
 /// What a call's keys do on the way out and back: `crate::secrets` gives
@@ -341,12 +346,20 @@ impl CallNetwork {
             deadline: Instant::now(),
             limits: NetLimits { request_max_bytes: 0, response_max_bytes: 0, connect_timeout: Duration::ZERO },
             keys: KeysUsed::default(),
+            relay: None,
         }
     }
 
     /// A call that may reach `allowed` (declared ∩ granted) until `deadline`.
     pub fn new(allowed: Vec<Origin>, deadline: Instant, limits: NetLimits) -> CallNetwork {
-        CallNetwork { allowed: Arc::new(allowed), deadline, limits, keys: KeysUsed::default() }
+        CallNetwork { allowed: Arc::new(allowed), deadline, limits, keys: KeysUsed::default(), relay: None }
+    }
+
+    /// In a worker: each request is handed to `relay` (its launcher), which
+    /// sends it through the same filter with the call's keys.
+    pub fn relayed(mut self, relay: Arc<dyn relay::Relay>) -> CallNetwork {
+        self.relay = Some(relay);
+        self
     }
 
     /// This call's requests to a key's origin carry it, and every key is
@@ -354,6 +367,11 @@ impl CallNetwork {
     pub fn with_keys(mut self, hands: Arc<dyn KeyHands>) -> CallNetwork {
         self.keys = KeysUsed { hands, replaced: Arc::default() };
         self
+    }
+
+    /// When the call's time is up.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
     }
 
     /// The call's keys as its settling sees them.
@@ -405,7 +423,14 @@ impl WasiHttpHooks for CallNetwork {
         let deadline = self.deadline;
         let limits = self.limits;
         let keys = self.keys.clone();
-        Box::new(async move { filtered_send(&allowed, deadline, limits, &keys, request, options).await })
+        match self.relay.clone() {
+            Some(relay) => {
+                Box::new(
+                    async move { relay::relayed_send(&allowed, limits, &keys, relay.as_ref(), request, options).await },
+                )
+            }
+            None => Box::new(async move { filtered_send(&allowed, deadline, limits, &keys, request, options).await }),
+        }
     }
 }
 
