@@ -284,7 +284,7 @@ impl Apps {
             runtime: Arc::new(runtime),
             gate: Gate::with_stand_ins(std::time::Duration::from_secs(config.approval_window_secs), stand_ins),
             plans,
-            recorder: Arc::new(Recorder::new(config.durability)),
+            recorder: Arc::new(Recorder::new(config.durability).keeping(crate::gate::record::keep::Bounds::of(config))),
             written: Mutex::default(),
             first_write_waits: Arc::default(),
             compiled_for_workers: Arc::default(),

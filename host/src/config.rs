@@ -23,6 +23,10 @@ pub struct Config {
     pub stack_max_kib: u64,
     pub max_instances: u32,
     pub log_lines_per_call: u32,
+    /// How many days an app's record keeps a row (0: no bound of age).
+    pub record_keep_days: u64,
+    /// How many MiB of rows an app's record keeps (0: no bound of size).
+    pub record_keep_mib: u64,
     pub approval_window_secs: u64,
     pub http_request_max_kib: u64,
     pub http_response_max_kib: u64,

@@ -1575,3 +1575,42 @@ fn what_a_restore_keeps_of_a_backups_own_words_is_checked_and_every_refusal_is_o
     assert!(r["created_at"].as_str().unwrap() < "2999", "{r}");
     assert_ne!(r["version"], "9.9.9-trust-me", "{r}");
 }
+
+/// Issue 76: `prune --record-before` lists the record's rows before a day
+/// in a dry run, then takes out exactly those — the writes since the last
+/// activation stay —; `runs` then says rows were let go, `runs --summary`
+/// still counts them, and `space` shows the record apart from the data.
+#[test]
+fn prune_record_before_a_day_lists_then_takes_out_those_rows_and_runs_still_counts_them() {
+    let n = notes_with(&["one", "two"]);
+    for _ in 0..3 {
+        n.root.call("notes", "notes.list", "{}");
+    }
+    let rows_now =
+        || -> Vec<Value> { serde_json::from_str(&n.root.ok(&["runs", "notes", "--json", "--limit", "1000"])).unwrap() };
+    let before = rows_now();
+    let writes = before.iter().filter(|r| r["effect"] == "write").count();
+    assert_eq!(writes, 2, "{before:?}");
+    // A bad day is refused, naming the form.
+    let bad = n.root.fails_with(2, &["prune", "notes", "--record-before", "31/01/2026"]);
+    assert!(bad.contains("YYYY-MM-DD"), "{bad}");
+    let tomorrow = (chrono::Utc::now().date_naive() + chrono::Days::new(1)).format("%Y-%m-%d").to_string();
+    let dry = n.root.ok(&["prune", "notes", "--record-before", &tomorrow, "--dry-run"]);
+    let gone = before.len() - writes;
+    assert!(dry.contains(&format!("the record's rows before {tomorrow} ({gone} rows")), "{dry}");
+    assert!(dry.contains("of them your own actions or answers"), "{dry}");
+    assert_eq!(rows_now().len(), before.len(), "a dry run takes nothing out");
+    let done = n.root.ok(&["prune", "notes", "--record-before", &tomorrow, "--yes"]);
+    assert!(done.contains("record's old rows"), "{done}");
+    let after = rows_now();
+    // The two writes since the activation, and the prune's own row.
+    assert!(after.iter().filter(|r| r["effect"] == "write").count() == 2, "{after:?}");
+    assert!(after.iter().all(|r| r["effect"] == "write" || r["route"] == "prune"), "{after:?}");
+    let runs = n.root.ok(&["runs", "notes"]);
+    assert!(runs.contains(&format!("older rows were let go: {gone} rows")), "{runs}");
+    let summary: Vec<Value> = serde_json::from_str(&n.root.ok(&["runs", "notes", "--summary", "--json"])).unwrap();
+    let counted: u64 = summary.iter().map(|d| d["calls"].as_u64().unwrap()).sum();
+    assert_eq!(counted as usize, before.len() + 1, "every row, let go or kept, once: {summary:?}");
+    let space: Value = serde_json::from_str(&n.root.ok(&["space", "notes", "--json"])).unwrap();
+    assert!(space["apps"][0]["record"].as_u64().unwrap() > 0, "{space}");
+}

@@ -85,6 +85,43 @@ pub(super) fn runs(root: Root, app: String, limit: usize, json: bool) -> Result<
             r.reason
         );
     }
+    let gone = crate::gate::record::let_go_of(&paths.data())?;
+    if let (rows @ 1.., Some(through)) = (gone.rows, gone.through) {
+        say!(
+            "(older rows were let go: {rows} rows, up to {through}, by record_keep_days and record_keep_mib or `prune --record-before`; `autoapp runs {id} --summary` counts them by day)"
+        );
+    }
+    Ok(())
+}
+
+/// `autoapp runs --summary`: calls, refusals and errors per day, route and
+/// channel, the rows let go included.
+pub(super) fn summary(root: Root, app: String, limit: usize, json: bool) -> Result<(), Failure> {
+    let id = app_id(&app)?;
+    let paths = root.app(&id);
+    if !paths.exists() {
+        return fail(crate::error::no_such_app(&id));
+    }
+    let days = crate::gate::record::summary(&paths.data(), limit)?;
+    if json {
+        return print_json(&days);
+    }
+    if days.is_empty() {
+        say!("no calls recorded for {id} yet");
+        return Ok(());
+    }
+    say!("{:<10} {:<8} {:<24} {:>8} {:>8} {:>8}", "day", "channel", "route", "calls", "refused", "errors");
+    for d in days {
+        say!(
+            "{:<10} {:<8} {:<24} {:>8} {:>8} {:>8}",
+            d.day,
+            d.channel,
+            crate::elsewhere::text::terminal(&d.route),
+            d.calls,
+            d.refused,
+            d.errors
+        );
+    }
     Ok(())
 }
 

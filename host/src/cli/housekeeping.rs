@@ -146,8 +146,19 @@ pub(super) fn space(root: Root, app: Option<String>, json: bool) -> Result<(), F
     if s.apps.is_empty() {
         say!("no apps yet");
     } else {
-        let cols =
-            ["data", "snapshots", "releases", "compiled", "previews", "logs", "workspace", "trash", "other", "total"];
+        let cols = [
+            "data",
+            "record",
+            "snapshots",
+            "releases",
+            "compiled",
+            "previews",
+            "logs",
+            "workspace",
+            "trash",
+            "other",
+            "total",
+        ];
         say_inline!("{:<20}", "app");
         for c in cols {
             say_inline!(" {c:>10}");
@@ -157,6 +168,7 @@ pub(super) fn space(root: Root, app: Option<String>, json: bool) -> Result<(), F
             say_inline!("{:<20}", a.app);
             for v in [
                 a.data,
+                a.record,
                 a.snapshots,
                 a.releases,
                 a.compiled,

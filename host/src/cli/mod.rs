@@ -290,6 +290,12 @@ enum Command {
         /// again. Kept while a build is using it.
         #[arg(long)]
         builds: bool,
+        /// Also take each app's record's rows before DATE (YYYY-MM-DD, UTC) out, your own
+        /// actions and answers included (the bounds `record_keep_days` and `record_keep_mib`
+        /// never take those); never the writes a rollback still needs. `autoapp runs
+        /// --summary` still counts them by day.
+        #[arg(long, value_name = "DATE", value_parser = crate::housekeeping::prune::record_day)]
+        record_before: Option<chrono::NaiveDate>,
         /// Do not ask on the terminal.
         #[arg(long)]
         yes: bool,
@@ -466,9 +472,13 @@ enum Command {
     /// took them (command line, panel) and what they did or why they failed.
     Runs {
         app: String,
-        /// How many of the newest rows to show (at least 1).
+        /// How many of the newest rows to show (at least 1); with --summary, of the newest lines.
         #[arg(long, default_value_t = 50, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
         limit: usize,
+        /// Calls, refusals and errors per day, route and channel, the rows the record's
+        /// bounds let go included (`record_keep_days`, `record_keep_mib`).
+        #[arg(long)]
+        summary: bool,
         #[arg(long)]
         json: bool,
     },
@@ -626,7 +636,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
             releases::rollback(root, app, downgrade, restore, yes, json)
         }
         Command::Remove { app, confirm } => releases::remove(root, app, confirm),
-        Command::Runs { app, limit, json } => calls::runs(root, app, limit, json),
+        Command::Runs { app, limit, summary, json } => match summary {
+            true => calls::summary(root, app, limit, json),
+            false => calls::runs(root, app, limit, json),
+        },
         Command::Workflows { app, json } => calls::workflows(root, app, json),
         Command::Workflow { action, app, name } => calls::workflow(root, action, app, name),
         Command::Open => launcher::open(root),
@@ -649,8 +662,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Restore { file, as_id, json } => housekeeping::restore(root, file, as_id, json),
         Command::Space { app, json } => housekeeping::space(root, app, json),
         Command::Apps { json } => housekeeping::apps(root, json),
-        Command::Prune { app, dry_run, keep, trash, builds, yes } => {
-            housekeeping::prune(root, app, dry_run, crate::housekeeping::Options { keep, trash, builds }, yes)
+        Command::Prune { app, dry_run, keep, trash, builds, record_before, yes } => {
+            let opts = crate::housekeeping::Options { keep, trash, builds, record_before };
+            housekeeping::prune(root, app, dry_run, opts, yes)
         }
         Command::Logs { app, follow, json, since, lines } => housekeeping::logs(root, app, follow, json, since, lines),
         Command::Demo => demo::run(&root).map_err(|e| Failure { code: 1, message: format!("{e:#}") }),

@@ -60,6 +60,10 @@ pub struct Options {
     pub trash: bool,
     /// Also remove each workspace's build output (`<workspace>/target`).
     pub builds: bool,
+    /// Also take the rows of each app's record before this day (UTC) out,
+    /// the person's own actions and answers included; never the writes a
+    /// rollback still needs. Their counts stay in the day summary.
+    pub record_before: Option<chrono::NaiveDate>,
 }
 
 /// One thing prune removes.
@@ -256,6 +260,50 @@ fn plan_app(
     if opts.builds {
         plan_builds(paths, &mut found)?;
     }
+    if let Some(day) = opts.record_before {
+        plan_record(paths, day, &mut found)?;
+    }
+    Ok(())
+}
+
+/// A day as `--record-before` takes it: `YYYY-MM-DD`, not after today.
+pub fn record_day(text: &str) -> Result<chrono::NaiveDate, String> {
+    let day = chrono::NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d").map_err(|_| {
+        format!(
+            "`{}` is not a day; write it as YYYY-MM-DD (like 2026-01-31)",
+            crate::elsewhere::text::terminal(&crate::elsewhere::text::cut(text, 40))
+        )
+    })?;
+    if day > chrono::Utc::now().date_naive() + chrono::Days::new(1) {
+        return Err(format!("{day} is after today: every row is before it; name a day that has passed"));
+    }
+    Ok(day)
+}
+
+/// The rows of the app's record before `day` (issue 76), as one item: how
+/// many, and how many of them were the person's own actions or answers.
+fn plan_record(paths: &AppPaths, day: chrono::NaiveDate, found: &mut Found<'_>) -> anyhow::Result<()> {
+    let data = paths.data();
+    let day = day.format("%Y-%m-%d").to_string();
+    let rows = crate::gate::record::prune_before(&data, &day, true)?;
+    if rows.rows == 0 {
+        return Ok(());
+    }
+    let decisions = match rows.decisions {
+        0 => String::new(),
+        n => format!(", {n} of them your own actions or answers"),
+    };
+    found.items.push(Item {
+        app: Some(found.app.clone()),
+        kind: "record".into(),
+        path: data.join(crate::gate::record::RUNS_FILE),
+        // Freed pages are used again by the next rows: the file keeps its size.
+        bytes: 0,
+        what: format!(
+            "the record's rows before {day} ({} rows{decisions}; their counts stay in `autoapp runs --summary`)",
+            rows.rows
+        ),
+    });
     Ok(())
 }
 
@@ -573,7 +621,13 @@ pub fn run(root: &Root, caller: &Caller, app: Option<&AppId>, opts: Options, sho
         // build scripts wrote: removed as it is, never made writable first.
         let built = item.kind == "build"
             || item.path.file_name().is_some_and(|n| n.to_string_lossy().starts_with(".pruning-target"));
-        let removed_now = remove(&item.path, !built);
+        let removed_now = match (item.kind.as_str(), opts.record_before, item.path.parent()) {
+            // Rows, not a file: taken out of the record, counted by day.
+            ("record", Some(day), Some(data)) => {
+                crate::gate::record::prune_before(data, &day.format("%Y-%m-%d").to_string(), false).map(drop)
+            }
+            _ => remove(&item.path, !built),
+        };
         drop(locks);
         match removed_now {
             Ok(()) => removed.push(item.clone()),
@@ -596,7 +650,10 @@ pub fn run(root: &Root, caller: &Caller, app: Option<&AppId>, opts: Options, sho
             Some((_, e)) => Err(anyhow::anyhow!("{summary}, then stopped: {e:#}")),
             None => Ok(()),
         };
-        let arguments = serde_json::json!({ "keep": opts.keep, "trash": opts.trash, "builds": opts.builds });
+        let arguments = serde_json::json!({
+            "keep": opts.keep, "trash": opts.trash, "builds": opts.builds,
+            "record_before": opts.record_before.map(|d| d.to_string()),
+        });
         let active = release::active(&root.app(id)).ok().flatten().unwrap_or_default();
         let _ = recorded(&root.app(id), caller, "prune", arguments, outcome, |_| (active, summary.clone()));
     }
@@ -618,6 +675,7 @@ pub fn counted(items: &[&Item]) -> String {
         ("trash", "trash entry", "trash entries"),
         ("build", "workspace build folder", "workspace build folders"),
         ("leftover", "leftover", "leftovers"),
+        ("record", "record's old rows", "records' old rows"),
     ] {
         let n = items.iter().filter(|i| i.kind == kind).count();
         if n > 0 {
@@ -700,7 +758,7 @@ mod tests {
             std::fs::create_dir_all(app.dir.join(s)).unwrap();
         }
         std::fs::write(app.dir.join("grants.json"), "{}").unwrap();
-        let opts = Options { keep: None, trash: false, builds: false };
+        let opts = Options { keep: None, trash: false, builds: false, record_before: None };
         let fresh = plan(&root, Some(&id), opts).unwrap();
         assert_eq!(fresh.items.len(), 2, "{:?}", fresh.items);
         let shown_one = fresh.items.iter().find(|i| i.path.ends_with("data-prev-20200101T000000Z")).unwrap().clone();

@@ -12,8 +12,11 @@ use crate::root::Root;
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct AppSpace {
     pub app: String,
-    /// `data/`: the store and the record.
+    /// `data/`: the store (and what else the app keeps there), not the record.
     pub data: u64,
+    /// `data/runs.sqlite` and its log: the record of every call and action
+    /// (bounded by `record_keep_days` and `record_keep_mib`).
+    pub record: u64,
     /// `data-prev-*` (before each activation), data a rollback set aside, and
     /// copies a crash left half made.
     pub snapshots: u64,
@@ -127,6 +130,18 @@ pub fn components_of(root: &Root, app: &AppId) -> BTreeSet<String> {
     crate::release::list(&root.app(app)).unwrap_or_default().into_iter().map(|r| r.component_sha256).collect()
 }
 
+/// The bytes of the record in the data folder `data` (its file, log and
+/// shared memory), as the file system gives them.
+fn record_bytes(data: &std::path::Path) -> u64 {
+    let file = crate::gate::record::RUNS_FILE;
+    [String::new(), "-wal".into(), "-shm".into()]
+        .iter()
+        .filter_map(|end| std::fs::symlink_metadata(data.join(format!("{file}{end}"))).ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum()
+}
+
 /// Measures `app` (or every app).
 pub fn of(root: &Root, app: Option<&AppId>) -> anyhow::Result<Space> {
     let ids = match app {
@@ -147,7 +162,10 @@ pub fn of(root: &Root, app: Option<&AppId>) -> anyhow::Result<Space> {
             let name = entry.file_name().to_string_lossy().into_owned();
             let bytes = bytes_under(&entry.path());
             match (name.as_str(), part_of(&name)) {
-                ("data", _) => s.data += bytes,
+                ("data", _) => {
+                    s.record = record_bytes(&entry.path());
+                    s.data += bytes.saturating_sub(s.record);
+                }
                 ("releases", _) => s.releases += bytes,
                 ("previews", _) => s.previews += bytes,
                 ("logs", _) => s.logs += bytes,
@@ -158,8 +176,16 @@ pub fn of(root: &Root, app: Option<&AppId>) -> anyhow::Result<Space> {
         }
         s.compiled = compiled.iter().filter(|f| f.app.as_deref() == Some(id.as_str())).map(|f| f.bytes).sum();
         s.trash = trash_of(root, Some(id)).iter().map(|p| bytes_under(p)).sum();
-        s.total =
-            s.data + s.snapshots + s.releases + s.compiled + s.previews + s.logs + s.workspace + s.trash + s.other;
+        s.total = s.data
+            + s.record
+            + s.snapshots
+            + s.releases
+            + s.compiled
+            + s.previews
+            + s.logs
+            + s.workspace
+            + s.trash
+            + s.other;
         apps.push(s);
     }
     let live = root.app_ids()?;

@@ -924,6 +924,9 @@ struct PruneBody {
     trash: bool,
     #[serde(default)]
     builds: bool,
+    /// Also the record's rows before this day (`YYYY-MM-DD`).
+    #[serde(default)]
+    record_before: Option<String>,
     /// Absent: only the list (a dry run). Present: the app's id typed again,
     /// with the list the person read (`plan`): only what is in it and still
     /// removable is removed.
@@ -937,7 +940,12 @@ async fn prune(State(ctx): State<Ctx>, axum::Json(b): axum::Json<PruneBody>) -> 
         Ok(i) => i,
         Err(e) => return error(ErrorKind::InvalidInput, e),
     };
-    let opts = crate::housekeeping::Options { keep: b.keep, trash: b.trash, builds: b.builds };
+    let record_before = match b.record_before.as_deref().map(crate::housekeeping::prune::record_day) {
+        Some(Err(e)) => return error(ErrorKind::InvalidInput, e),
+        Some(Ok(day)) => Some(day),
+        None => None,
+    };
+    let opts = crate::housekeeping::Options { keep: b.keep, trash: b.trash, builds: b.builds, record_before };
     let apps = ctx.launcher.apps.clone();
     let confirm = b.confirm.clone();
     let shown = b.plan;

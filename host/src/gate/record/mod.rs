@@ -51,6 +51,8 @@
 //! every row sent is committed. No input value, secret, token or address is
 //! stored: only the arguments' hash.
 
+pub mod keep;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc;
@@ -246,13 +248,22 @@ pub struct Recorder {
     /// By data folder (as bytes: hashing a `Path` walks its components).
     writers: Mutex<HashMap<std::ffi::OsString, Writer>>,
     durability: Durability,
+    /// How long each record keeps its rows (issue 76: `keep`).
+    bounds: keep::Bounds,
 }
 
 impl Recorder {
     /// A recorder whose durable rows are made as durable as `durability`
     /// says (the configuration's `durability`).
     pub fn new(durability: Durability) -> Recorder {
-        Recorder { writers: Mutex::default(), durability }
+        Recorder { writers: Mutex::default(), durability, bounds: keep::Bounds::NONE }
+    }
+
+    /// Each record it writes keeps its rows within `bounds`: its writer lets
+    /// the oldest go between its batches (`keep::let_go`).
+    pub fn keeping(mut self, bounds: keep::Bounds) -> Recorder {
+        self.bounds = bounds;
+        self
     }
 
     /// Sends `msg` to the writer of `data`, starting it at first use; `wake`
@@ -274,9 +285,10 @@ impl Recorder {
             let (tx, rx) = mpsc::channel::<Msg>();
             let conn = Arc::new(Mutex::new(Shared::default()));
             let (folder, durability, shared) = (data.to_path_buf(), self.durability, conn.clone());
+            let bounds = self.bounds;
             let spawned = std::thread::Builder::new()
                 .name("autoapp-record".into())
-                .spawn(move || writer(&folder, rx, durability, &shared));
+                .spawn(move || writer(&folder, rx, durability, bounds, &shared));
             match spawned {
                 Ok(thread) => {
                     writers.insert(
@@ -493,7 +505,13 @@ impl Drop for Recorder {
     }
 }
 
-fn writer(data: &Path, rx: mpsc::Receiver<Msg>, durability: Durability, shared: &Mutex<Shared>) {
+/// How often a record's writer looks at its bounds: after this many rows,
+/// or this long, since it last did (and at every flush).
+const KEEP_EVERY_ROWS: usize = 2_000;
+const KEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn writer(data: &Path, rx: mpsc::Receiver<Msg>, durability: Durability, bounds: keep::Bounds, shared: &Mutex<Shared>) {
+    let (mut since_kept, mut kept_at) = (0, std::time::Instant::now());
     while let Ok(first) = rx.recv() {
         // The rows of reads: gather what comes in the next moment into the
         // same transaction. While this thread is parked, queuing such a row
@@ -547,6 +565,25 @@ fn writer(data: &Path, rx: mpsc::Receiver<Msg>, durability: Durability, shared: 
         }
         for d in durable {
             let _ = d.send(result.as_ref().map(|_| ()).map_err(|e| format!("{e:#}")));
+        }
+        // Between batches, in steps of its own: the oldest rows past the
+        // record's bounds go (no call waits for it).
+        since_kept += rows.len();
+        if bounds != keep::Bounds::NONE
+            && (since_kept >= KEEP_EVERY_ROWS || kept_at.elapsed() >= KEEP_EVERY || !acks.is_empty())
+        {
+            (since_kept, kept_at) = (0, std::time::Instant::now());
+            let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
+            if !s.closed {
+                if s.conn.is_none() && data.join(RUNS_FILE).exists() {
+                    s.conn = open(data, durability).ok();
+                }
+                if let Some(conn) = s.conn.as_mut()
+                    && let Err(e) = keep::let_go(conn, bounds, std::time::SystemTime::now())
+                {
+                    tracing::warn!("cannot let the oldest rows of the record in {} go: {e:#}", data.display());
+                }
+            }
         }
         for a in acks {
             let _ = a.send(());
@@ -684,7 +721,14 @@ pub fn schemas() -> anyhow::Result<Vec<Vec<crate::elsewhere::sqlite::Object>>> {
         Ok(crate::elsewhere::sqlite::schema_of(&conn)?)
     };
     let older = RUNS_TABLE.replace(", answered_by TEXT NOT NULL DEFAULT 'nobody');", ");");
-    Ok(vec![made(RUNS_TABLE)?, made(&format!("{older}; {ADD_ANSWERED_BY}"))?])
+    let days = keep::DAYS_TABLE;
+    Ok(vec![
+        made(RUNS_TABLE)?,
+        made(&format!("{older}; {ADD_ANSWERED_BY}"))?,
+        // With the summary of the rows let go (issue 76).
+        made(&format!("{RUNS_TABLE} {days}"))?,
+        made(&format!("{older}; {ADD_ANSWERED_BY}; {days}"))?,
+    ])
 }
 
 fn has_answered_by(conn: &Connection) -> rusqlite::Result<bool> {
@@ -1007,7 +1051,63 @@ pub fn rebuild_from(data: &Path, from: &crate::elsewhere::sqlite::Foreign) -> an
     }
     let copied = copied.map_err(|r| anyhow::anyhow!("{r}"))?;
     insert(&mut conn, batch.iter())?;
+    copy_days(&mut conn, from)?;
     Ok(copied)
+}
+
+/// The day summary's columns, as a record from elsewhere's is read.
+const DAY_COLUMNS: &[crate::elsewhere::sqlite::Column] = {
+    use crate::elsewhere::sqlite::{Column, Type};
+    const fn column(name: &'static str, ty: Type) -> Column {
+        Column { name, ty, default: None }
+    }
+    &[
+        column("day", Type::Text),
+        column("route", Type::Text),
+        column("channel", Type::Text),
+        column("calls", Type::Integer),
+        column("refused", Type::Integer),
+        column("errors", Type::Integer),
+    ]
+};
+
+/// The day summary of a record from elsewhere (when it has one), copied
+/// into `conn`'s, each line checked as its rows are.
+fn copy_days(conn: &mut Connection, from: &crate::elsewhere::sqlite::Foreign) -> anyhow::Result<()> {
+    use crate::elsewhere::sqlite::Cell;
+    let has = from.schema().map_err(|r| anyhow::anyhow!("{r}"))?.iter().any(|o| o.kind == "table" && o.name == "days");
+    if !has {
+        return Ok(());
+    }
+    let tx = conn.transaction()?;
+    tx.execute_batch(keep::DAYS_TABLE)?;
+    {
+        let mut stmt = tx.prepare(
+            "INSERT INTO days (day, route, channel, calls, refused, errors) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (day, route, channel) DO UPDATE SET calls = calls + excluded.calls,
+                 refused = refused + excluded.refused, errors = errors + excluded.errors",
+        )?;
+        let mut failed = None;
+        from.rows("days", DAY_COLUMNS, "day", |cells| {
+            let number = |c: &Cell| match c {
+                Cell::Integer(i) => (*i).max(0),
+                _ => 0,
+            };
+            let (day, route, channel) = (cells[0].clone().text(), cells[1].clone().text(), cells[2].clone().text());
+            let counts = (number(&cells[3]), number(&cells[4]), number(&cells[5]));
+            if let Err(e) = stmt.execute(rusqlite::params![day, route, channel, counts.0, counts.1, counts.2]) {
+                failed = Some(e);
+                return Err(crate::elsewhere::refused("its day summary cannot be written to the new record"));
+            }
+            Ok(())
+        })
+        .map_err(|r| match failed.take() {
+            Some(e) => anyhow::Error::from(e).context(r.to_string()),
+            None => anyhow::anyhow!("{r}"),
+        })?;
+    }
+    tx.commit()?;
+    Ok(())
 }
 
 /// Whether the record of the data folder `data` holds a lifecycle action
@@ -1080,6 +1180,44 @@ fn open_to_read(data: &Path) -> anyhow::Result<Option<Connection>> {
     Ok(made.then_some(conn))
 }
 
+/// What the record in `data` let go so far (its day summary's count).
+pub fn let_go_of(data: &Path) -> anyhow::Result<keep::LetGo> {
+    match open_to_read(data)? {
+        Some(conn) => keep::let_go_so_far(&conn),
+        None => Ok(keep::LetGo::default()),
+    }
+}
+
+/// The record in `data` counted per day, route and channel (the newest
+/// `limit` lines), the rows let go among them.
+pub fn summary(data: &Path, limit: usize) -> anyhow::Result<Vec<keep::Day>> {
+    match open_to_read(data)? {
+        Some(conn) => keep::summary(&conn, limit),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// `prune --record-before`: the rows of the record in `data` before `day`
+/// that go (all but the writes a rollback needs), counted; taken out
+/// unless `dry`. The app's calls' writers may write meanwhile: each waits
+/// out the other.
+pub fn prune_before(data: &Path, day: &str, dry: bool) -> anyhow::Result<keep::Pruned> {
+    if !data.join(RUNS_FILE).exists() {
+        return Ok(keep::Pruned::default());
+    }
+    let mut conn = open(data, Durability::Power)?;
+    keep::prune_before(&mut conn, day, dry)
+}
+
+/// The bytes the rows of the record in `data` take (its pages in use; the
+/// file may be larger: freed pages are used again).
+pub fn used_bytes(data: &Path) -> anyhow::Result<u64> {
+    match open_to_read(data)? {
+        Some(conn) => Ok(keep::used_bytes(&conn)?),
+        None => Ok(0),
+    }
+}
+
 /// The number of the last row of the record in `data` (0 for none): rows
 /// are numbered in the order they are committed.
 pub fn last_row(data: &Path) -> anyhow::Result<i64> {
@@ -1103,6 +1241,142 @@ mod tests {
     use super::*;
 
     use super::test_row as row;
+
+    /// A row of `effect` by `channel`, its decision and who answered, at `time`.
+    fn made(effect: &str, channel: &str, decision: &str, answered_by: &str, time: &str) -> Row {
+        Row {
+            effect: effect.into(),
+            channel: channel.into(),
+            decision: decision.into(),
+            answered_by: answered_by.into(),
+            time: time.into(),
+            ..row(0)
+        }
+    }
+
+    /// The rows of the record in `dir` of `effect`.
+    fn count_of(dir: &Path, which: &str) -> i64 {
+        let conn = open(dir, Durability::Process).unwrap();
+        conn.query_row(&format!("SELECT count(*) FROM runs WHERE {which}"), [], |r| r.get(0)).unwrap()
+    }
+
+    /// Issue 76: 200,000 reads through a recorder whose record is bounded to
+    /// 1 MiB keep it under its bound (a step's rows over it at most), while
+    /// the person's action, the question they answered and the write since
+    /// the activation stay, and the day summary counts every row let go
+    /// (fails without the bound: the record held every row, about 16 MB).
+    #[test]
+    fn a_record_past_its_size_lets_its_oldest_reads_go_and_keeps_what_the_person_decided() {
+        let dir = tempfile::tempdir().unwrap();
+        let bounds = keep::Bounds { days: 0, bytes: 1 << 20 };
+        let rec = Recorder::new(Durability::Process).keeping(bounds);
+        let now = crate::release::now_rfc3339();
+        let mut conn = open(dir.path(), Durability::Process).unwrap();
+        insert(&mut conn, [made("lifecycle", "user", "allowed", "person", &now)].iter()).unwrap();
+        let kept = [
+            made("write", "ai", "confirmed", "person", &now),
+            made("read", "ai", "confirmed", "person", &now),
+            made("write", "user", "allowed", "person", &now),
+        ];
+        insert(&mut conn, kept.iter()).unwrap();
+        drop(conn);
+        const READS: usize = 200_000;
+        for i in 0..READS {
+            rec.write(dir.path(), Row { time: now.clone(), effect: "read".into(), channel: "ai".into(), ..row(i) });
+        }
+        rec.flush();
+        let conn = open(dir.path(), Durability::Process).unwrap();
+        let used = keep::used_bytes(&conn).unwrap();
+        assert!(used <= (1 << 20) + (256 << 10), "the record holds {used} bytes");
+        assert_eq!(count_of(dir.path(), "effect = 'lifecycle'"), 1);
+        assert_eq!(count_of(dir.path(), "decision = 'confirmed'"), 2, "the questions the person answered");
+        assert_eq!(count_of(dir.path(), "effect = 'write'"), 2, "the writes since the activation");
+        let held = count_of(dir.path(), "1");
+        let gone = keep::let_go_so_far(&conn).unwrap();
+        assert!(gone.rows > 150_000, "{gone:?}");
+        assert_eq!(held as u64 + gone.rows, READS as u64 + 4, "every row is counted once");
+        let summed: u64 = keep::summary(&conn, 1000).unwrap().iter().map(|d| d.calls).sum();
+        assert_eq!(summed, READS as u64 + 4);
+    }
+
+    /// Issue 76: rows older than `record_keep_days` go, with the writes of an
+    /// activation before the last one; the writes since the last activation
+    /// and the person's actions stay, however old.
+    #[test]
+    fn rows_older_than_the_bound_go_but_the_writes_a_rollback_needs_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = "2020-01-01T00:00:00Z";
+        let now = crate::release::now_rfc3339();
+        let mut conn = open(dir.path(), Durability::Process).unwrap();
+        let activate =
+            |time: &str| Row { route: "activate".into(), ..made("lifecycle", "user", "allowed", "person", time) };
+        let rows = [
+            activate(old),
+            made("write", "ai", "allowed", "nobody", old),
+            made("read", "ai", "allowed", "nobody", old),
+            activate(old),
+            made("write", "ai", "allowed", "nobody", old),
+            made("read", "ai", "refused", "nobody", old),
+            made("read", "ai", "allowed", "nobody", &now),
+        ];
+        insert(&mut conn, rows.iter()).unwrap();
+        let bounds = keep::Bounds { days: 90, bytes: 0 };
+        let gone = keep::let_go(&mut conn, bounds, std::time::SystemTime::now()).unwrap();
+        assert_eq!(gone, 3, "the first activation's write and the two old reads");
+        assert_eq!(count_of(dir.path(), "effect = 'lifecycle'"), 2);
+        assert_eq!(count_of(dir.path(), "effect = 'write'"), 1, "the write since the last activation");
+        assert_eq!(count_of(dir.path(), "effect = 'read'"), 1, "the read of today");
+        let days = keep::summary(&conn, 100).unwrap();
+        let old_reads = days.iter().find(|d| d.day == "2020-01-01" && d.route == row(0).route).unwrap();
+        assert_eq!((old_reads.calls, old_reads.refused), (4, 1), "two writes and two reads, kept or let go: {days:?}");
+        // Without the fence of the second activation, its write goes too
+        // (fails when writes are kept from the first activation only).
+        conn.execute("DELETE FROM runs WHERE effect = 'lifecycle' AND seq = 4", []).unwrap();
+        assert_eq!(keep::let_go(&mut conn, bounds, std::time::SystemTime::now()).unwrap(), 0);
+    }
+
+    /// Issue 76: `prune --record-before` counts, then takes out, exactly the
+    /// rows before its day — the person's own actions and answers included,
+    /// never the writes since the last activation.
+    #[test]
+    fn pruning_the_record_before_a_day_counts_then_takes_out_exactly_those_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = open(dir.path(), Durability::Process).unwrap();
+        let on = |day: &str| format!("{day}T12:00:00Z");
+        let rows = [
+            Row { route: "activate".into(), ..made("lifecycle", "user", "allowed", "person", &on("2026-01-01")) },
+            made("read", "ai", "confirmed", "person", &on("2026-01-02")),
+            made("read", "ai", "allowed", "nobody", &on("2026-01-03")),
+            made("write", "ai", "allowed", "nobody", &on("2026-01-03")),
+            made("read", "ai", "allowed", "nobody", &on("2026-02-01")),
+        ];
+        insert(&mut conn, rows.iter()).unwrap();
+        let dry = keep::prune_before(&mut conn, "2026-01-31", true).unwrap();
+        assert_eq!((dry.rows, dry.decisions), (3, 2), "{dry:?}");
+        assert_eq!(count_of(dir.path(), "1"), 5, "a dry run takes nothing out");
+        let done = keep::prune_before(&mut conn, "2026-01-31", false).unwrap();
+        assert_eq!(done, dry);
+        assert_eq!(count_of(dir.path(), "1"), 2, "the write since the activation and the read after the day");
+        assert_eq!(keep::let_go_so_far(&conn).unwrap().rows, 3);
+    }
+
+    /// A record with its day summary is one a backup may hold: restored, its
+    /// summary comes along (issue 76).
+    #[test]
+    fn a_record_with_its_day_summary_is_restored_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = open(dir.path(), Durability::Process).unwrap();
+        let old = made("read", "ai", "allowed", "nobody", "2020-01-01T00:00:00Z");
+        insert(&mut conn, [old.clone(), old].iter()).unwrap();
+        let bounds = keep::Bounds { days: 90, bytes: 0 };
+        keep::let_go(&mut conn, bounds, std::time::SystemTime::now()).unwrap();
+        drop(conn);
+        let foreign = crate::elsewhere::sqlite::open(&dir.path().join(RUNS_FILE), "runs.sqlite", MAX_ROW).unwrap();
+        foreign.check_schema_one_of(&schemas().unwrap()).unwrap();
+        let to = tempfile::tempdir().unwrap();
+        rebuild_from(to.path(), &foreign).unwrap();
+        assert_eq!(let_go_of(to.path()).unwrap().rows, 2);
+    }
 
     /// Issue 54: the app's workers write its record, so a worker taken by an
     /// escape could put a row of a gigabyte there for the panel (which reads
