@@ -943,17 +943,16 @@ fn space_says_what_each_app_holds() {
     let v: Value = serde_json::from_str(&n.root.ok(&["space", "--json"])).unwrap();
     let a = &v["apps"][0];
     assert_eq!(a["app"], "notes");
-    for part in ["data", "snapshots", "releases", "compiled", "logs"] {
+    for part in ["data", "record", "snapshots", "releases", "compiled", "logs"] {
         assert!(a[part].as_u64().unwrap() > 0, "{part}: {a}");
     }
-    let sum: u64 = ["data", "snapshots", "releases", "compiled", "previews", "logs", "workspace", "trash", "other"]
-        .iter()
-        .map(|p| a[p].as_u64().unwrap())
-        .sum();
+    let parts =
+        ["data", "record", "snapshots", "releases", "compiled", "previews", "logs", "workspace", "trash", "other"];
+    let sum: u64 = parts.iter().map(|p| a[p].as_u64().unwrap()).sum();
     assert_eq!(a["total"].as_u64().unwrap(), sum);
     assert!(v["root_total"].as_u64().unwrap() >= sum - a["compiled"].as_u64().unwrap());
     let text = n.root.ok(&["space", "notes"]);
-    assert!(text.contains("notes") && text.contains("total"), "{text}");
+    assert!(text.contains("notes") && text.contains("record") && text.contains("total"), "{text}");
     let said = n.root.refused(&["space", "nope"]);
     assert!(said.contains("there is no app `nope`"), "{said}");
 }

@@ -317,3 +317,56 @@ fn calls_beyond_the_instance_slots_wait_for_one_instead_of_failing() {
     }
     served.stop();
 }
+
+/// Issue 76: 64 writers and a reader while the record lets its oldest rows
+/// go (20,000 old reads over a bound of 1 MiB and one day): no write fails,
+/// every acknowledged write is stored and keeps its row, and the old reads
+/// are let go, counted by day.
+#[test]
+fn sixty_four_writers_while_the_record_lets_rows_go_lose_nothing_acknowledged() {
+    let t = TestRoot::with_config(&format!("{QUIET}record_keep_mib = 1\nrecord_keep_days = 1\n"));
+    t.install("bench");
+    let record = t.path().join("apps/bench/data/runs.sqlite");
+    {
+        let mut conn = rusqlite::Connection::open(&record).expect("the record opens");
+        let tx = conn.transaction().unwrap();
+        for i in 0..20_000 {
+            tx.execute(
+                "INSERT INTO runs (time, request_id, channel, caller, app, release, route, effect, arguments_hash,
+                                   decision, reason, outcome, duration_ms, answered_by)
+                 VALUES ('2020-01-01T00:00:00Z', ?1, 'ai', 'agent', 'bench', 'r', 'count', 'read', 'h',
+                         'allowed', '', 'ok', 1.0, 'nobody')",
+                [format!("old-{i}")],
+            )
+            .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let served = Served::start(&t, &["serve", "bench"]);
+    let tab = served.tab("bench");
+    let stop = Arc::new(AtomicBool::new(false));
+    let handles = writers(&tab, 64, "k", &stop);
+    let reader = {
+        let (mut h, stop) = (beside(&tab), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let r = h.request("POST", "/api/call/count", Some("{}")).expect("the reader's call");
+                assert_eq!(r.status, 200, "count answered {}", String::from_utf8_lossy(&r.body));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(4));
+    stop.store(true, Ordering::Relaxed);
+    let seen = gather(handles);
+    reader.join().expect("the reader");
+    served.stop();
+    assert!(seen.failures.is_empty(), "{} writes failed, e.g. {:?}", seen.failures.len(), seen.failures.first());
+    assert!(seen.acknowledged.len() >= 64, "only {} writes in 4 s", seen.acknowledged.len());
+    assert_kept(&t, "bench", &seen.acknowledged);
+    let conn = rusqlite::Connection::open(&record).expect("the record opens");
+    let old: i64 = conn.query_row("SELECT count(*) FROM runs WHERE time < '2021'", [], |r| r.get(0)).unwrap();
+    let counted: i64 =
+        conn.query_row("SELECT coalesce(sum(calls), 0) FROM days WHERE day = '2020-01-01'", [], |r| r.get(0)).unwrap();
+    assert!(old < 20_000, "no old row was let go");
+    assert_eq!(old + counted, 20_000, "each old row is held or counted, once");
+}

@@ -511,7 +511,10 @@ const KEEP_EVERY_ROWS: usize = 2_000;
 const KEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn writer(data: &Path, rx: mpsc::Receiver<Msg>, durability: Durability, bounds: keep::Bounds, shared: &Mutex<Shared>) {
-    let (mut since_kept, mut kept_at) = (0, std::time::Instant::now());
+    // A record's first batch in this process looks at its bounds at once
+    // (a worker that starts cleans up what its predecessors left).
+    let now = std::time::Instant::now();
+    let (mut since_kept, mut kept_at) = (0, now.checked_sub(KEEP_EVERY).unwrap_or(now));
     while let Ok(first) = rx.recv() {
         // The rows of reads: gather what comes in the next moment into the
         // same transaction. While this thread is parked, queuing such a row
