@@ -1221,7 +1221,6 @@ fn p8(ctx: &Ctx) -> anyhow::Result<Row> {
         let a = Autoapp::new(ctx.work.join("p8"), QUIET)?;
         let origin = format!("http://127.0.0.1:{service_port}");
         a.install_with("hostile", "hostile", &hostile, &format!("[capabilities]\nnetwork = [\"{origin}\"]\n"))?;
-        a.ok(&["grant", "hostile", &format!("network:{origin}")])?;
         let server = a.start(&["serve", "hostile"])?;
         let tab = Http::launch(&server.address_of("hostile")?)?;
         let ours_url = format!("http://127.0.0.1:{}/api/call/http.send", tab.port());

@@ -221,6 +221,10 @@ impl Autoapp {
             "--json",
         ])?)?;
         let release = built["release"].as_str().context("build --json names the release")?.to_string();
+        if !capabilities.is_empty() {
+            // What the benchmark's own capabilities ask for, granted by it.
+            self.ok(&["grant", id, "--all-asked"])?;
+        }
         self.ok(&["activate", id, &release])?;
         Ok(release)
     }

@@ -283,14 +283,24 @@ function keepBox(a) {
   // (`prune --builds`); the removal asks for the same list again.
   const pruneBuilds = el("input", { type: "checkbox", class: "prune-builds" });
   pruneBuilds.checked = Boolean(pruneShown[a.id] && pruneShown[a.id].builds);
+  // With a day, the record's rows before it too (`prune --record-before`).
+  const pruneRecord = el("input", { type: "date", class: "prune-record", "aria-label": "the record's rows before this day" });
+  pruneRecord.value = (pruneShown[a.id] && pruneShown[a.id].record_before) || "";
+  // Or to a size: its oldest rows, as its bounds let them go (`prune --record-to`).
+  const pruneRecordTo = el("input", { type: "number", min: "1", class: "prune-record-to", "aria-label": "the record's rows, at most this many MiB" });
+  pruneRecordTo.value = (pruneShown[a.id] && pruneShown[a.id].record_to_mib) || "";
   const pruneRow = el("div", { class: "row prune" }, el("button", { class: "prune-btn", type: "button", text: "What can be removed?", onclick: async () => {
     try {
       const builds = pruneBuilds.checked;
-      pruneShown[a.id] = { ...(await api("POST", "/api/prune", { app: a.id, builds })), builds };
+      const record_before = pruneRecord.value || undefined;
+      const record_to_mib = Number(pruneRecordTo.value) > 0 ? Math.floor(Number(pruneRecordTo.value)) : undefined;
+      pruneShown[a.id] = { ...(await api("POST", "/api/prune", { app: a.id, builds, record_before, record_to_mib })), builds, record_before, record_to_mib };
       say(`${pruneShown[a.id].items.length} things of ${a.id} can be removed`);
       refresh();
     } catch (e) { say(e.message, true); }
-  } }), el("label", { class: "muted" }, pruneBuilds, " and the workspace's build output (target/), which a build makes again"));
+  } }), el("label", { class: "muted" }, pruneBuilds, " and the workspace's build output (target/), which a build makes again"),
+  el("label", { class: "muted" }, " and the record's rows before ", pruneRecord, " (your own actions and answers too)"),
+  el("label", { class: "muted" }, " or its oldest rows until they take ", pruneRecordTo, " MiB (their counts stay in `autoapp runs --summary`)"));
   box.append(pruneRow);
   const plan = pruneShown[a.id];
   if (plan) {
@@ -301,7 +311,7 @@ function keepBox(a) {
       const confirmPrune = el("input", { class: "prune-confirm", placeholder: `type ${a.id} to remove these`, "aria-label": `type ${a.id} to remove these` });
       list.append(el("p", { text: `${plan.items.length} to remove, freeing ${said(plan.bytes)}.` }),
         el("div", { class: "row" }, confirmPrune, el("button", { class: "danger prune-go", type: "button", text: "Remove these", onclick: async () => {
-          const out = await act(`pruning ${a.id}`, "/api/prune", { app: a.id, confirm: confirmPrune.value, plan: plan.items, builds: plan.builds });
+          const out = await act(`pruning ${a.id}`, "/api/prune", { app: a.id, confirm: confirmPrune.value, plan: plan.items, builds: plan.builds, record_before: plan.record_before, record_to_mib: plan.record_to_mib });
           if (out) { delete pruneShown[a.id]; refresh(); }
         } })));
     } else list.append(el("p", { text: "Nothing to remove." }));

@@ -116,6 +116,23 @@ test("Backup, the log, Disk space and Prune in the panel", async () => {
   await app.locator(".prune-list button.prune-go").click();
   await page.locator("p.status", { hasText: "removed 1 workspace build folder of notes" }).waitFor();
   assert.ok(!readdirSync(ws).includes("target"), readdirSync(ws).join(", "));
+  // The record's rows before a day, only with a day given (issue 76): the
+  // writes since the last activation stay, and the summary counts the rest.
+  await app.locator("input.prune-builds").uncheck();
+  const tomorrow = new Date(Date.now() + 86400000).toISOString().slice(0, 10);
+  await app.locator("input.prune-record").fill(tomorrow);
+  await app.locator("button.prune-btn").click();
+  const rows = app.locator(".prune-list li.prune-item", { hasText: `the record's rows before ${tomorrow}` });
+  await rows.waitFor();
+  assert.equal(await app.locator(".prune-list li.prune-item").count(), 1);
+  await app.locator(".prune-list input.prune-confirm").fill("notes");
+  await app.locator(".prune-list button.prune-go").click();
+  await page.locator("p.status", { hasText: "removed 1 record's old rows of notes" }).waitFor();
+  const kept = JSON.parse(autoapp(root, "runs", "notes", "--json", "--limit", "1000"));
+  // (A read since — a page the launcher rendered — may follow.)
+  assert.ok(kept.every((r) => r.effect === "write" || r.effect === "read" || r.route === "prune"), JSON.stringify(kept));
+  assert.ok(!kept.some((r) => r.route === "activate"), JSON.stringify(kept));
+  assert.match(autoapp(root, "runs", "notes"), /older rows were let go/);
   // And the rollback of the last activation still works.
   await launcher.stop();
   autoapp(root, "rollback", "notes", "--restore", "--yes");

@@ -296,6 +296,11 @@ enum Command {
         /// --summary` still counts them by day.
         #[arg(long, value_name = "DATE", value_parser = crate::housekeeping::prune::record_day)]
         record_before: Option<chrono::NaiveDate>,
+        /// Also let each app's record's oldest rows go until its rows take at most MIB
+        /// (as `record_keep_mib` does, now): never your own actions and answers, nor the
+        /// writes a rollback still needs.
+        #[arg(long, value_name = "MIB", value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..))]
+        record_to: Option<u64>,
         /// Do not ask on the terminal.
         #[arg(long)]
         yes: bool,
@@ -662,8 +667,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Restore { file, as_id, json } => housekeeping::restore(root, file, as_id, json),
         Command::Space { app, json } => housekeeping::space(root, app, json),
         Command::Apps { json } => housekeeping::apps(root, json),
-        Command::Prune { app, dry_run, keep, trash, builds, record_before, yes } => {
-            let opts = crate::housekeeping::Options { keep, trash, builds, record_before };
+        Command::Prune { app, dry_run, keep, trash, builds, record_before, record_to, yes } => {
+            let opts = crate::housekeeping::Options { keep, trash, builds, record_before, record_to_mib: record_to };
             housekeeping::prune(root, app, dry_run, opts, yes)
         }
         Command::Logs { app, follow, json, since, lines } => housekeeping::logs(root, app, follow, json, since, lines),

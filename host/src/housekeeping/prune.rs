@@ -64,6 +64,9 @@ pub struct Options {
     /// the person's own actions and answers included; never the writes a
     /// rollback still needs. Their counts stay in the day summary.
     pub record_before: Option<chrono::NaiveDate>,
+    /// Also let each app's record's oldest rows go until its rows take this
+    /// many MiB, as its bounds do (never the person's actions and answers).
+    pub record_to_mib: Option<u64>,
 }
 
 /// One thing prune removes.
@@ -263,6 +266,28 @@ fn plan_app(
     if let Some(day) = opts.record_before {
         plan_record(paths, day, &mut found)?;
     }
+    if let Some(mib) = opts.record_to_mib {
+        plan_record_size(paths, mib, &mut found)?;
+    }
+    Ok(())
+}
+
+/// The oldest rows of the app's record past `mib` MiB, as one item.
+fn plan_record_size(paths: &AppPaths, mib: u64, found: &mut Found<'_>) -> anyhow::Result<()> {
+    let data = paths.data();
+    let rows = crate::gate::record::prune_to(&data, mib << 20, true)?;
+    if rows == 0 {
+        return Ok(());
+    }
+    found.items.push(Item {
+        app: Some(found.app.clone()),
+        kind: "record-size".into(),
+        path: data.join(crate::gate::record::RUNS_FILE),
+        bytes: 0,
+        what: format!(
+            "the record's oldest rows until its rows take {mib} MiB (about {rows} rows; your own actions and answers and the writes since the last activation stay; their counts stay in `autoapp runs --summary`)"
+        ),
+    });
     Ok(())
 }
 
@@ -626,6 +651,9 @@ pub fn run(root: &Root, caller: &Caller, app: Option<&AppId>, opts: Options, sho
             ("record", Some(day), Some(data)) => {
                 crate::gate::record::prune_before(data, &day.format("%Y-%m-%d").to_string(), false).map(drop)
             }
+            ("record-size", _, Some(data)) if opts.record_to_mib.is_some() => {
+                crate::gate::record::prune_to(data, opts.record_to_mib.unwrap_or_default() << 20, false).map(drop)
+            }
             _ => remove(&item.path, !built),
         };
         drop(locks);
@@ -652,7 +680,7 @@ pub fn run(root: &Root, caller: &Caller, app: Option<&AppId>, opts: Options, sho
         };
         let arguments = serde_json::json!({
             "keep": opts.keep, "trash": opts.trash, "builds": opts.builds,
-            "record_before": opts.record_before.map(|d| d.to_string()),
+            "record_before": opts.record_before.map(|d| d.to_string()), "record_to_mib": opts.record_to_mib,
         });
         let active = release::active(&root.app(id)).ok().flatten().unwrap_or_default();
         let _ = recorded(&root.app(id), caller, "prune", arguments, outcome, |_| (active, summary.clone()));
@@ -676,6 +704,7 @@ pub fn counted(items: &[&Item]) -> String {
         ("build", "workspace build folder", "workspace build folders"),
         ("leftover", "leftover", "leftovers"),
         ("record", "record's old rows", "records' old rows"),
+        ("record-size", "record's oldest rows", "records' oldest rows"),
     ] {
         let n = items.iter().filter(|i| i.kind == kind).count();
         if n > 0 {
@@ -758,7 +787,7 @@ mod tests {
             std::fs::create_dir_all(app.dir.join(s)).unwrap();
         }
         std::fs::write(app.dir.join("grants.json"), "{}").unwrap();
-        let opts = Options { keep: None, trash: false, builds: false, record_before: None };
+        let opts = Options { keep: None, trash: false, builds: false, record_before: None, record_to_mib: None };
         let fresh = plan(&root, Some(&id), opts).unwrap();
         assert_eq!(fresh.items.len(), 2, "{:?}", fresh.items);
         let shown_one = fresh.items.iter().find(|i| i.path.ends_with("data-prev-20200101T000000Z")).unwrap().clone();

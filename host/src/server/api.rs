@@ -927,6 +927,9 @@ struct PruneBody {
     /// Also the record's rows before this day (`YYYY-MM-DD`).
     #[serde(default)]
     record_before: Option<String>,
+    /// Also the record's oldest rows, until its rows take this many MiB.
+    #[serde(default)]
+    record_to_mib: Option<u64>,
     /// Absent: only the list (a dry run). Present: the app's id typed again,
     /// with the list the person read (`plan`): only what is in it and still
     /// removable is removed.
@@ -945,7 +948,9 @@ async fn prune(State(ctx): State<Ctx>, axum::Json(b): axum::Json<PruneBody>) -> 
         Some(Ok(day)) => Some(day),
         None => None,
     };
-    let opts = crate::housekeeping::Options { keep: b.keep, trash: b.trash, builds: b.builds, record_before };
+    let record_to_mib = b.record_to_mib.filter(|m| *m > 0);
+    let opts =
+        crate::housekeeping::Options { keep: b.keep, trash: b.trash, builds: b.builds, record_before, record_to_mib };
     let apps = ctx.launcher.apps.clone();
     let confirm = b.confirm.clone();
     let shown = b.plan;

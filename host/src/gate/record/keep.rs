@@ -172,6 +172,36 @@ pub fn prune_before(conn: &mut Connection, day: &str, dry: bool) -> anyhow::Resu
     Ok(found)
 }
 
+/// `prune --record-to`: about how many rows would go for the record's rows
+/// to take `bytes` at most (the oldest first, never those always kept).
+pub fn to_size_estimate(conn: &Connection, bytes: u64) -> anyhow::Result<u64> {
+    let used = used_bytes(conn)?;
+    if used <= bytes {
+        return Ok(0);
+    }
+    let fence = fence(conn)?;
+    let (all, loose): (i64, i64) =
+        conn.query_row(&format!("SELECT count(*), coalesce(sum(NOT {KEPT_ALWAYS}), 0) FROM runs"), [fence], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+    let per_row = used / (all.max(1) as u64);
+    Ok(((used - bytes).div_ceil(per_row.max(1))).min(loose as u64))
+}
+
+/// `prune --record-to`: lets the oldest rows go (never those always kept)
+/// until the record's rows take `bytes` at most, or none is left to go.
+pub fn to_size(conn: &mut Connection, bytes: u64) -> anyhow::Result<u64> {
+    let bounds = Bounds { days: 0, bytes: bytes.max(1) };
+    let mut gone = 0;
+    loop {
+        let n = let_go(conn, bounds, std::time::SystemTime::now())?;
+        gone += n;
+        if n == 0 {
+            return Ok(gone);
+        }
+    }
+}
+
 /// What was let go: the rows counted in `days`, and the last day they span.
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct LetGo {

@@ -1212,6 +1212,21 @@ pub fn prune_before(data: &Path, day: &str, dry: bool) -> anyhow::Result<keep::P
     keep::prune_before(&mut conn, day, dry)
 }
 
+/// `prune --record-to`: the oldest rows of the record in `data` let go
+/// until its rows take `bytes` at most (never the person's actions and
+/// answers, nor the writes since the last activation): about how many
+/// with `dry`, else how many went.
+pub fn prune_to(data: &Path, bytes: u64, dry: bool) -> anyhow::Result<u64> {
+    if !data.join(RUNS_FILE).exists() {
+        return Ok(0);
+    }
+    let mut conn = open(data, Durability::Power)?;
+    match dry {
+        true => keep::to_size_estimate(&conn, bytes),
+        false => keep::to_size(&mut conn, bytes),
+    }
+}
+
 /// The bytes the rows of the record in `data` take (its pages in use; the
 /// file may be larger: freed pages are used again).
 pub fn used_bytes(data: &Path) -> anyhow::Result<u64> {
@@ -1361,6 +1376,28 @@ mod tests {
         assert_eq!(done, dry);
         assert_eq!(count_of(dir.path(), "1"), 2, "the write since the activation and the read after the day");
         assert_eq!(keep::let_go_so_far(&conn).unwrap().rows, 3);
+    }
+
+    /// Issue 76: `prune --record-to` estimates, then lets go, the oldest
+    /// rows until the record's rows fit, the person's action kept.
+    #[test]
+    fn pruning_the_record_to_a_size_lets_its_oldest_rows_go_until_they_fit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = open(dir.path(), Durability::Process).unwrap();
+        let now = crate::release::now_rfc3339();
+        let mut rows = vec![made("lifecycle", "user", "allowed", "person", &now)];
+        rows.extend(
+            (0..20_000).map(|i| Row { request_id: format!("r{i}"), ..made("read", "ai", "allowed", "nobody", &now) }),
+        );
+        insert(&mut conn, rows.iter()).unwrap();
+        let fit = 512 << 10;
+        assert!(keep::used_bytes(&conn).unwrap() > 2 * fit);
+        let about = keep::to_size_estimate(&conn, fit).unwrap();
+        let gone = keep::to_size(&mut conn, fit).unwrap();
+        assert!(keep::used_bytes(&conn).unwrap() <= fit, "{}", keep::used_bytes(&conn).unwrap());
+        assert!(about.abs_diff(gone) * 5 <= gone, "about {about}, {gone} went");
+        assert_eq!(count_of(dir.path(), "effect = 'lifecycle'"), 1);
+        assert_eq!(keep::to_size_estimate(&conn, fit).unwrap(), 0, "nothing more to let go");
     }
 
     /// A record with its day summary is one a backup may hold: restored, its
