@@ -318,6 +318,117 @@ impl Drop for Incoming {
 mod tests {
     use super::*;
 
+    /// A launcher that keeps what it was handed and answers 201 with a
+    /// body and trailers.
+    #[derive(Default)]
+    struct Kept(std::sync::Mutex<Vec<Outgoing>>);
+
+    impl Relay for Kept {
+        fn send(&self, outgoing: Outgoing) -> Pin<Box<dyn Future<Output = Result<Relayed, Failure>> + Send>> {
+            self.0.lock().unwrap().push(outgoing);
+            let (to_body, pieces) = tokio::sync::mpsc::unbounded_channel();
+            let _ = to_body.send(Piece::Data(b"hel".to_vec()));
+            let _ = to_body.send(Piece::Data(b"lo".to_vec()));
+            let _ = to_body.send(Piece::Trailers(vec![("x-t".into(), bytes_out(b"1"))]));
+            let head = Received {
+                status: 201,
+                headers: vec![("x-a".into(), bytes_out(b"b"))],
+                replaced: vec!["header Authorization".into()],
+            };
+            Box::pin(async move { Ok(Relayed { head, pieces, gone: Box::new(|| ()) }) })
+        }
+    }
+
+    fn request(uri: &str, body: &'static [u8]) -> http::Request<WasiBody> {
+        let mut r = http::Request::new(
+            http_body_util::Full::new(Bytes::from_static(body)).map_err(|n| match n {}).boxed_unsync(),
+        );
+        *r.uri_mut() = uri.parse().unwrap();
+        r.headers_mut().insert("x-app", http::HeaderValue::from_static("v"));
+        r
+    }
+
+    const LIMITS: NetLimits =
+        NetLimits { request_max_bytes: 8, response_max_bytes: 1 << 20, connect_timeout: Duration::from_secs(2) };
+
+    /// In a worker: a request to an origin not granted, or with a body
+    /// over its bound, is refused there and never handed over; one within
+    /// both is handed over whole, and the launcher's answer — head, body in
+    /// pieces, trailers, where a key replaced the app's header — is the app's.
+    #[tokio::test]
+    async fn a_workers_request_is_handed_over_only_when_admitted_and_within_its_bound() {
+        let allowed = vec![Origin::parse("http://127.0.0.1:8080").unwrap()];
+        let (keys, relay) = (KeysUsed::default(), Kept::default());
+        let send = |uri: &str, body: &'static [u8], options| {
+            relayed_send(&allowed, LIMITS, &keys, &relay, request(uri, body), options)
+        };
+        let denied = send("http://127.0.0.1:9/", b"", None).await.err().expect("refused");
+        assert!(matches!(denied, HttpError::HttpRequestDenied), "{denied:?}");
+        let over = send("http://127.0.0.1:8080/", b"123456789", None).await.err().expect("refused");
+        assert!(matches!(over, HttpError::HttpRequestBodySize(_)), "{over:?}");
+        assert!(relay.0.lock().unwrap().is_empty(), "nothing was handed over");
+        let options = RequestOptions { connect_timeout: Some(Duration::from_millis(250)), ..RequestOptions::default() };
+        let (response, _) = send("http://127.0.0.1:8080/x?y=1", b"body", Some(options)).await.expect("handed over");
+        {
+            let sent = relay.0.lock().unwrap();
+            let sent = &sent[0];
+            assert_eq!((sent.method.as_str(), sent.uri.as_str()), ("GET", "http://127.0.0.1:8080/x?y=1"));
+            assert_eq!(bytes_in(&sent.body).unwrap(), b"body");
+            assert!(sent.headers.contains(&("x-app".into(), bytes_out(b"v"))), "{:?}", sent.headers);
+            assert_eq!((sent.connect_timeout_ms, sent.first_byte_timeout_ms), (Some(250), None));
+        }
+        assert_eq!(response.status(), 201);
+        assert_eq!(response.headers()["x-a"], "b");
+        let body = response.into_body().collect().await.expect("the body");
+        assert_eq!(body.trailers().expect("its trailers")["x-t"], "1");
+        assert_eq!(body.to_bytes(), Bytes::from_static(b"hello"));
+        assert_eq!(keys.said(), "header Authorization");
+    }
+
+    /// In the launcher: what a worker handed over goes through the call's
+    /// own filter — to its granted origin it is sent and answered; to any
+    /// other (the worker's word is not trusted) it is refused, never sent.
+    #[tokio::test]
+    async fn the_launcher_sends_what_a_worker_handed_over_through_the_calls_own_filter() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = served.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let mut head = vec![0u8; 4096];
+                let _ = stream.read(&mut head).await;
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok").await;
+            }
+        });
+        let origin = Origin::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+        let network = CallNetwork::new(vec![origin], Instant::now() + Duration::from_secs(10), LIMITS);
+        let out = |uri: String| Outgoing {
+            method: "GET".into(),
+            uri,
+            headers: Vec::new(),
+            body: String::new(),
+            connect_timeout_ms: None,
+            first_byte_timeout_ms: None,
+        };
+        let (received, body) = send_for(&network, out(format!("http://127.0.0.1:{port}/a"))).await.expect("sent");
+        assert_eq!(received.status, 200);
+        assert_eq!(body.collect().await.expect("the body").to_bytes(), Bytes::from_static(b"ok"));
+        for other in
+            [format!("http://localhost:{port}/"), format!("https://127.0.0.1:{port}/"), "http://10.0.0.1/".into()]
+        {
+            let e = send_for(&network, out(other.clone())).await.err().expect("refused");
+            assert!(matches!(e, HttpError::HttpRequestDenied), "{other}: {e:?}");
+        }
+        let e = send_for(&network, Outgoing { method: "G ET".into(), ..out(format!("http://127.0.0.1:{port}/")) });
+        assert!(matches!(e.await.err(), Some(HttpError::HttpRequestMethodInvalid)));
+        let e = send_for(&network, Outgoing { body: "not base64!".into(), ..out(format!("http://127.0.0.1:{port}/")) });
+        assert!(matches!(e.await.err(), Some(HttpError::HttpProtocolError)));
+        assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 1, "only the granted request reached the server");
+    }
+
     #[test]
     fn a_failure_crosses_the_channel_as_the_error_the_app_would_have_read() {
         for e in [
