@@ -249,11 +249,7 @@ pub async fn send_for(network: &CallNetwork, outgoing: Outgoing) -> Result<(Rece
     *request.method_mut() = method;
     *request.uri_mut() = uri;
     *request.headers_mut() = headers_in(headers)?;
-    let options = RequestOptions {
-        connect_timeout: connect_timeout_ms.map(Duration::from_millis),
-        first_byte_timeout: first_byte_timeout_ms.map(Duration::from_millis),
-        ..RequestOptions::default()
-    };
+    let options = options_of(connect_timeout_ms, first_byte_timeout_ms);
     // This request's own note of the places where a key replaced the app's.
     let keys = KeysUsed { hands: network.keys.hands.clone(), replaced: Arc::default() };
     let (response, _done) =
@@ -262,6 +258,16 @@ pub async fn send_for(network: &CallNetwork, outgoing: Outgoing) -> Result<(Rece
     let (head, body) = response.into_parts();
     let received = Received { status: head.status.as_u16(), headers: headers_out(&head.headers), replaced };
     Ok((received, body))
+}
+
+/// The app's own timeouts of a request, as its worker handed them over
+/// (the filter holds them to the call's bounds).
+fn options_of(connect_timeout_ms: Option<u64>, first_byte_timeout_ms: Option<u64>) -> RequestOptions {
+    RequestOptions {
+        connect_timeout: connect_timeout_ms.map(Duration::from_millis),
+        first_byte_timeout: first_byte_timeout_ms.map(Duration::from_millis),
+        ..RequestOptions::default()
+    }
 }
 
 /// An answer's body as its pieces come over the channel; what is dropped
@@ -366,7 +372,17 @@ mod tests {
         assert!(matches!(denied, HttpError::HttpRequestDenied), "{denied:?}");
         let over = send("http://127.0.0.1:8080/", b"123456789", None).await.err().expect("refused");
         assert!(matches!(over, HttpError::HttpRequestBodySize(_)), "{over:?}");
+        // A length declared over the bound is refused at once, whatever
+        // the body; one at the bound goes.
+        let mut declared = request("http://127.0.0.1:8080/", b"1234");
+        declared.headers_mut().insert(http::header::CONTENT_LENGTH, http::HeaderValue::from_static("100"));
+        let e = relayed_send(&allowed, LIMITS, &keys, &relay, declared, None).await.err().expect("refused");
+        assert!(matches!(e, HttpError::HttpRequestBodySize(Some(100))), "{e:?}");
         assert!(relay.0.lock().unwrap().is_empty(), "nothing was handed over");
+        let mut at_bound = request("http://127.0.0.1:8080/", b"12345678");
+        at_bound.headers_mut().insert(http::header::CONTENT_LENGTH, http::HeaderValue::from_static("8"));
+        let _sent = relayed_send(&allowed, LIMITS, &keys, &relay, at_bound, None).await.expect("at its bound");
+        relay.0.lock().unwrap().clear();
         let options = RequestOptions { connect_timeout: Some(Duration::from_millis(250)), ..RequestOptions::default() };
         let (response, _) = send("http://127.0.0.1:8080/x?y=1", b"body", Some(options)).await.expect("handed over");
         {
@@ -445,6 +461,15 @@ mod tests {
         }
         let refused = HttpError::Connect(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
         assert!(matches!(Failure::of(&refused).into_error(), HttpError::ConnectionRefused));
+    }
+
+    #[test]
+    fn the_apps_own_timeouts_cross_the_channel() {
+        let o = options_of(Some(250), Some(1500));
+        let both = (Some(Duration::from_millis(250)), Some(Duration::from_millis(1500)));
+        assert_eq!((o.connect_timeout, o.first_byte_timeout), both);
+        let o = options_of(None, None);
+        assert_eq!((o.connect_timeout, o.first_byte_timeout), (None, None));
     }
 
     #[test]
