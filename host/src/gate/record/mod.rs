@@ -508,14 +508,28 @@ impl Drop for Recorder {
 /// How often a record's writer looks at its bounds: after this many rows,
 /// or this long, since it last did (and at every flush).
 const KEEP_EVERY_ROWS: usize = 2_000;
-const KEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+const KEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(if cfg!(test) { 1 } else { 30 });
 
 fn writer(data: &Path, rx: mpsc::Receiver<Msg>, durability: Durability, bounds: keep::Bounds, shared: &Mutex<Shared>) {
     // A record's first batch in this process looks at its bounds at once
     // (a worker that starts cleans up what its predecessors left).
     let now = std::time::Instant::now();
     let (mut since_kept, mut kept_at) = (0, now.checked_sub(KEEP_EVERY).unwrap_or(now));
-    while let Ok(first) = rx.recv() {
+    let mut seen_version = None;
+    loop {
+        let first = match rx.recv_timeout(KEEP_EVERY) {
+            Ok(first) => first,
+            // Quiet a while: the rows of writes, committed beside them by
+            // the store's connections, may still have come.
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if bounds != keep::Bounds::NONE {
+                    kept_at = std::time::Instant::now();
+                    keep_round(data, durability, bounds, shared, Some(&mut seen_version));
+                }
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         // The rows of reads: gather what comes in the next moment into the
         // same transaction. While this thread is parked, queuing such a row
         // wakes nobody, so a busy host pays no system call per row; a row that
@@ -576,21 +590,42 @@ fn writer(data: &Path, rx: mpsc::Receiver<Msg>, durability: Durability, bounds: 
             && (since_kept >= KEEP_EVERY_ROWS || kept_at.elapsed() >= KEEP_EVERY || !acks.is_empty())
         {
             (since_kept, kept_at) = (0, std::time::Instant::now());
-            let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
-            if !s.closed {
-                if s.conn.is_none() && data.join(RUNS_FILE).exists() {
-                    s.conn = open(data, durability).ok();
-                }
-                if let Some(conn) = s.conn.as_mut()
-                    && let Err(e) = keep::let_go(conn, bounds, std::time::SystemTime::now())
-                {
-                    tracing::warn!("cannot let the oldest rows of the record in {} go: {e:#}", data.display());
-                }
-            }
+            keep_round(data, durability, bounds, shared, None);
         }
         for a in acks {
             let _ = a.send(());
         }
+    }
+}
+
+/// One round of letting the record's oldest rows go past `bounds`, on the
+/// writer's connection. With `seen`, only when another connection (a
+/// write's, committing its row beside it) changed the record since the last
+/// such look (`PRAGMA data_version`): a quiet record is not read again.
+fn keep_round(
+    data: &Path,
+    durability: Durability,
+    bounds: keep::Bounds,
+    shared: &Mutex<Shared>,
+    seen: Option<&mut Option<i64>>,
+) {
+    let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
+    if s.closed {
+        return;
+    }
+    if s.conn.is_none() && data.join(RUNS_FILE).exists() {
+        s.conn = open(data, durability).ok();
+    }
+    let Some(conn) = s.conn.as_mut() else { return };
+    if let Some(seen) = seen {
+        let version = conn.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0)).ok();
+        if version.is_some() && *seen == version {
+            return;
+        }
+        *seen = version;
+    }
+    if let Err(e) = keep::let_go(conn, bounds, std::time::SystemTime::now()) {
+        tracing::warn!("cannot let the oldest rows of the record in {} go: {e:#}", data.display());
     }
 }
 
@@ -1376,6 +1411,28 @@ mod tests {
         assert_eq!(done, dry);
         assert_eq!(count_of(dir.path(), "1"), 2, "the write since the activation and the read after the day");
         assert_eq!(keep::let_go_so_far(&conn).unwrap().rows, 3);
+    }
+
+    /// Issue 76: rows committed beside a write (by the store's connection,
+    /// never through the writer) are let go too: a writer that hears
+    /// nothing for a while looks at its record when another connection
+    /// changed it (fails before: only a batch of the writer's own woke it).
+    #[test]
+    fn rows_written_beside_the_writer_are_let_go_once_it_has_been_quiet_a_while() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = Recorder::new(Durability::Process).keeping(keep::Bounds { days: 90, bytes: 0 });
+        let now = crate::release::now_rfc3339();
+        rec.write(dir.path(), made("read", "ai", "allowed", "nobody", &now));
+        rec.flush();
+        let mut beside = open(dir.path(), Durability::Process).unwrap();
+        let old = made("read", "ai", "allowed", "nobody", "2020-01-01T00:00:00Z");
+        insert(&mut beside, [old.clone(), old].iter()).unwrap();
+        let deadline = std::time::Instant::now() + KEEP_EVERY * 5;
+        while count_of(dir.path(), "time < '2021'") > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        assert_eq!(count_of(dir.path(), "time < '2021'"), 0, "the old rows were let go");
+        assert_eq!(count_of(dir.path(), "1"), 1);
     }
 
     /// Issue 76: `prune --record-to` estimates, then lets go, the oldest
