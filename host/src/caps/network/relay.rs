@@ -368,15 +368,18 @@ mod tests {
         let send = |uri: &str, body: &'static [u8], options| {
             relayed_send(&allowed, LIMITS, &keys, &relay, request(uri, body), options)
         };
-        let denied = send("http://127.0.0.1:9/", b"", None).await.err().expect("refused");
+        let denied = send("http://127.0.0.1:9/", b"", None).await.err().unwrap_or_else(|| panic!("refused"));
         assert!(matches!(denied, HttpError::HttpRequestDenied), "{denied:?}");
-        let over = send("http://127.0.0.1:8080/", b"123456789", None).await.err().expect("refused");
+        let over = send("http://127.0.0.1:8080/", b"123456789", None).await.err().unwrap_or_else(|| panic!("refused"));
         assert!(matches!(over, HttpError::HttpRequestBodySize(_)), "{over:?}");
         // A length declared over the bound is refused at once, whatever
         // the body; one at the bound goes.
         let mut declared = request("http://127.0.0.1:8080/", b"1234");
         declared.headers_mut().insert(http::header::CONTENT_LENGTH, http::HeaderValue::from_static("100"));
-        let e = relayed_send(&allowed, LIMITS, &keys, &relay, declared, None).await.err().expect("refused");
+        let e = relayed_send(&allowed, LIMITS, &keys, &relay, declared, None)
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("refused"));
         assert!(matches!(e, HttpError::HttpRequestBodySize(Some(100))), "{e:?}");
         assert!(relay.0.lock().unwrap().is_empty(), "nothing was handed over");
         let mut at_bound = request("http://127.0.0.1:8080/", b"12345678");
@@ -435,7 +438,7 @@ mod tests {
         for other in
             [format!("http://localhost:{port}/"), format!("https://127.0.0.1:{port}/"), "http://10.0.0.1/".into()]
         {
-            let e = send_for(&network, out(other.clone())).await.err().expect("refused");
+            let e = send_for(&network, out(other.clone())).await.err().unwrap_or_else(|| panic!("refused"));
             assert!(matches!(e, HttpError::HttpRequestDenied), "{other}: {e:?}");
         }
         let e = send_for(&network, Outgoing { method: "G ET".into(), ..out(format!("http://127.0.0.1:{port}/")) });
