@@ -64,6 +64,11 @@ struct Args {
     /// Keep the work folder (its path is printed).
     #[arg(long)]
     keep: bool,
+    /// P3 and P3c on a record over its bounds (issue 76): 200,000 old reads
+    /// in it, `record_keep_mib = 1` and `record_keep_days = 1`, let go while
+    /// the writes run. Compare with a run without it.
+    #[arg(long)]
+    letting_go: bool,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -186,6 +191,45 @@ fn id(s: &str) -> AppId {
 }
 
 /// Rows of `runs` in an app's record that match `route` and `outcome`.
+/// With `--letting-go`: the configuration that bounds the record.
+fn letting_go_config(ctx: &Ctx) -> &'static str {
+    if ctx.args.letting_go { "record_keep_mib = 1\nrecord_keep_days = 1\n" } else { "" }
+}
+
+/// The old reads `--letting-go` puts into the record of `app` first.
+const OLD_ROWS: i64 = 200_000;
+
+/// With `--letting-go`: [`OLD_ROWS`] reads of 2020 in the record of `app`.
+fn fill_record(ctx: &Ctx, root: &Path, app: &str) -> anyhow::Result<()> {
+    if !ctx.args.letting_go {
+        return Ok(());
+    }
+    let mut c = rusqlite::Connection::open(root.join("apps").join(app).join("data").join("runs.sqlite"))?;
+    let tx = c.transaction()?;
+    {
+        let mut insert = tx.prepare(
+            "INSERT INTO runs (time, request_id, channel, caller, app, release, route, effect, arguments_hash,
+                               decision, reason, outcome, duration_ms, answered_by)
+             VALUES ('2020-01-01T00:00:00Z', ?1, 'ai', 'agent', ?2, 'r', 'old', 'read', 'h', 'allowed', '', 'ok', 1.0, 'nobody')",
+        )?;
+        for i in 0..OLD_ROWS {
+            insert.execute(rusqlite::params![format!("old-{i}"), app])?;
+        }
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// With `--letting-go`: how many of the old reads are still in the record.
+fn old_rows_left(ctx: &Ctx, root: &Path, app: &str) -> anyhow::Result<String> {
+    if !ctx.args.letting_go {
+        return Ok(String::new());
+    }
+    let c = rusqlite::Connection::open(root.join("apps").join(app).join("data").join("runs.sqlite"))?;
+    let left: i64 = c.query_row("SELECT count(*) FROM runs WHERE time < '2021'", [], |r| r.get(0))?;
+    Ok(format!(" · while the record let go {} of {OLD_ROWS} old rows", OLD_ROWS - left))
+}
+
 fn recorded(root: &Path, app: &str, route: &str, outcome: &str) -> anyhow::Result<i64> {
     let db = root.join("apps").join(app).join("data").join("runs.sqlite");
     let c = rusqlite::Connection::open(db)?;
@@ -555,9 +599,17 @@ fn page_headers(tab: &Http) -> Vec<(String, String)> {
 /// `put` with keys of its own; after a clean stop every acknowledged row is
 /// counted in the store and in the record.
 fn p3c(ctx: &Ctx) -> anyhow::Result<Row> {
-    let a = ctx.root_with("p3c", QUIET, &[("bench", "bench", &ctx.bench_wasm)])?;
+    let config = format!("{QUIET}{}", letting_go_config(ctx));
+    let a = ctx.root_with("p3c", &config, &[("bench", "bench", &ctx.bench_wasm)])?;
+    fill_record(ctx, &a.root, "bench")?;
     let server = a.start(&["serve", "bench"])?;
     let tab = Http::launch(&server.address_of("bench")?)?;
+    if ctx.args.letting_go {
+        // A read: the record's writer starts, and lets go from then on.
+        let mut first = Http::new(tab.port());
+        first.cookie = tab.cookie.clone();
+        first.request("POST", "/api/call/count", Some("{}"))?;
+    }
     let url = format!("http://127.0.0.1:{}/api/call/put", tab.port());
     let (rounds, secs, conns) = (ctx.scale(1, 3), ctx.scale(3, 10) as u64, 64);
     let mut loads = Vec::new();
@@ -574,6 +626,7 @@ fn p3c(ctx: &Ctx) -> anyhow::Result<Row> {
     let store = rusqlite::Connection::open(a.root.join("apps/bench/data/app.sqlite"))?;
     let stored: i64 = store.query_row("SELECT count(*) FROM rows", [], |r| r.get(0))?;
     let recorded = recorded(&a.root, "bench", "put", "ok")?;
+    let let_go = old_rows_left(ctx, &a.root, "bench")?;
     let errors: u64 = loads.iter().map(|l| l.non_2xx + l.socket_errors).sum();
     let answered: u64 = loads.iter().map(|l| l.requests).sum();
     let rate = median_of(&loads.iter().map(|l| l.requests_per_sec).collect::<Vec<_>>());
@@ -591,7 +644,7 @@ fn p3c(ctx: &Ctx) -> anyhow::Result<Row> {
             "64 writers at once on one app over HTTP (wrk, `put` of a unique row, keep-alive); clean stop, then counted ({answered} answered after warm-up)"
         ),
         ours: format!(
-            "{rate:.0} writes/s · p50 {} · p99 {} · {errors} errors · {stored} rows in the store, {recorded} in the record{}",
+            "{rate:.0} writes/s · p50 {} · p99 {} · {errors} errors · {stored} rows in the store, {recorded} in the record{}{let_go}",
             us(p50),
             us(p99),
             fmt_cpu(&loads)
@@ -696,8 +749,9 @@ fn p3_power(ctx: &Ctx) -> anyhow::Result<Row> {
 fn p3_at(ctx: &Ctx, power: bool) -> anyhow::Result<Row> {
     let level = if power { "power" } else { "process" };
     let notes_wasm = support::guest("notes")?;
-    let config = format!("{QUIET}durability = \"{level}\"\n");
+    let config = format!("{QUIET}durability = \"{level}\"\n{}", letting_go_config(ctx));
     let a = ctx.root_with(&format!("p3-{level}"), &config, &[("notes", "notes", &notes_wasm)])?;
+    fill_record(ctx, &a.root, "notes")?;
     let native_db = ctx.work.join(format!("p3-native-{level}.sqlite"));
     let native_runs = ctx.work.join(format!("p3-native-runs-{level}.sqlite"));
     {
@@ -709,6 +763,10 @@ fn p3_at(ctx: &Ctx, power: bool) -> anyhow::Result<Row> {
     let apps = open_apps(&a.root)?;
     let app = id("notes");
     let me = Caller::command_line();
+    if ctx.args.letting_go {
+        // A read: the record's writer starts, and lets go from then on.
+        current_thread()?.block_on(apps.call(&me, &app, "notes.list", "{}"))?;
+    }
     // At `power` every write waits for two syncs (on this disk ~0.2 ms each): fewer of them.
     let (rounds, per) = (3, if power { ctx.scale(300, 2_000) } else { ctx.scale(1000, 10_000) });
     let mut latencies = Samples::default();
@@ -745,6 +803,7 @@ fn p3_at(ctx: &Ctx, power: bool) -> anyhow::Result<Row> {
     let notes: i64 = store.query_row("SELECT count(*) FROM notes", [], |r| r.get(0))?;
     let tags: i64 = store.query_row("SELECT count(*) FROM note_tags", [], |r| r.get(0))?;
     let runs = recorded(&a.root, "notes", "notes.add", "ok")?;
+    let let_go = old_rows_left(ctx, &a.root, "notes")?;
     ensure!(
         notes == made as i64 && tags == made as i64 && runs == made as i64,
         "{made} writes answered, but the store holds {notes} notes and {tags} tags and the record {runs} rows"
@@ -758,7 +817,7 @@ fn p3_at(ctx: &Ctx, power: bool) -> anyhow::Result<Row> {
             "`notes.add` writes, one after another, at `durability = \"{level}\"` (the write and its decision row {synced}); clean stop, then counted"
         ),
         ours: format!(
-            "{ours:.0} writes/s · median {} · p99 {} ({made} of {made} in the store and the record)",
+            "{ours:.0} writes/s · median {} · p99 {} ({made} of {made} in the store and the record){let_go}",
             us(latencies.median()),
             us(latencies.p99())
         ),

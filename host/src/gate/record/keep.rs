@@ -37,6 +37,10 @@ pub const STEP: i64 = 500;
 /// The most steps of one round (a round runs between the writer's batches).
 const STEPS_A_ROUND: usize = 16;
 
+/// The most rows one round lets go: a round that let this many go may
+/// have left more.
+pub const ROUND: u64 = STEP as u64 * STEPS_A_ROUND as u64;
+
 /// A record's bounds, from the configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bounds {

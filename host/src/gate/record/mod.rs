@@ -510,21 +510,28 @@ impl Drop for Recorder {
 const KEEP_EVERY_ROWS: usize = 2_000;
 const KEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(if cfg!(test) { 1 } else { 30 });
 
+/// How soon the next round comes after one that left rows to let go.
+const BACKLOG_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn writer(data: &Path, rx: mpsc::Receiver<Msg>, durability: Durability, bounds: keep::Bounds, shared: &Mutex<Shared>) {
     // A record's first batch in this process looks at its bounds at once
     // (a worker that starts cleans up what its predecessors left).
     let now = std::time::Instant::now();
     let (mut since_kept, mut kept_at) = (0, now.checked_sub(KEEP_EVERY).unwrap_or(now));
-    let mut seen_version = None;
+    let (mut seen_version, mut backlog) = (None, false);
     loop {
-        let first = match rx.recv_timeout(KEEP_EVERY) {
+        // A round that left rows past the bounds is followed by the next
+        // one soon, between whatever batches come: a backlog drains at a
+        // round a second, and no call waits for it.
+        let first = match rx.recv_timeout(if backlog { BACKLOG_EVERY } else { KEEP_EVERY }) {
             Ok(first) => first,
             // Quiet a while: the rows of writes, committed beside them by
             // the store's connections, may still have come.
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if bounds != keep::Bounds::NONE {
                     kept_at = std::time::Instant::now();
-                    keep_round(data, durability, bounds, shared, Some(&mut seen_version));
+                    let seen = (!backlog).then_some(&mut seen_version);
+                    backlog = keep_round(data, durability, bounds, shared, seen);
                 }
                 continue;
             }
@@ -587,10 +594,12 @@ fn writer(data: &Path, rx: mpsc::Receiver<Msg>, durability: Durability, bounds: 
         // record's bounds go (no call waits for it).
         since_kept += rows.len();
         if bounds != keep::Bounds::NONE
-            && (since_kept >= KEEP_EVERY_ROWS || kept_at.elapsed() >= KEEP_EVERY || !acks.is_empty())
+            && (since_kept >= KEEP_EVERY_ROWS
+                || kept_at.elapsed() >= if backlog { BACKLOG_EVERY } else { KEEP_EVERY }
+                || !acks.is_empty())
         {
             (since_kept, kept_at) = (0, std::time::Instant::now());
-            keep_round(data, durability, bounds, shared, None);
+            backlog = keep_round(data, durability, bounds, shared, None);
         }
         for a in acks {
             let _ = a.send(());
@@ -602,30 +611,36 @@ fn writer(data: &Path, rx: mpsc::Receiver<Msg>, durability: Durability, bounds: 
 /// writer's connection. With `seen`, only when another connection (a
 /// write's, committing its row beside it) changed the record since the last
 /// such look (`PRAGMA data_version`): a quiet record is not read again.
+/// Answers whether rows may be left to let go (the round let a whole
+/// round's rows go).
 fn keep_round(
     data: &Path,
     durability: Durability,
     bounds: keep::Bounds,
     shared: &Mutex<Shared>,
     seen: Option<&mut Option<i64>>,
-) {
+) -> bool {
     let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
     if s.closed {
-        return;
+        return false;
     }
     if s.conn.is_none() && data.join(RUNS_FILE).exists() {
         s.conn = open(data, durability).ok();
     }
-    let Some(conn) = s.conn.as_mut() else { return };
+    let Some(conn) = s.conn.as_mut() else { return false };
     if let Some(seen) = seen {
         let version = conn.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0)).ok();
         if version.is_some() && *seen == version {
-            return;
+            return false;
         }
         *seen = version;
     }
-    if let Err(e) = keep::let_go(conn, bounds, std::time::SystemTime::now()) {
-        tracing::warn!("cannot let the oldest rows of the record in {} go: {e:#}", data.display());
+    match keep::let_go(conn, bounds, std::time::SystemTime::now()) {
+        Ok(gone) => gone >= keep::ROUND,
+        Err(e) => {
+            tracing::warn!("cannot let the oldest rows of the record in {} go: {e:#}", data.display());
+            false
+        }
     }
 }
 
@@ -1433,6 +1448,27 @@ mod tests {
         }
         assert_eq!(count_of(dir.path(), "time < '2021'"), 0, "the old rows were let go");
         assert_eq!(count_of(dir.path(), "1"), 1);
+    }
+
+    /// Issue 76: a backlog past the bounds (a record kept long under other
+    /// bounds) drains round after round, a round a second, with nothing more
+    /// written (fails before: one round, 8,000 rows, then nothing until the
+    /// record was written again).
+    #[test]
+    fn a_backlog_past_the_bounds_drains_round_after_round() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut beside = open(dir.path(), Durability::Process).unwrap();
+        let old = made("read", "ai", "allowed", "nobody", "2020-01-01T00:00:00Z");
+        insert(&mut beside, std::iter::repeat_n(&old, 30_000)).unwrap();
+        drop(beside);
+        let rec = Recorder::new(Durability::Process).keeping(keep::Bounds { days: 90, bytes: 0 });
+        rec.write(dir.path(), made("read", "ai", "allowed", "nobody", &crate::release::now_rfc3339()));
+        rec.flush();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while count_of(dir.path(), "time < '2021'") > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        assert_eq!(count_of(dir.path(), "time < '2021'"), 0, "the backlog drained");
     }
 
     /// Issue 76: `prune --record-to` estimates, then lets go, the oldest
