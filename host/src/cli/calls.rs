@@ -41,12 +41,15 @@ fn input_from_stdin() -> Result<String, Failure> {
     String::from_utf8(bytes).or_else(|_| fail("the input on standard input is not UTF-8 text"))
 }
 
-/// `autoapp runs`.
-pub(super) fn runs(root: Root, app: String, limit: usize, json: bool) -> Result<(), Failure> {
+/// `autoapp runs` (with `summary`, `runs --summary`).
+pub(super) fn runs(root: Root, app: String, limit: usize, summary: bool, json: bool) -> Result<(), Failure> {
     let id = app_id(&app)?;
     let paths = root.app(&id);
     if !paths.exists() {
         return fail(crate::error::no_such_app(&id));
+    }
+    if summary {
+        return days(&id, &paths, limit, json);
     }
     let rows = crate::gate::record::read(&paths.data(), limit)?;
     if json {
@@ -96,12 +99,7 @@ pub(super) fn runs(root: Root, app: String, limit: usize, json: bool) -> Result<
 
 /// `autoapp runs --summary`: calls, refusals and errors per day, route and
 /// channel, the rows let go included.
-pub(super) fn summary(root: Root, app: String, limit: usize, json: bool) -> Result<(), Failure> {
-    let id = app_id(&app)?;
-    let paths = root.app(&id);
-    if !paths.exists() {
-        return fail(crate::error::no_such_app(&id));
-    }
+fn days(id: &crate::manifest::AppId, paths: &crate::root::AppPaths, limit: usize, json: bool) -> Result<(), Failure> {
     let days = crate::gate::record::summary(&paths.data(), limit)?;
     if json {
         return print_json(&days);

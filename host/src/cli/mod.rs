@@ -641,10 +641,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             releases::rollback(root, app, downgrade, restore, yes, json)
         }
         Command::Remove { app, confirm } => releases::remove(root, app, confirm),
-        Command::Runs { app, limit, summary, json } => match summary {
-            true => calls::summary(root, app, limit, json),
-            false => calls::runs(root, app, limit, json),
-        },
+        Command::Runs { app, limit, summary, json } => calls::runs(root, app, limit, summary, json),
         Command::Workflows { app, json } => calls::workflows(root, app, json),
         Command::Workflow { action, app, name } => calls::workflow(root, action, app, name),
         Command::Open => launcher::open(root),

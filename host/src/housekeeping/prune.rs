@@ -274,21 +274,22 @@ fn plan_app(
 
 /// The oldest rows of the app's record past `mib` MiB, as one item.
 fn plan_record_size(paths: &AppPaths, mib: u64, found: &mut Found<'_>) -> anyhow::Result<()> {
-    let data = paths.data();
-    let rows = crate::gate::record::prune_to(&data, mib << 20, true)?;
-    if rows == 0 {
-        return Ok(());
-    }
-    found.items.push(Item {
-        app: Some(found.app.clone()),
-        kind: "record-size".into(),
-        path: data.join(crate::gate::record::RUNS_FILE),
-        bytes: 0,
-        what: format!(
+    let rows = crate::gate::record::prune_to(&paths.data(), mib << 20, true)?;
+    if rows > 0 {
+        let what = format!(
             "the record's oldest rows until its rows take {mib} MiB (about {rows} rows; your own actions and answers and the writes since the last activation stay; their counts stay in `autoapp runs --summary`)"
-        ),
-    });
+        );
+        record_item(paths, "record-size", what, found);
+    }
     Ok(())
+}
+
+/// One item of rows of the app's record: its file is the item's path, and
+/// it frees no byte (freed pages are used again by the next rows: the file
+/// keeps its size).
+fn record_item(paths: &AppPaths, kind: &str, what: String, found: &mut Found<'_>) {
+    let path = paths.data().join(crate::gate::record::RUNS_FILE);
+    found.items.push(Item { app: Some(found.app.clone()), kind: kind.into(), path, bytes: 0, what });
 }
 
 /// A day as `--record-before` takes it: `YYYY-MM-DD`, not after today.
@@ -308,9 +309,8 @@ pub fn record_day(text: &str) -> Result<chrono::NaiveDate, String> {
 /// The rows of the app's record before `day` (issue 76), as one item: how
 /// many, and how many of them were the person's own actions or answers.
 fn plan_record(paths: &AppPaths, day: chrono::NaiveDate, found: &mut Found<'_>) -> anyhow::Result<()> {
-    let data = paths.data();
     let day = day.format("%Y-%m-%d").to_string();
-    let rows = crate::gate::record::prune_before(&data, &day, true)?;
+    let rows = crate::gate::record::prune_before(&paths.data(), &day, true)?;
     if rows.rows == 0 {
         return Ok(());
     }
@@ -318,17 +318,11 @@ fn plan_record(paths: &AppPaths, day: chrono::NaiveDate, found: &mut Found<'_>) 
         0 => String::new(),
         n => format!(", {n} of them your own actions or answers"),
     };
-    found.items.push(Item {
-        app: Some(found.app.clone()),
-        kind: "record".into(),
-        path: data.join(crate::gate::record::RUNS_FILE),
-        // Freed pages are used again by the next rows: the file keeps its size.
-        bytes: 0,
-        what: format!(
-            "the record's rows before {day} ({} rows{decisions}; their counts stay in `autoapp runs --summary`)",
-            rows.rows
-        ),
-    });
+    let what = format!(
+        "the record's rows before {day} ({} rows{decisions}; their counts stay in `autoapp runs --summary`)",
+        rows.rows
+    );
+    record_item(paths, "record", what, found);
     Ok(())
 }
 
@@ -646,14 +640,17 @@ pub fn run(root: &Root, caller: &Caller, app: Option<&AppId>, opts: Options, sho
         // build scripts wrote: removed as it is, never made writable first.
         let built = item.kind == "build"
             || item.path.file_name().is_some_and(|n| n.to_string_lossy().starts_with(".pruning-target"));
-        let removed_now = match (item.kind.as_str(), opts.record_before, item.path.parent()) {
+        let (kind, data) = (item.kind.as_str(), item.path.parent());
+        let removed_now = match (kind, opts.record_before, opts.record_to_mib, data) {
             // Rows, not a file: taken out of the record, counted by day.
-            ("record", Some(day), Some(data)) => {
+            ("record", Some(day), _, Some(data)) => {
                 crate::gate::record::prune_before(data, &day.format("%Y-%m-%d").to_string(), false).map(drop)
             }
-            ("record-size", _, Some(data)) if opts.record_to_mib.is_some() => {
-                crate::gate::record::prune_to(data, opts.record_to_mib.unwrap_or_default() << 20, false).map(drop)
+            ("record-size", _, Some(mib), Some(data)) => {
+                crate::gate::record::prune_to(data, mib << 20, false).map(drop)
             }
+            // Never the record's file itself.
+            ("record" | "record-size", ..) => Err(anyhow::anyhow!("the record's rows were not asked for")),
             _ => remove(&item.path, !built),
         };
         drop(locks);
